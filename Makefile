@@ -1,0 +1,39 @@
+# distrl: every target sets up .venv first (once, or again when the pins change).
+#   make test    set up, then run the test suite
+#   make run     set up, then train the default experiment (DQN, 4x4, 2 actors, local_mp)
+#   make bench   set up, then run the benchmarks
+# Python 3.10 is found from $PYTHON, then python3.10 on PATH, then pyenv.
+
+VENV  ?= .venv
+PY    := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+ARGS  ?=
+
+.PHONY: setup test test-fast run bench clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml .ci/find_python.sh
+	@set -e; py="$$(bash .ci/find_python.sh)"; \
+	echo "distrl: creating $(VENV) with $$py"; \
+	rm -rf $(VENV); "$$py" -m venv $(VENV); \
+	$(PY) -m pip install -q --upgrade pip; \
+	$(PY) -m pip install -q -r requirements.lock; \
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .; \
+	touch $(STAMP)
+
+test: setup
+	$(PY) -m pytest $(ARGS)
+
+# Everything but the multi-process (local_mp) runs.
+test-fast: setup
+	$(PY) -m pytest -m "not slow" $(ARGS)
+
+run: setup
+	$(PY) launch/train.py --config=configs/dqn.py --lp_launch_type=local_mp $(ARGS)
+
+bench: setup
+	$(PY) benchmarks/run.py $(ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache

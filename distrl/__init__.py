@@ -1,0 +1,1 @@
+"""distrl: a distributed actor-learner RL system in JAX."""

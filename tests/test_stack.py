@@ -1,0 +1,34 @@
+"""The pinned stack loads in the order every Launchpad node loads it.
+
+Launchpad and Reverb import TensorFlow; rlax then imports distrax and
+tensorflow_probability, which refuses to load after a TensorFlow it considers too old
+(tensorflow-probability >= 0.17 does). A wrong pin shows up here, in a fresh process,
+rather than inside a node at run time.
+"""
+
+import subprocess
+import sys
+
+_IMPORT_ORDER = """
+import launchpad, reverb
+import tensorflow as tf
+import jax, haiku, optax, rlax, distrax, tensorflow_probability
+import jax.numpy as jnp
+# rlax's distributions go through tensorflow_probability's JAX substrate: use one.
+logits = jnp.array([[0.0, 1.0, 2.0]])
+log_prob = rlax.softmax().logprob(jnp.array([2]), logits)
+print(tf.__version__, jax.__version__, tensorflow_probability.__version__, float(log_prob[0]))
+"""
+
+
+def test_launchpad_and_reverb_then_jax_stack_import_in_one_process():
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORT_ORDER], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    tf_version, jax_version, tfp_version, log_prob = result.stdout.split()
+    assert tf_version.startswith("2.8.")
+    assert jax_version == "0.6.2"
+    assert tfp_version == "0.16.0"
+    # log softmax of [0, 1, 2] at index 2.
+    assert abs(float(log_prob) - (-0.40760596)) < 1e-5
