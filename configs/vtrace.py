@@ -1,0 +1,10 @@
+"""Actor-critic with V-trace corrections for stale behaviour policies, 4x4 map."""
+
+from distrl.config import base_config
+
+
+def get_config():
+    config = base_config("vtrace")
+    config.learner.batch_size = 1
+    config.replay.queue_size = 4
+    return config

@@ -1,0 +1,128 @@
+"""Stage 6 of the data flow: the evaluator node, which also decides when to stop.
+
+Every `every_seconds` it pulls the learner's latest params, runs greedy episodes on
+B envs in one jitted call, reads the counter, and prints one progress line. When
+the target success rate is reached or a budget (env steps, learner steps, wall
+time) is spent, it writes `result.json` to the run directory, prints the final
+success rate, value grid and policy arrows, and stops the whole program.
+"""
+
+import json
+import os
+import time
+
+import jax
+import launchpad as lp
+from absl import logging
+
+from distrl import agents, evaluation, lifecycle
+from distrl import config as config_lib
+from distrl.variables import ParamsClient
+
+
+def stop_reason(config, success_rate: float, counts, elapsed: float):
+    """Why the run should end now, or None: target first, then each budget."""
+    target, budget = config.evaluator.target_success, config.budget
+    if target and success_rate >= target:
+        return "target_reached"
+    if budget.env_steps and counts.get("env_steps", 0) >= budget.env_steps:
+        return "env_step_budget"
+    if budget.learner_steps and counts.get("learner_steps", 0) >= budget.learner_steps:
+        return "learner_step_budget"
+    if budget.seconds and elapsed >= budget.seconds:
+        return "time_budget"
+    return None
+
+
+def progress_line(elapsed: float, counts, report) -> str:
+    """One compact status line for the terminal."""
+    steps = counts.get("env_steps", 0)
+    updates = counts.get("learner_steps", 0)
+    return (
+        f"[{elapsed:6.1f}s] env steps {steps:>10,.0f} ({steps / max(elapsed, 1e-9):>9,.0f}/s)"
+        f"  updates {updates:>7,.0f} ({updates / max(elapsed, 1e-9):>6,.0f}/s)"
+        f"  v{counts.get('param_version', 0):.0f}"
+        f"  success {report.success_rate:.2f}  return {report.mean_return:+.2f}"
+        f"  length {report.mean_length:5.1f}"
+    )
+
+
+class Evaluator:
+    """Courier node: evaluates periodically and stops the program when done."""
+
+    def __init__(self, config, learner, counter, run_dir: str, start_time: float):
+        self._config = config
+        self._learner = learner
+        self._counter = counter
+        self._run_dir = run_dir
+        self._start = start_time
+
+    def run(self) -> None:
+        with lifecycle.guard("evaluator", self._run_dir):
+            self._run()
+
+    def _run(self) -> None:
+        c = self._config
+        env = config_lib.make_env(c)
+        agent = agents.make_agent(config_lib.make_agent_config(c), env)
+        evaluate = evaluation.make_evaluator(
+            env, agent, c.evaluator.num_envs, greedy=not c.evaluator.sampled
+        )
+        key = jax.random.PRNGKey(c.seed + 7)
+        source = ParamsClient(self._learner)
+        reason, report, counts = None, None, {}
+        if not source.wait_first(lifecycle.should_stop):
+            reason = "stopped"
+        while reason is None:
+            key, eval_key = jax.random.split(key)
+            report = jax.device_get(evaluate(source.params, eval_key))
+            counts = self._read_counts(counts)
+            elapsed = time.time() - self._start
+            print(progress_line(elapsed, counts, report), flush=True)
+            reason = stop_reason(c, report.success_rate, counts, elapsed)
+            if reason is None:
+                if lp.wait_for_stop(c.evaluator.every_seconds):
+                    reason = "stopped"  # a signal, Ctrl-C, or a failed node
+                source.refresh_now()
+        self._finish(reason, env, agent, source.params, source.version, report, counts)
+        if reason != "stopped":
+            lp.stop()
+
+    def _read_counts(self, previous):
+        """The counter's totals, or the previous ones if it is too busy to answer."""
+        try:
+            return self._counter.get_counts()
+        except Exception as err:  # noqa: BLE001 - courier raises grpc-level errors
+            logging.info("evaluator: counter did not answer (%s)", err)
+            return previous
+
+    def _finish(self, reason, env, agent, params, version, report, counts) -> None:
+        result = dict(
+            stop_reason=reason,
+            wall_seconds=time.time() - self._start,
+            param_version=version,
+            counts=counts,
+            evaluation=report._asdict() if report is not None else None,
+        )
+        text = [f"distrl: run ended ({reason}) after {result['wall_seconds']:.1f} s"]
+        if report is not None:
+            grids = evaluation.report(env, agent, params)
+            result["grids"] = grids
+            text += [
+                f"success rate {report.success_rate:.3f}  mean return {report.mean_return:+.3f}"
+                f"  mean length {report.mean_length:.1f}  (greedy, {self._config.evaluator.num_envs} episodes)",
+                f"env steps {counts.get('env_steps', 0):,.0f}  learner updates "
+                f"{counts.get('learner_steps', 0):,.0f}",
+                grids,
+            ]
+        print("\n".join(text), flush=True)
+        os.makedirs(self._run_dir, exist_ok=True)
+        tmp = os.path.join(self._run_dir, "result.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(jax.tree.map(_plain, result), f, indent=2)
+        os.replace(tmp, os.path.join(self._run_dir, "result.json"))
+
+
+def _plain(x):
+    """JSON-friendly scalars (numpy / jax numbers -> Python numbers)."""
+    return x.item() if hasattr(x, "item") else x
