@@ -70,13 +70,20 @@ def make_env(config) -> envs.GridWorld:
     e = config.env
     try:
         return envs.make_env(
-            map_name=e.map,
+            map_name=map_spec(e.map),
             slippery=bool(e.slippery),
             time_limit=int(e.time_limit) or None,
             rewards=tuple(e.rewards),
         )
     except ValueError as err:
         raise ConfigError(f"config.env: {err}") from None
+
+
+def map_spec(value):
+    """A map name ('4x4', 'random:8x8:seed=3') or rows written 'SFFF/FHFH/FFFH/HFFG'."""
+    if isinstance(value, str) and "/" in value:
+        return tuple(value.split("/"))
+    return value
 
 
 def make_agent_config(config):

@@ -1,0 +1,114 @@
+"""launch/train.py as a user runs it: real local_mp processes, bad input, signals.
+
+Each launch runs in its own process session so the test can check that every
+process the program started has exited afterwards.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from conftest import ROOT
+
+TRAIN = [sys.executable, str(ROOT / "launch" / "train.py")]
+
+
+def _session_processes(sid: int):
+    """Live processes of one session (the launcher's and every node it started)."""
+    alive = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getsid(proc.pid) == sid and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
+    return alive
+
+
+def _launch(args, **kwargs):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    return subprocess.Popen(
+        TRAIN + args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True, **kwargs,
+    )
+
+
+def _assert_nothing_left(proc):
+    deadline = time.time() + 15
+    while _session_processes(proc.pid) and time.time() < deadline:
+        time.sleep(0.5)
+    left = _session_processes(proc.pid)
+    for p in left:
+        p.kill()
+    assert not left, [p.cmdline() for p in left]
+
+
+BAD_INPUTS = [
+    (["--config.algorithm=sarsa"], "config.algorithm='sarsa' is unknown; valid: a2c"),
+    (["--config.env.map=9x9"], "unknown map name '9x9'; valid names: ['4x4', '8x8']"),
+    (["--config.num_actors=0"], "config.num_actors=0; need >= 1"),
+    (["--config.learner.batch_size=128000", "--config.replay.max_size=1000"],
+     "config.replay.max_size=1000 items is smaller than the batch"),
+    (["--config.replay.error_buffer=2"], "config.replay.error_buffer=2.0 can never be met"),
+    (["--config.env.map=SFF/FHH/FFX"], "unknown letter"),
+    (["--config.env.map=SFH/HHH/FFG"], "no path from S to G"),
+    (["--lp_launch_type=local_mt"], "launch type 'local_mt' is unknown; valid: ('local_mp', 'test_mt')"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD_INPUTS, ids=[a[0] for a, _ in BAD_INPUTS])
+def test_bad_input_is_refused_before_any_process_starts(args, message):
+    proc = _launch(["--config=configs/dqn.py"] + args)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out[-2000:]
+    assert message in out, out[-2000:]
+    assert "bad config" in out and "Traceback" not in out
+    assert "replay/0" not in out  # no node ever started
+    _assert_nothing_left(proc)
+
+
+@pytest.mark.slow
+def test_local_mp_dqn_two_actors_solves_and_exits_cleanly(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _launch([
+        "--config=configs/dqn.py", "--lp_launch_type=local_mp", "--config.num_actors=2",
+        f"--config.run_dir={run_dir}", "--config.budget.seconds=240",
+    ])
+    out, _ = proc.communicate(timeout=400)
+    assert proc.returncode == 0, out[-4000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["stop_reason"] == "target_reached", result
+    assert result["evaluation"]["success_rate"] == 1.0
+    assert "success rate 1.000" in out and "greedy policy:" in out
+    for node in ("replay/0", "counter/0", "learner/0", "actor/0", "actor/1", "evaluator/0"):
+        assert f"[{node}]" in out, f"{node} printed nothing"
+    _assert_nothing_left(proc)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_signal_stops_every_node(tmp_path, sig):
+    run_dir = tmp_path / "run"
+    proc = _launch([
+        "--config=configs/ppo.py", "--lp_launch_type=local_mp",
+        f"--config.run_dir={run_dir}", "--config.evaluator.target_success=0",
+        "--config.budget.seconds=300", "--config.budget.env_steps=0",
+    ])
+    lines = []
+    for line in proc.stdout:  # wait until training is under way
+        lines.append(line)
+        if "[evaluator/0] [" in line:
+            break
+    if sig == signal.SIGINT:
+        os.killpg(proc.pid, sig)  # a terminal's Ctrl-C reaches the whole group
+    else:
+        proc.send_signal(sig)  # `kill <launcher pid>`
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode != 0, "".join(lines) + out
+    _assert_nothing_left(proc)

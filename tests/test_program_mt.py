@@ -1,0 +1,58 @@
+"""The whole program under Launchpad's test_mt: real Reverb, real courier nodes, threads.
+
+Each run trains until the evaluator's greedy success rate reaches 1.0 on the
+non-slippery 4x4 map (or the budget ends, which fails the test).
+"""
+
+import json
+import os
+
+import pytest
+
+from conftest import load_config
+from distrl import program
+
+
+def _run(config_name: str, run_dir: str, **budget):
+    config = load_config(config_name)
+    config.run_dir = run_dir
+    config.budget.update(dict(env_steps=3_000_000, seconds=150.0, **budget))
+    return program.run(config, "test_mt")
+
+
+@pytest.mark.parametrize("config_name", ["dqn", "ppo"])
+def test_trains_to_full_success_on_4x4(config_name, run_dir):
+    result, out_dir = _run(config_name, run_dir)
+    assert result is not None, "the evaluator wrote no result"
+    assert result["stop_reason"] == "target_reached", result
+    assert result["evaluation"]["success_rate"] == 1.0
+    assert result["evaluation"]["mean_length"] == 6.0  # a shortest route
+    assert result["counts"]["env_steps"] > 0 and result["counts"]["learner_steps"] > 0
+    with open(os.path.join(out_dir, "result.json")) as f:
+        assert json.load(f)["stop_reason"] == "target_reached"
+    assert os.path.exists(os.path.join(out_dir, "config.json"))
+    assert "G" in result["grids"] and ">" in result["grids"]
+
+
+def test_learner_step_budget_stops_the_program(run_dir):
+    config = load_config("dqn")
+    config.run_dir = run_dir
+    config.evaluator.target_success = 0.0  # only the budget can stop it
+    config.budget.update(dict(env_steps=0, seconds=0.0, learner_steps=50))
+    result, _ = program.run(config, "test_mt")
+    assert result["stop_reason"] == "learner_step_budget"
+    assert result["counts"]["learner_steps"] >= 50
+
+
+def test_a_failing_node_stops_the_program_and_is_named(run_dir, monkeypatch):
+    from distrl import learner
+
+    def broken_update(*args, **kwargs):
+        raise RuntimeError("injected learner failure")
+
+    monkeypatch.setattr(learner.replay, "to_learner_batch", broken_update)
+    config = load_config("ppo")
+    config.run_dir = run_dir
+    with pytest.raises(program.NodeFailure, match="learner") as info:
+        program.run(config, "test_mt")
+    assert "injected learner failure" in info.value.failures["learner"]
