@@ -1,0 +1,74 @@
+"""Stage 3 of the data flow: the learning algorithms as pure functions.
+
+One module per algorithm (`dqn`, `actor_critic`, `ppo`), each with a frozen config
+dataclass and `make_agent(config, env_spec) -> Agent`. `make_config(name)` gives
+the named presets the series used (tabular Q, REINFORCE, GRPO are configs of the
+three agents); `make_agent` dispatches on the config type.
+"""
+
+from typing import Any
+
+from distrl.agents import actor_critic, dqn, ppo
+from distrl.agents.actor_critic import ActorCriticConfig
+from distrl.agents.base import Agent, EnvSpec, TrainingState
+from distrl.agents.dqn import DQNConfig
+from distrl.agents.ppo import PPOConfig
+
+# name -> (config class, preset overrides of its defaults)
+PRESETS: dict[str, tuple] = {
+    "dqn": (DQNConfig, {}),
+    "tabular": (
+        DQNConfig,
+        {
+            "network": "table",
+            "optimizer": "sgd",
+            "loss": "l2",
+            # A step of 1/batch_size per sample: even a batch of one repeated entry
+            # moves it by at most the full TD error (10 diverged once replay repeated).
+            "learning_rate": 1.0,
+            "max_grad_norm": 0.0,
+            "target_update_period": 1,  # bootstrap from the current table
+            "double_q": False,
+        },
+    ),
+    "a2c": (ActorCriticConfig, {}),
+    "reinforce": (ActorCriticConfig, {"use_critic": False, "gae_lambda": 1.0, "entropy_coef": 0.1}),
+    "vtrace": (ActorCriticConfig, {"vtrace": True, "gae_lambda": 1.0}),
+    "ppo": (PPOConfig, {}),
+    "grpo": (PPOConfig, {"advantage": "grpo"}),
+}
+
+_MAKERS = {
+    DQNConfig: dqn.make_agent,
+    ActorCriticConfig: actor_critic.make_agent,
+    PPOConfig: ppo.make_agent,
+}
+
+
+def make_config(name: str, **overrides: Any):
+    """The config dataclass of a named preset (see PRESETS), with overrides."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown algorithm {name!r}; pick one of {sorted(PRESETS)}")
+    cls, preset = PRESETS[name]
+    return cls(**{**preset, **overrides})
+
+
+def make_agent(config, env_spec) -> Agent:
+    """Builds the agent of any config dataclass above."""
+    return _MAKERS[type(config)](config, env_spec)
+
+
+__all__ = [
+    "PRESETS",
+    "ActorCriticConfig",
+    "Agent",
+    "DQNConfig",
+    "EnvSpec",
+    "PPOConfig",
+    "TrainingState",
+    "actor_critic",
+    "dqn",
+    "make_agent",
+    "make_config",
+    "ppo",
+]

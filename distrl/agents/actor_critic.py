@@ -1,0 +1,151 @@
+"""Stage 3 of the data flow: advantage actor-critic (A2C), REINFORCE and V-trace.
+
+Batch: `Transition` [T, N] trajectory chunks with behaviour extras
+{'log_prob': [T, N], 'value': [T, N]}. Advantages come from GAE(lambda) (or
+V-trace for stale behaviour policies) via `distrl.agents.advantages`, which keeps
+bootstrapping right across truncation vs termination. REINFORCE is
+`use_critic=False, gae_lambda=1.0`: Monte-Carlo returns inside the chunk, no
+baseline (a chunk end cuts an episode's return; use chunks longer than episodes).
+"""
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import optax
+import rlax
+
+from distrl import networks
+from distrl.agents import advantages as adv_lib
+from distrl.agents import base
+from distrl.types import Transition
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorCriticConfig:
+    """A2C settings; the defaults solve the non-slippery 4x4 map."""
+
+    hidden_sizes: tuple[int, ...] = (64,)
+    shared_torso: bool = False
+    activation: str = "tanh"
+    optimizer: str = "adam"
+    learning_rate: float = 1e-2
+    max_grad_norm: float = 1.0
+    discount: float = 0.99  # 0.9 is steadier later but reached the goal 3-10x slower
+    gae_lambda: float = 0.95
+    use_critic: bool = True  # False (with gae_lambda=1): REINFORCE
+    value_coef: float = 0.5
+    entropy_coef: float = 0.05
+    normalize_advantages: bool = False
+    vtrace: bool = False  # off-policy correction with extras['log_prob']
+    clip_rho_threshold: float = 1.0
+    clip_pg_rho_threshold: float = 1.0
+
+    def __post_init__(self):
+        base.freeze_sequences(self)
+
+
+def trajectory_advantages(network, config: ActorCriticConfig, params, traj: Transition):
+    """(advantages [T], value_targets [T]) for one chunk, without gradients."""
+    logits, v_obs = network.apply(params, traj.observation)  # [T, A], [T]
+    _, v_next = network.apply(params, traj.next_observation)  # [T]
+    if not config.use_critic:
+        v_obs, v_next = jnp.zeros_like(v_obs), jnp.zeros_like(v_next)
+    if config.vtrace:
+        log_rho = base.action_log_probs(logits, traj.action) - traj.extras["log_prob"]
+        return adv_lib.vtrace(
+            traj,
+            v_obs,
+            v_next,
+            log_rho,
+            config.discount,
+            config.gae_lambda,
+            config.clip_rho_threshold,
+            config.clip_pg_rho_threshold,
+        )
+    return adv_lib.gae(traj, v_obs, v_next, config.discount, config.gae_lambda)
+
+
+def trajectory_loss(
+    network, config: ActorCriticConfig, params, traj: Transition, advantage, value_target
+):
+    """Loss [] and metrics for one chunk [T] given advantages and targets [T]."""
+    logits, v = network.apply(params, traj.observation)  # [T, A], [T]
+    w_t = jnp.ones_like(advantage)
+    pg_loss = rlax.policy_gradient_loss(logits, traj.action, advantage, w_t)
+    entropy_loss = -jnp.mean(base.entropy(logits))  # = rlax.entropy_loss(logits, w_t)
+    value_loss = 0.5 * jnp.mean(jnp.square(jax.lax.stop_gradient(value_target) - v))
+    if not config.use_critic:
+        value_loss = jnp.zeros_like(value_loss)
+    loss = pg_loss + config.value_coef * value_loss + config.entropy_coef * entropy_loss
+    metrics = {"pg_loss": pg_loss, "value_loss": value_loss, "entropy": -entropy_loss}
+    return loss, metrics
+
+
+def loss_fn(network, config: ActorCriticConfig, params, batch: Transition):
+    """Mean loss over a batch [T, N] (vmapped over N); returns (loss, metrics)."""
+    adv, targets = jax.vmap(trajectory_advantages, (None, None, None, 1), 1)(
+        network, config, params, batch
+    )  # [T, N]
+    if config.normalize_advantages:
+        adv = adv_lib.normalize(adv, jnp.ones_like(adv))
+    losses, metrics = jax.vmap(trajectory_loss, (None, None, None, 1, 1, 1))(
+        network, config, params, batch, adv, targets
+    )
+    metrics = jax.tree.map(jnp.mean, metrics)
+    metrics["advantage_mean"] = jnp.mean(adv)
+    loss = jnp.mean(losses)
+    metrics["loss"] = loss
+    return loss, metrics
+
+
+def make_policy_fns(net):
+    """(policy, greedy, value) shared by the softmax-policy agents (A2C, PPO)."""
+
+    def policy(params, key, observations, epsilon):
+        """Samples from the softmax; epsilon is ignored. extras: log_prob, value [B]."""
+        del epsilon
+        logits, value = net.apply(params, observations)  # [B, A], [B]
+        actions, log_probs = base.sample_categorical(key, logits)
+        return actions, {"log_prob": log_probs, "value": value}
+
+    def greedy(params, observations):
+        logits, _ = net.apply(params, observations)
+        return base.argmax_actions(logits)
+
+    def value(params, observations):
+        return net.apply(params, observations)[1]
+
+    return policy, greedy, value
+
+
+def _update(net, optimizer, config, state: base.TrainingState, batch: Transition):
+    """One gradient step on a batch [T, N]: -> (state, metrics)."""
+    grads, metrics = jax.grad(loss_fn, argnums=2, has_aux=True)(net, config, state.params, batch)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    metrics["grad_norm"] = base.global_norm(grads)
+    return base.TrainingState(params, None, opt_state, state.key, state.step + 1), metrics
+
+
+def make_agent(config: ActorCriticConfig, env_spec) -> base.Agent:
+    """Builds the A2C / REINFORCE agent for an env with `obs_size` and `num_actions`."""
+    net = networks.make_actor_critic_network(
+        config.hidden_sizes, env_spec.num_actions, config.shared_torso, config.activation
+    )
+    optimizer = base.make_optimizer(config.learning_rate, config.max_grad_norm, config.optimizer)
+    init = base.make_init(net, optimizer, env_spec.obs_size, with_target=False)
+    update = jax.jit(functools.partial(_update, net, optimizer, config))
+    policy, greedy, value = make_policy_fns(net)
+    return base.Agent(
+        init=init,
+        update=update,
+        policy=policy,
+        greedy=greedy,
+        value=value,
+        epsilon=base.zero_epsilon,
+        batch_kind="trajectories",
+        network=net,
+        config=config,
+    )

@@ -1,0 +1,168 @@
+"""Stage 3 of the data flow, shared parts: the Agent interface and small helpers.
+
+An agent is a bundle of pure functions (see `Agent`); learners call `update`,
+actors and evaluators call `policy`, `greedy` and `value`. This package imports
+only jax, haiku, optax, rlax and numpy so that it runs anywhere (see STACK.md).
+"""
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import optax
+from jax.flatten_util import ravel_pytree
+
+Params = Any
+Metrics = dict[str, jnp.ndarray]
+
+
+class EnvSpec(NamedTuple):
+    """What an agent needs to know about the env (a GridWorld fits too)."""
+
+    obs_size: int
+    num_actions: int
+
+
+class TrainingState(NamedTuple):
+    """Learner state for every agent; `target_params` is None for AC/PPO."""
+
+    params: Params
+    target_params: Params
+    opt_state: optax.OptState
+    key: jax.Array
+    step: jnp.ndarray  # int32 [], updates applied so far
+
+
+class Agent(NamedTuple):
+    """The pure functions an algorithm exposes (see CONTRACTS / WORKSPACE).
+
+    init: (key) -> TrainingState.
+    update: (TrainingState, batch) -> (TrainingState, metrics); one jax.jit.
+    policy: (params, key, observations [B, O], epsilon []) -> (actions [B] int32, extras).
+    greedy: (params, observations [B, O]) -> actions [B] int32.
+    value: (params, observations [B, O]) -> values [B] (max_a Q or V).
+    epsilon: (env_steps) -> [] exploration rate (0 for policy-gradient agents).
+    batch_kind: "transitions" (QTransition [N]) or "trajectories" (Transition [T, N]).
+    network: the hk.Transformed network (apply(params, obs)).
+    config: the algorithm's config dataclass.
+    """
+
+    init: Callable
+    update: Callable
+    policy: Callable
+    greedy: Callable
+    value: Callable
+    epsilon: Callable
+    batch_kind: str
+    network: hk.Transformed
+    config: Any
+
+
+def make_init(net: hk.Transformed, optimizer, obs_size: int, with_target: bool) -> Callable:
+    """Jitted `init(key) -> TrainingState` (target_params = params if with_target)."""
+
+    @jax.jit
+    def init(key):
+        key, init_key = jax.random.split(key)
+        params = net.init(init_key, jnp.zeros((obs_size,), jnp.float32))
+        target = params if with_target else None
+        return TrainingState(params, target, optimizer.init(params), key, jnp.zeros((), jnp.int32))
+
+    return init
+
+
+def make_optimizer(
+    learning_rate: float, max_grad_norm: float, optimizer: str = "adam"
+) -> optax.GradientTransformation:
+    """Global-norm gradient clipping followed by Adam or plain SGD.
+
+    Wrapped in `optax.flatten` (the optimizer state is one flat vector): on XLA:CPU
+    this cuts the compile time of an update several-fold (measured 2.9 s -> 0.5 s
+    for a 64x64 MLP with clipping) and changes no numbers.
+    """
+    if optimizer == "adam":
+        opt = optax.adam(learning_rate)
+    elif optimizer == "sgd":
+        opt = optax.sgd(learning_rate)
+    else:
+        raise ValueError(f"unknown optimizer {optimizer!r}; use 'adam' or 'sgd'")
+    if max_grad_norm and max_grad_norm > 0:
+        opt = optax.chain(optax.clip_by_global_norm(max_grad_norm), opt)
+    return optax.flatten(opt)
+
+
+def global_norm(tree) -> jnp.ndarray:
+    """L2 norm of a pytree, through one flat vector.
+
+    Same value as `optax.global_norm`, whose per-leaf reduction added ~1.6 s of
+    XLA:CPU compile time to a small update (jax 0.6.2).
+    """
+    return jnp.linalg.norm(ravel_pytree(tree)[0])
+
+
+def freeze_sequences(config) -> None:
+    """Turns list fields into tuples in a frozen dataclass (__post_init__ helper).
+
+    Configs arrive as `Config(**config_dict)` from ml_collections, where sizes may be
+    lists; tuples keep the dataclass hashable.
+    """
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if isinstance(value, list):
+            object.__setattr__(config, field.name, tuple(value))
+
+
+def sample_categorical(key: jax.Array, logits: jnp.ndarray):
+    """Samples actions [B] int32 from logits [B, A]; returns (actions, log_probs [B]).
+
+    Inverse-CDF sampling from one uniform per row: the same distribution as
+    `jax.random.categorical`, but its one small random draw compiles several
+    times faster on XLA:CPU than the Gumbel draw of shape [B, A].
+    """
+    u = jax.random.uniform(key, logits.shape[:-1])  # [B]
+    cdf = jnp.cumsum(jax.nn.softmax(logits, axis=-1), axis=-1)  # [B, A]
+    actions = jnp.sum(cdf < u[..., None], axis=-1)
+    actions = jnp.minimum(actions, logits.shape[-1] - 1).astype(
+        jnp.int32
+    )  # cdf[-1] < 1 by rounding
+    return actions, action_log_probs(logits, actions)
+
+
+def epsilon_greedy(key: jax.Array, preferences: jnp.ndarray, epsilon) -> jnp.ndarray:
+    """Epsilon-greedy actions [B] int32 from preferences [B, A], one uniform per row.
+
+    With u ~ U[0, 1): explore when u < epsilon, and then u / epsilon is again
+    uniform, so floor(A * u / epsilon) is a uniform random action.
+    """
+    num_actions = preferences.shape[-1]
+    u = jax.random.uniform(key, preferences.shape[:-1])  # [B]
+    explore = u < epsilon
+    scaled = jnp.where(explore, u / jnp.maximum(epsilon, 1e-12), 0.0)
+    random_actions = jnp.minimum(jnp.floor(scaled * num_actions), num_actions - 1)
+    return jnp.where(explore, random_actions.astype(jnp.int32), argmax_actions(preferences))
+
+
+def action_log_probs(logits: jnp.ndarray, actions: jnp.ndarray) -> jnp.ndarray:
+    """log pi(a|s): logits [..., A], actions [...] -> [...]."""
+    log_pi = jax.nn.log_softmax(logits, axis=-1)
+    return jnp.take_along_axis(log_pi, actions[..., None].astype(jnp.int32), axis=-1)[..., 0]
+
+
+def entropy(logits: jnp.ndarray) -> jnp.ndarray:
+    """Entropy of softmax(logits) [..., A] -> [...] (lighter to compile than distrax)."""
+    log_pi = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.sum(jnp.exp(log_pi) * log_pi, axis=-1)
+
+
+def argmax_actions(values: jnp.ndarray) -> jnp.ndarray:
+    """Greedy actions [...] int32 from preferences [..., A] (ties -> lowest index)."""
+    return jnp.argmax(values, axis=-1).astype(jnp.int32)
+
+
+def zero_epsilon(env_steps) -> jnp.ndarray:
+    """Exploration schedule of policy-gradient agents: always 0."""
+    del env_steps
+    return jnp.zeros((), jnp.float32)

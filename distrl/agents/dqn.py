@@ -1,0 +1,135 @@
+"""Stage 3 of the data flow: DQN (and tabular Q-learning) as pure functions.
+
+Batch: `QTransition` [N] from replay, already n-step (see `distrl.agents.nstep`):
+`discount` is the full bootstrap multiplier, so the loss never applies gamma again.
+Tabular Q-learning is this agent with `network="table"` (and SGD, L2 loss).
+"""
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import optax
+import rlax
+
+from distrl import networks
+from distrl.agents import base
+from distrl.agents.nstep import concat_tail, n_step_transitions, tail  # noqa: F401
+from distrl.types import QTransition
+
+
+@dataclasses.dataclass(frozen=True)
+class DQNConfig:
+    """DQN settings; the defaults solve the non-slippery 4x4 map."""
+
+    network: str = "mlp"  # "mlp" | "table" (tabular Q-learning)
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "relu"
+    optimizer: str = "adam"  # "adam" | "sgd"
+    learning_rate: float = 1e-2
+    max_grad_norm: float = 10.0  # global-norm clip; <= 0 disables
+    discount: float = 0.9  # gamma (also for the n-step writer); 0.99 leaves a 1% gap
+    # between moving and bumping a wall, which approximation noise can flip for good
+    n_step: int = 1  # used by the writer, not by the loss
+    double_q: bool = True  # rlax.double_q_learning, else rlax.q_learning
+    loss: str = "huber"  # "huber" | "l2"
+    huber_delta: float = 1.0
+    target_update_period: int = 25  # updates between target refreshes
+    target_update_tau: float = 1.0  # 1: hard copy; < 1: Polyak (use period 1)
+    epsilon_init: float = 1.0
+    epsilon_final: float = 0.1
+    epsilon_decay_steps: int = 2_000  # env steps of linear decay
+
+    def __post_init__(self):
+        base.freeze_sequences(self)
+
+
+def td_error(network, params, target_params, transition: QTransition, double_q: bool):
+    """TD error [] for ONE transition (obs [O], action [], reward [], discount [])."""
+    q_tm1 = network.apply(params, transition.observation)  # [A]
+    q_t_value = network.apply(target_params, transition.next_observation)  # [A]
+    if double_q:
+        q_t_selector = network.apply(params, transition.next_observation)  # [A]
+        return rlax.double_q_learning(
+            q_tm1,
+            transition.action,
+            transition.reward,
+            transition.discount,
+            q_t_value,
+            q_t_selector,
+        )
+    return rlax.q_learning(
+        q_tm1, transition.action, transition.reward, transition.discount, q_t_value
+    )
+
+
+def loss_fn(network, config: DQNConfig, params, target_params, batch: QTransition):
+    """Mean Huber / L2 TD loss over a batch [N]; returns (loss, metrics)."""
+    td = jax.vmap(td_error, in_axes=(None, None, None, 0, None))(
+        network, params, target_params, batch, config.double_q
+    )  # [N]
+    if config.loss == "huber":
+        losses = rlax.huber_loss(td, config.huber_delta)
+    elif config.loss == "l2":
+        losses = rlax.l2_loss(td)  # 0.5 * td**2
+    else:
+        raise ValueError(f"unknown loss {config.loss!r}; use 'huber' or 'l2'")
+    loss = jnp.mean(losses)
+    return loss, {"loss": loss, "td_abs": jnp.mean(jnp.abs(td))}
+
+
+def _update_target(config: DQNConfig, params, target_params, step):
+    """Every `target_update_period` updates: target <- tau*online + (1-tau)*target."""
+    due = (step % config.target_update_period) == 0
+    tau = jnp.where(due, config.target_update_tau, 0.0)
+    return optax.incremental_update(params, target_params, tau)
+
+
+def _update(net, optimizer, config: DQNConfig, state: base.TrainingState, batch: QTransition):
+    """One gradient step and target refresh: (state, batch [N]) -> (state, metrics)."""
+    grads, metrics = jax.grad(loss_fn, argnums=2, has_aux=True)(
+        net, config, state.params, state.target_params, batch
+    )
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    step = state.step + 1
+    target_params = _update_target(config, params, state.target_params, step)
+    metrics["grad_norm"] = base.global_norm(grads)
+    return base.TrainingState(params, target_params, opt_state, state.key, step), metrics
+
+
+def make_agent(config: DQNConfig, env_spec) -> base.Agent:
+    """Builds the DQN agent for an env with `obs_size` and `num_actions`."""
+    net = networks.make_dqn_network(
+        config.network, config.hidden_sizes, env_spec.num_actions, config.activation
+    )
+    optimizer = base.make_optimizer(config.learning_rate, config.max_grad_norm, config.optimizer)
+    epsilon_fn = optax.linear_schedule(
+        config.epsilon_init, config.epsilon_final, config.epsilon_decay_steps
+    )
+    init = base.make_init(net, optimizer, env_spec.obs_size, with_target=True)
+    update = jax.jit(functools.partial(_update, net, optimizer, config))
+
+    def policy(params, key, observations, epsilon):
+        """Epsilon-greedy: obs [B, O] -> (actions [B] int32, {}) (no extras on purpose)."""
+        q = net.apply(params, observations)  # [B, A]
+        return base.epsilon_greedy(key, q, epsilon), {}
+
+    def greedy(params, observations):
+        return base.argmax_actions(net.apply(params, observations))
+
+    def value(params, observations):
+        return jnp.max(net.apply(params, observations), axis=-1)
+
+    return base.Agent(
+        init=init,
+        update=update,
+        policy=policy,
+        greedy=greedy,
+        value=value,
+        epsilon=epsilon_fn,
+        batch_kind="transitions",
+        network=net,
+        config=config,
+    )

@@ -1,0 +1,144 @@
+"""Evaluation: greedy (or sampled) episodes and the per-cell value / arrow grids.
+
+Shared by the single-process trainer and the distributed evaluator. `run_episodes`
+plays one episode on each of B envs in a single jitted `lax.while_loop` (bounded by
+the env's time limit); `value_grid` asks the agent for V (or max Q) and its greedy
+action in every cell, and `render_values` / `render_arrows` print them the way the
+series did (H and G shown as letters).
+"""
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from distrl.envs import GridWorld
+
+ARROWS = "<v>^"  # indexed by action: 0=LEFT 1=DOWN 2=RIGHT 3=UP
+
+
+class EvalResult(NamedTuple):
+    """Statistics over B evaluation episodes (scalars)."""
+
+    success_rate: jnp.ndarray  # fraction of episodes that ended on G
+    mean_return: jnp.ndarray
+    mean_length: jnp.ndarray
+
+
+class _EpisodeCarry(NamedTuple):
+    env_state: object  # EnvState [B]
+    done: jnp.ndarray  # bool [B]
+    episode_return: jnp.ndarray  # float32 [B]
+    episode_length: jnp.ndarray  # int32 [B]
+    success: jnp.ndarray  # bool [B]
+    key: jax.Array
+
+
+def _episode_step(env: GridWorld, act: Callable, params, epsilon, carry: _EpisodeCarry):
+    """One step of the still-running envs; finished ones are frozen."""
+    key, policy_key, env_key = jax.random.split(carry.key, 3)
+    obs = jax.vmap(env.observe)(carry.env_state)  # [B, O]
+    actions = act(params, policy_key, obs, epsilon)  # [B]
+    env_keys = jax.random.split(env_key, actions.shape[0])
+    state, ts = jax.vmap(env.step)(carry.env_state, actions, env_keys)
+    running = ~carry.done
+    goal = jnp.asarray(env.goal_mask().reshape(-1), jnp.float32)
+    keep = lambda new, old: jnp.where(running, new, old)
+    return _EpisodeCarry(
+        env_state=jax.tree.map(keep, state, carry.env_state),
+        done=carry.done | ts.last,
+        episode_return=carry.episode_return + jnp.where(running, ts.reward, 0.0),
+        episode_length=carry.episode_length + running.astype(jnp.int32),
+        success=carry.success | (running & ts.last & (ts.observation @ goal > 0)),
+        key=key,
+    )
+
+
+def run_episodes(env: GridWorld, act: Callable, params, key, num_envs: int, epsilon=0.0):
+    """One episode per env from S, until all are done -> EvalResult. Jittable.
+
+    act(params, key, obs [B, O], epsilon) -> actions [B]; see `make_act`.
+    """
+    reset_keys = jax.random.split(key, num_envs)
+    state, _ = jax.vmap(env.reset)(reset_keys)
+    zeros = jnp.zeros((num_envs,))
+    carry = _EpisodeCarry(state, zeros > 0, zeros, zeros.astype(jnp.int32), zeros > 0, key)
+    carry = jax.lax.while_loop(
+        lambda c: ~jnp.all(c.done),  # the time limit guarantees termination
+        lambda c: _episode_step(env, act, params, epsilon, c),
+        carry,
+    )
+    return EvalResult(
+        success_rate=jnp.mean(carry.success.astype(jnp.float32)),
+        mean_return=jnp.mean(carry.episode_return),
+        mean_length=jnp.mean(carry.episode_length.astype(jnp.float32)),
+    )
+
+
+def make_act(agent, greedy: bool = True) -> Callable:
+    """act(params, key, obs, epsilon) -> actions: the agent's greedy or sampled policy."""
+    if greedy:
+        return lambda params, key, obs, epsilon: agent.greedy(params, obs)
+    return lambda params, key, obs, epsilon: agent.policy(params, key, obs, epsilon)[0]
+
+
+def make_evaluator(env: GridWorld, agent, num_envs: int, greedy: bool = True) -> Callable:
+    """Jitted `evaluate(params, key, epsilon=0.0) -> EvalResult` on `num_envs` envs."""
+    act = make_act(agent, greedy)
+
+    def evaluate(params, key, epsilon=0.0):
+        return run_episodes(env, act, params, key, num_envs, epsilon)
+
+    return jax.jit(evaluate)
+
+
+def cell_values(agent, params, num_cells: int):
+    """(values [num_cells], greedy actions [num_cells]) for every one-hot obs. Jittable."""
+    obs = jnp.eye(num_cells, dtype=jnp.float32)
+    return agent.value(params, obs), agent.greedy(params, obs)
+
+
+def value_grid(env: GridWorld, agent, params) -> tuple[np.ndarray, np.ndarray]:
+    """(values [rows, cols] float, greedy actions [rows, cols] int) for every cell."""
+    values, actions = _cell_values_jit(agent, params, env.num_cells)
+    shape = (env.rows, env.cols)
+    return np.asarray(values).reshape(shape), np.asarray(actions).reshape(shape)
+
+
+# One compiled call instead of many small eager ones; an Agent (a NamedTuple of
+# functions and a frozen config) is hashable, so it can be a static argument.
+_cell_values_jit = jax.jit(cell_values, static_argnums=(0, 2))
+
+
+def _cell_text(desc, render: Callable) -> list:
+    """Rows of cell strings: H and G as letters, other cells through render(r, c)."""
+    return [
+        [ch if ch in "HG" else render(r, c) for c, ch in enumerate(row)]
+        for r, row in enumerate(desc)
+    ]
+
+
+def render_values(values: np.ndarray, desc) -> str:
+    """Value grid as text, one row per line, e.g. '+0.59  +0.66  +0.73  +0.66'."""
+    cells = _cell_text(desc, lambda r, c: f"{values[r, c]:+.2f}")
+    return "\n".join("  ".join(f"{s:>5}" for s in row) for row in cells)
+
+
+def render_arrows(actions: np.ndarray, desc) -> str:
+    """Greedy-action grid as text, e.g. '>   >   v   v' (columns 4 wide)."""
+    cells = _cell_text(desc, lambda r, c: ARROWS[int(actions[r, c])])
+    return "\n".join("".join(f"{s:<4}" for s in row).rstrip() for row in cells)
+
+
+def report(env: GridWorld, agent=None, params=None, grids=None) -> str:
+    """Both grids, ready to print; from `grids` = (values, actions) [num_cells] if given."""
+    if grids is None:
+        values, actions = value_grid(env, agent, params)
+    else:
+        values, actions = (np.asarray(g).reshape(env.rows, env.cols) for g in grids)
+    return (
+        f"values:\n{render_values(values, env.desc)}\n"
+        f"greedy policy:\n{render_arrows(actions, env.desc)}"
+    )

@@ -1,0 +1,112 @@
+"""Stage 4 of the data flow: the jitted, vmapped unroll of B envs for T steps.
+
+Shared by the actors, the evaluator and the single-process trainer. One call runs
+`lax.scan` over T steps of `jax.vmap`ped `auto_reset_step`, so Python overhead is
+paid once per chunk. It returns the chunk as `Transition` [T, B] plus episode
+statistics, and a carry to continue from in the next call.
+"""
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from distrl.envs import EnvState, GridWorld, auto_reset_step
+from distrl.types import Transition
+
+
+class RolloutCarry(NamedTuple):
+    """What continues between chunks; every field has a leading [B]."""
+
+    env_state: EnvState  # position, t: int32 [B]
+    observation: jnp.ndarray  # float32 [B, O], the policy's next input
+    episode_return: jnp.ndarray  # float32 [B], running return of the current episode
+    episode_length: jnp.ndarray  # int32 [B]
+
+
+class RolloutStats(NamedTuple):
+    """Episode statistics of one chunk (scalars, summed over T and B)."""
+
+    env_steps: jnp.ndarray  # int32 [], T * B
+    episodes: jnp.ndarray  # int32 [], episodes completed in the chunk
+    return_sum: jnp.ndarray  # float32 [], summed return of those episodes
+    length_sum: jnp.ndarray  # int32 [], summed length of those episodes
+    successes: jnp.ndarray  # int32 [], those that ended on G
+
+
+def init_carry(env: GridWorld, key: jax.Array, batch_size: int) -> RolloutCarry:
+    """Resets B envs (env i with fold_in(key, i)) -> RolloutCarry [B]."""
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(batch_size))
+    state, timestep = jax.vmap(env.reset)(keys)
+    return RolloutCarry(
+        env_state=state,
+        observation=timestep.observation,
+        episode_return=jnp.zeros((batch_size,), jnp.float32),
+        episode_length=jnp.zeros((batch_size,), jnp.int32),
+    )
+
+
+def goal_cells(env: GridWorld) -> jnp.ndarray:
+    """float32 [O]: 1 on G cells, so obs @ goal_cells says "this obs is a goal"."""
+    return jnp.asarray(np.asarray(env.goal_mask(), np.float32).reshape(-1))
+
+
+def _env_step(env: GridWorld, policy: Callable, params, epsilon, carry: RolloutCarry, key):
+    """One step of B envs: returns (carry, (Transition [B], per-env end stats))."""
+    policy_key, env_key = jax.random.split(key)
+    actions, extras = policy(params, policy_key, carry.observation, epsilon)  # [B]
+    env_keys = jax.random.split(env_key, actions.shape[0])
+    state, ts = jax.vmap(auto_reset_step, (None, 0, 0, 0))(env, carry.env_state, actions, env_keys)
+    transition = Transition(
+        observation=carry.observation,
+        action=actions,
+        reward=ts.reward,
+        discount=ts.discount,
+        last=ts.last,
+        next_observation=ts.observation,
+        extras=extras,
+    )
+    ep_return = carry.episode_return + ts.reward
+    ep_length = carry.episode_length + 1
+    success = ts.last & (ts.observation @ goal_cells(env) > 0)
+    ends = (ts.last, jnp.where(ts.last, ep_return, 0.0), jnp.where(ts.last, ep_length, 0), success)
+    new_carry = RolloutCarry(
+        env_state=state,
+        observation=jax.vmap(env.observe)(state),
+        episode_return=jnp.where(ts.last, 0.0, ep_return),
+        episode_length=jnp.where(ts.last, 0, ep_length),
+    )
+    return new_carry, (transition, ends)
+
+
+def unroll(env: GridWorld, policy: Callable, num_steps: int, params, carry, key, epsilon):
+    """Un-jitted body of `make_rollout` (for fusing into larger jitted steps)."""
+
+    def body(c, k):
+        return _env_step(env, policy, params, epsilon, c, k)
+
+    carry, (traj, ends) = jax.lax.scan(body, carry, jax.random.split(key, num_steps))
+    last, returns, lengths, success = ends  # [T, B] each
+    stats = RolloutStats(
+        env_steps=jnp.int32(num_steps * carry.observation.shape[0]),
+        episodes=jnp.sum(last, dtype=jnp.int32),
+        return_sum=jnp.sum(returns),
+        length_sum=jnp.sum(lengths, dtype=jnp.int32),
+        successes=jnp.sum(success, dtype=jnp.int32),
+    )
+    return carry, traj, stats
+
+
+def make_rollout(env: GridWorld, policy: Callable, num_steps: int) -> Callable:
+    """Returns jitted `rollout(params, carry, key, epsilon) -> (carry, Transition [T, B], stats)`.
+
+    `policy(params, key, obs [B, O], epsilon) -> (actions [B], extras)` is an
+    agent's acting policy; B is taken from the carry (see `init_carry`).
+    """
+
+    def rollout(params, carry: RolloutCarry, key: jax.Array, epsilon):
+        return unroll(env, policy, num_steps, params, carry, key, epsilon)
+
+    return jax.jit(rollout)

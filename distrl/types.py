@@ -1,0 +1,50 @@
+"""Shared pytrees of the data flow: what actors record and what learners consume.
+
+`Transition` is one environment step as an actor records it (stacked to [T, B] by a
+rollout); `QTransition` is an n-step DQN sample built from those (see
+`distrl.agents.nstep`). Both are NamedTuples so they cross `jit`, processes and
+Reverb as plain pytrees.
+"""
+
+from typing import Any, NamedTuple
+
+Array = Any  # jax.Array or np.ndarray; kept loose so numpy batches from Reverb fit.
+
+
+class Transition(NamedTuple):
+    """One env step; every field gains leading [T, B] dims in a rollout.
+
+    observation: [O] float32, what the policy acted on.
+    action: [] int32.
+    reward: [] float32.
+    discount: [] float32, the env discount: 0 on termination (H or G), else 1.
+    last: [] bool, the episode ended here (terminated or truncated).
+    next_observation: [O] float32, the cell reached, before any auto-reset.
+    extras: policy extras, {'log_prob': [], 'value': []} for AC/PPO, {} for DQN.
+    """
+
+    observation: Array
+    action: Array
+    reward: Array
+    discount: Array
+    last: Array
+    next_observation: Array
+    extras: dict[str, Array]
+
+
+class QTransition(NamedTuple):
+    """An n-step DQN sample; fields gain a leading [N] dim in a batch.
+
+    observation: [O] float32, s_tm1.
+    action: [] int32, a_tm1.
+    reward: [] float32, the n-step discounted reward sum r_t.
+    discount: [] float32, the bootstrap multiplier gamma**k * env discount
+      (0 when the window ends in a termination); the loss uses it as is.
+    next_observation: [O] float32, s_t to bootstrap from (pre-reset on truncation).
+    """
+
+    observation: Array
+    action: Array
+    reward: Array
+    discount: Array
+    next_observation: Array

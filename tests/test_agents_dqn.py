@@ -1,0 +1,168 @@
+"""DQN / tabular Q: loss known answers, gradients, target updates, acting, one compile."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from distrl import agents
+from distrl.agents import dqn
+from distrl.types import QTransition
+
+SPEC = agents.EnvSpec(obs_size=4, num_actions=4)
+
+
+def table_params(q_table, name="table"):
+    return {name: {"w": jnp.asarray(q_table, jnp.float32)}}
+
+
+# Online and target Q tables [4 cells, 4 actions] for the hand-computed batch.
+Q_ONLINE = np.array([[0, 1, 2, 3], [1, 5, 2, 0], [0.25, 0, 0, 0], [0, 0, 0, 0]], np.float32)
+Q_TARGET = np.array([[0, 0, 0, 0], [4, 3, 2, 1], [0, 0, 0, 0], [0, 0, 0, 0]], np.float32)
+
+
+def hand_batch():
+    """s0 -a1-> s1 (r 0.5, discount 0.9); s2 -a0-> terminal (r -1, discount 0)."""
+    eye = np.eye(4, dtype=np.float32)
+    return QTransition(
+        observation=jnp.asarray(eye[[0, 2]]),
+        action=jnp.array([1, 0], jnp.int32),
+        reward=jnp.array([0.5, -1.0]),
+        discount=jnp.array([0.9, 0.0]),
+        next_observation=jnp.asarray(eye[[1, 3]]),
+    )
+
+
+def huber(x, delta=1.0):
+    x = abs(x)
+    return 0.5 * x * x if x <= delta else delta * (x - 0.5 * delta)
+
+
+@pytest.mark.parametrize(
+    "double_q, loss, td0",
+    [
+        # q-learning: 0.5 + 0.9 * max(target Q(s1)) - Q(s0, 1) = 0.5 + 3.6 - 1
+        (False, "l2", 3.1),
+        (False, "huber", 3.1),
+        # double: argmax online Q(s1) = 1 -> target Q(s1, 1) = 3: 0.5 + 2.7 - 1
+        (True, "l2", 2.2),
+        (True, "huber", 2.2),
+    ],
+)
+def test_loss_known_answer(double_q, loss, td0):
+    config = dqn.DQNConfig(network="table", double_q=double_q, loss=loss)
+    agent = dqn.make_agent(config, SPEC)
+    td1 = -1.0 - 0.25  # terminal: r - Q(s2, 0), no bootstrap
+    per = [0.5 * td0**2, 0.5 * td1**2] if loss == "l2" else [huber(td0), huber(td1)]
+    value, metrics = dqn.loss_fn(
+        agent.network, config, table_params(Q_ONLINE), table_params(Q_TARGET), hand_batch()
+    )
+    np.testing.assert_allclose(value, np.mean(per), rtol=1e-6)
+    np.testing.assert_allclose(metrics["td_abs"], (abs(td0) + abs(td1)) / 2, rtol=1e-6)
+
+
+def test_loss_gradient_known_answer():
+    """d(mean 0.5 td^2)/dQ(s, a) = -td / N on the taken entries, 0 elsewhere."""
+    config = dqn.DQNConfig(network="table", double_q=False, loss="l2")
+    agent = dqn.make_agent(config, SPEC)
+    grads = jax.grad(
+        lambda p: dqn.loss_fn(agent.network, config, p, table_params(Q_TARGET), hand_batch())[0]
+    )(table_params(Q_ONLINE))
+    expected = np.zeros((4, 4), np.float32)
+    expected[0, 1] = -3.1 / 2
+    expected[2, 0] = 1.25 / 2
+    np.testing.assert_allclose(grads["table"]["w"], expected, rtol=1e-6, atol=1e-7)
+
+
+def test_mlp_loss_shapes_and_gradients():
+    config = dqn.DQNConfig(hidden_sizes=(8,))
+    agent = dqn.make_agent(config, SPEC)
+    state = agent.init(jax.random.PRNGKey(0))
+    batch = hand_batch()
+    loss, _ = dqn.loss_fn(agent.network, config, state.params, state.target_params, batch)
+    assert loss.shape == ()
+    grads = jax.grad(lambda p: dqn.loss_fn(agent.network, config, p, p, batch)[0])(state.params)
+    assert jax.tree.structure(grads) == jax.tree.structure(state.params)
+    leaves = jax.tree.leaves(grads)
+    assert all(np.all(np.isfinite(g)) for g in leaves)
+    assert any(np.any(g != 0) for g in leaves)
+
+
+def test_periodic_target_copy():
+    config = dqn.DQNConfig(hidden_sizes=(8,), target_update_period=3)
+    agent = dqn.make_agent(config, SPEC)
+    state = agent.init(jax.random.PRNGKey(0))
+    batch = hand_batch()
+    same = lambda a, b: all(
+        np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b))
+    )
+    for step in range(1, 7):
+        old_target = state.target_params
+        state, _ = agent.update(state, batch)
+        assert int(state.step) == step
+        if step % 3 == 0:
+            assert same(state.target_params, state.params)
+        else:
+            assert same(state.target_params, old_target)
+
+
+def test_polyak_target():
+    config = dqn.DQNConfig(hidden_sizes=(8,), target_update_period=1, target_update_tau=0.1)
+    agent = dqn.make_agent(config, SPEC)
+    state = agent.init(jax.random.PRNGKey(0))
+    new_state, _ = agent.update(state, hand_batch())
+    jax.tree.map(
+        lambda t, p, t0: np.testing.assert_allclose(t, 0.1 * p + 0.9 * t0, rtol=1e-5, atol=1e-7),
+        new_state.target_params,
+        new_state.params,
+        state.target_params,
+    )
+
+
+def test_update_compiles_once():
+    agent = dqn.make_agent(dqn.DQNConfig(hidden_sizes=(8,)), SPEC)
+    state = agent.init(jax.random.PRNGKey(0))
+    batch = hand_batch()
+    state, _ = agent.update(state, batch)
+    size = agent.update._cache_size()
+    for i in range(3):
+        new_batch = batch._replace(reward=batch.reward + i, action=(batch.action + i) % 4)
+        state, metrics = agent.update(state, new_batch)
+    assert agent.update._cache_size() == size == 1
+    assert set(metrics) >= {"loss", "td_abs", "grad_norm"}
+
+
+def test_policy_epsilon_greedy():
+    config = dqn.DQNConfig(network="table")
+    agent = dqn.make_agent(config, SPEC)
+    params = table_params(Q_ONLINE)
+    obs = jnp.tile(jnp.eye(4)[:1], (2000, 1))  # cell 0: greedy action 3
+    actions, extras = jax.jit(agent.policy)(params, jax.random.PRNGKey(1), obs, 0.0)
+    assert actions.dtype == jnp.int32 and actions.shape == (2000,) and extras == {}
+    assert np.all(actions == 3)
+    actions, _ = jax.jit(agent.policy)(params, jax.random.PRNGKey(1), obs, 1.0)
+    counts = np.bincount(np.asarray(actions), minlength=4) / 2000
+    np.testing.assert_allclose(counts, 0.25, atol=0.04)  # uniform when exploring
+    actions, _ = jax.jit(agent.policy)(params, jax.random.PRNGKey(2), obs, 0.4)
+    np.testing.assert_allclose(np.mean(actions == 3), 0.6 + 0.4 / 4, atol=0.04)
+    np.testing.assert_array_equal(agent.greedy(params, jnp.eye(4)), [3, 1, 0, 0])
+    np.testing.assert_allclose(agent.value(params, jnp.eye(4)), [3, 5, 0.25, 0])
+
+
+def test_epsilon_schedule_is_linear():
+    config = dqn.DQNConfig(epsilon_init=1.0, epsilon_final=0.1, epsilon_decay_steps=1000)
+    agent = dqn.make_agent(config, SPEC)
+    np.testing.assert_allclose(
+        [agent.epsilon(s) for s in (0, 500, 1000, 5000)], [1.0, 0.55, 0.1, 0.1], rtol=1e-6
+    )
+
+
+def test_config_from_dict_and_lists():
+    fields = dataclasses.asdict(dqn.DQNConfig())
+    fields["hidden_sizes"] = [16, 16]  # ml_collections may hand lists over
+    config = dqn.DQNConfig(**fields)
+    assert config.hidden_sizes == (16, 16) and hash(config)
+    tabular = agents.make_config("tabular")
+    assert tabular.network == "table" and isinstance(tabular, dqn.DQNConfig)
