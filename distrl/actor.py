@@ -5,7 +5,10 @@ the latest params it has, turns the chunk into items for its pipeline (n-step
 `QTransition`s per time step for replay, the whole `Transition` [T, B] chunk for the
 queue), writes them, and reports env steps and episodes to the counter. Params
 arrive in the background (`ParamsClient`), so stepping never waits on the learner
-after the first pull.
+after the first pull. Every `log.every_seconds` it writes a metrics row to
+`logs/actor_<i>.csv` (env steps, episodes, env steps/s, parameter version and
+lag, time blocked on Reverb). A resumed run starts its env-step count (and with
+it the exploration schedule) from its share of the checkpointed total.
 """
 
 import time
@@ -13,7 +16,7 @@ import time
 import jax
 from absl import logging
 
-from distrl import agents, lifecycle, replay, rollout
+from distrl import agents, lifecycle, metrics, replay, rollout
 from distrl import config as config_lib
 from distrl.agents import nstep
 from distrl.variables import ParamsClient
@@ -50,13 +53,15 @@ def make_item_fn(agent_config):
 class Actor:
     """Courier node: `run()` acts until the program stops."""
 
-    def __init__(self, config, actor_id: int, replay_client, learner, counter, run_dir: str):
+    def __init__(self, config, actor_id: int, replay_client, learner, counter, run_dir: str,
+                 start_env_steps: int = 0):
         self._config = config
         self._run_dir = run_dir
         self._id = actor_id
         self._replay = replay_client
         self._learner = learner
         self._counter = counter
+        self._start_steps = start_env_steps  # this actor's share of a resumed run's steps
 
     def run(self) -> None:
         with lifecycle.guard(f"actor/{self._id}", self._run_dir):
@@ -68,44 +73,53 @@ class Actor:
         env = config_lib.make_env(c)
         agent_config = config_lib.make_agent_config(c)
         agent = agents.make_agent(agent_config, env)
-        unroll = rollout.make_rollout(env, agent.policy, c.actor.unroll_length)
-        to_items = make_item_fn(agent_config)
         params = ParamsClient(self._learner, c.actor.params_update_period)
         if not replay.wait_for_server(self._replay, should_stop):
             return
         if not params.wait_first(should_stop):
             return
-        key = jax.random.fold_in(jax.random.PRNGKey(c.seed), 1000 + self._id)
-        key, carry_key = jax.random.split(key)
-        carry = rollout.init_carry(env, carry_key, c.actor.num_envs)
         writer = replay.Writer(self._replay, should_stop)
-        write = writer.write_steps if config_lib.is_replay(agent_config) else writer.write_chunk
-        tally = _Tally()
-        tail, env_steps = None, 0
+        log = _ActorLog(metrics.MetricsLogger(self._run_dir, f"actor_{self._id}",
+                                              c.log.every_seconds), self._start_steps)
         try:
-            while not should_stop():
-                if params.update():
-                    tally.add(version_lag=params.last_lag, param_updates=1)
-                global_steps = env_steps * c.num_actors  # the schedule counts all actors
-                epsilon = actor_epsilon(
-                    float(agent.epsilon(global_steps)), self._id, c.num_actors,
-                    c.actor.epsilon_spread,
-                )
-                key, step_key = jax.random.split(key)
-                carry, chunk, stats = unroll(params.params, carry, step_key, epsilon)
-                items, tail = to_items(tail, chunk)
-                write(jax.device_get(items))
-                env_steps += int(stats.env_steps)
-                tally.add(
-                    env_steps=int(stats.env_steps), episodes=int(stats.episodes),
-                    successes=int(stats.successes), return_sum=float(stats.return_sum),
-                    actor_blocked_seconds=writer.blocked_seconds,
-                )
-                writer.blocked_seconds = 0.0
-                tally.maybe_report(self._counter)
+            env_steps = self._act(env, agent, agent_config, params, writer, log)
         finally:
             writer.close()
+            log.close()
         logging.info("actor %d: stopped after %d env steps", self._id, env_steps)
+
+    def _act(self, env, agent, agent_config, params, writer, log) -> int:
+        """Steps, writes and reports until the program stops; returns env steps."""
+        c = self._config
+        unroll = rollout.make_rollout(env, agent.policy, c.actor.unroll_length)
+        to_items = make_item_fn(agent_config)
+        write = writer.write_steps if config_lib.is_replay(agent_config) else writer.write_chunk
+        key = jax.random.fold_in(jax.random.PRNGKey(c.seed), 1000 + self._id)
+        if self._start_steps:  # a resumed run explores differently from the one it continues
+            key = jax.random.fold_in(key, self._start_steps)
+        key, carry_key = jax.random.split(key)
+        carry = rollout.init_carry(env, carry_key, c.actor.num_envs)
+        tally, tail, env_steps = _Tally(), None, self._start_steps
+        while not lifecycle.should_stop():
+            if params.update():
+                tally.add(version_lag=params.last_lag, param_updates=1)
+            global_steps = env_steps * c.num_actors  # the schedule counts all actors
+            epsilon = actor_epsilon(float(agent.epsilon(global_steps)), self._id,
+                                    c.num_actors, c.actor.epsilon_spread)
+            key, step_key = jax.random.split(key)
+            carry, chunk, stats = unroll(params.params, carry, step_key, epsilon)
+            items, tail = to_items(tail, chunk)
+            write(jax.device_get(items))
+            env_steps += int(stats.env_steps)
+            tally.add(
+                env_steps=int(stats.env_steps), episodes=int(stats.episodes),
+                successes=int(stats.successes), return_sum=float(stats.return_sum),
+                actor_blocked_seconds=writer.blocked_seconds,
+            )
+            writer.blocked_seconds = 0.0
+            tally.maybe_report(self._counter, log)
+            log.maybe_write(params.version, epsilon)
+        return env_steps
 
 
 class _Tally:
@@ -119,9 +133,49 @@ class _Tally:
         for name, value in deltas.items():
             self._pending[name] = self._pending.get(name, 0) + value
 
-    def maybe_report(self, counter) -> None:
-        """Sends in the background, so reporting never blocks acting."""
+    def maybe_report(self, counter, log: "_ActorLog") -> None:
+        """Sends in the background, so reporting never blocks acting; `log` gets the same."""
         if self._pending and time.time() - self._last > _REPORT_SECONDS:
             counter.futures.increment(**self._pending)
+            log.add(**self._pending)
             self._pending, self._last = {}, time.time()
 
+
+class _ActorLog:
+    """The actor's metric rows, from running totals of what `add` was given."""
+
+    def __init__(self, logger: metrics.MetricsLogger, env_steps: int):
+        self._log = logger
+        self._totals = dict(
+            env_steps=float(env_steps), episodes=0.0, successes=0.0, return_sum=0.0,
+            actor_blocked_seconds=0.0, version_lag=0.0, param_updates=0.0,
+        )
+        self._deltas = metrics.Deltas(self._totals)
+        self._lag = 0.0
+
+    def add(self, **deltas) -> None:
+        for name, value in deltas.items():
+            self._totals[name] = self._totals.get(name, 0.0) + value
+
+    def maybe_write(self, param_version: int, epsilon: float) -> None:
+        if not self._log.due():
+            return
+        d, seconds = self._deltas.step(self._totals)
+        if d["param_updates"]:  # mean lag of the params that arrived since the last row
+            self._lag = d["version_lag"] / d["param_updates"]
+        episodes = max(d["episodes"], 1.0)
+        self._log.write(int(self._totals["env_steps"]), dict(
+            env_steps=self._totals["env_steps"],
+            episodes=self._totals["episodes"],
+            env_steps_per_s=d["env_steps"] / seconds,
+            episodes_per_s=d["episodes"] / seconds,
+            success_rate=d["successes"] / episodes,  # behaviour policy, this interval
+            mean_return=d["return_sum"] / episodes,
+            param_version=param_version,
+            version_lag=self._lag,
+            blocked_frac=d["actor_blocked_seconds"] / seconds,
+            epsilon=epsilon,
+        ))
+
+    def close(self) -> None:
+        self._log.close()

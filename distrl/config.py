@@ -61,7 +61,14 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
         dict(num_envs=64, every_seconds=1.0, target_success=1.0, sampled=False)
     )
     c.budget = ml_collections.ConfigDict(dict(env_steps=2_000_000, learner_steps=0, seconds=300.0))
-    c.run_dir = ""  # where result.json and logs go; "" -> runs/<algorithm>-<timestamp>
+    c.log = ml_collections.ConfigDict(dict(every_seconds=2.0))  # between a node's metric rows
+    c.checkpoint = ml_collections.ConfigDict(
+        dict(
+            every_seconds=60.0,  # learner checkpoints; 0: only when the run ends
+            replay=True,  # checkpoint Reverb's tables along with the learner
+        )
+    )
+    c.run_dir = ""  # everything a run writes goes here; "" -> runs/<algorithm>-<timestamp>
     return c
 
 
@@ -198,6 +205,9 @@ def _validate_budget_and_evaluator(config) -> None:
         "config.budget sets no limit and config.evaluator.target_success is 0: "
         "the run would never stop; set one of them",
     )
+    log, ckpt = config.log.every_seconds, config.checkpoint.every_seconds
+    _check(log > 0, f"config.log.every_seconds={log}; need > 0")
+    _check(ckpt >= 0, f"config.checkpoint.every_seconds={ckpt}; need >= 0 (0 = only at the end)")
 
 
 def _check(ok, message: str) -> None:

@@ -2,20 +2,21 @@
 
 Actors add env steps and episodes, the learner adds updates and its parameter
 version, the evaluator reads the totals to decide when the budget is spent. One
-small RPC object behind a lock; courier serves its public methods.
+small RPC object behind a lock; courier serves its public methods. A resumed run
+starts it from the totals in the learner's checkpoint, so counts continue.
 """
 
 import threading
 import time
-from typing import Dict
+from typing import Dict, Optional
 
 
 class Counter:
     """Sums of named counts from every node (`increment`), read with `get_counts`."""
 
-    def __init__(self):
+    def __init__(self, initial_counts: Optional[Dict[str, float]] = None):
         self._lock = threading.Lock()
-        self._counts: Dict[str, float] = {}
+        self._counts: Dict[str, float] = dict(initial_counts or {})
         self._start = time.time()
 
     def increment(self, **deltas: float) -> Dict[str, float]:

@@ -1,10 +1,13 @@
 """Stage 6 of the data flow: the evaluator node, which also decides when to stop.
 
 Every `every_seconds` it pulls the learner's latest params, runs greedy episodes on
-B envs in one jitted call, reads the counter, and prints one progress line. When
-the target success rate is reached or a budget (env steps, learner steps, wall
-time) is spent, it writes `result.json` to the run directory, prints the final
-success rate, value grid and policy arrows, and stops the whole program.
+B envs in one jitted call, reads the counter, writes a row to `logs/evaluator.csv`
+(the source of learning curves and of the launcher's progress line) and prints one
+progress line to its own output. It also logs the replay table's numbers
+(`ReplayMonitor`). When the target success rate is reached or a budget (env
+steps, learner steps, wall time) is spent, it writes `result.json` (with the value
+grid and greedy actions as arrays), prints the final success rate, value grid and
+policy arrows, and stops the whole program.
 """
 
 import json
@@ -15,8 +18,9 @@ import jax
 import launchpad as lp
 from absl import logging
 
-from distrl import agents, evaluation, lifecycle
+from distrl import agents, evaluation, lifecycle, metrics
 from distrl import config as config_lib
+from distrl.replay_monitor import ReplayMonitor
 from distrl.variables import ParamsClient
 
 
@@ -47,13 +51,32 @@ def progress_line(elapsed: float, counts, report) -> str:
     )
 
 
+def eval_row(counts, report, rates, elapsed: float) -> dict:
+    """One evaluator metrics row: progress, throughput and the greedy evaluation."""
+    return dict(
+        elapsed=elapsed,
+        env_steps=counts.get("env_steps", 0),
+        env_steps_per_s=rates.get("env_steps", 0.0),
+        episodes=counts.get("episodes", 0),
+        learner_steps=counts.get("learner_steps", 0),
+        updates_per_s=rates.get("learner_steps", 0.0),
+        param_version=counts.get("param_version", 0),
+        success_rate=report.success_rate,
+        mean_return=report.mean_return,
+        mean_length=report.mean_length,
+    )
+
+
 class Evaluator:
     """Courier node: evaluates periodically and stops the program when done."""
 
-    def __init__(self, config, learner, counter, run_dir: str, start_time: float):
+    def __init__(self, config, learner, counter, replay_client, run_dir: str, start_time: float,
+                 initial_counts=None):
         self._config = config
+        self._initial_counts = dict(initial_counts or {})  # a resumed run's totals
         self._learner = learner
         self._counter = counter
+        self._replay = replay_client
         self._run_dir = run_dir
         self._start = start_time
 
@@ -68,25 +91,39 @@ class Evaluator:
         evaluate = evaluation.make_evaluator(
             env, agent, c.evaluator.num_envs, greedy=not c.evaluator.sampled
         )
-        key = jax.random.PRNGKey(c.seed + 7)
         source = ParamsClient(self._learner)
-        reason, report, counts = None, None, {}
-        if not source.wait_first(lifecycle.should_stop):
-            reason = "stopped"
-        while reason is None:
+        log = metrics.MetricsLogger(self._run_dir, "evaluator")
+        monitor = ReplayMonitor(self._replay, self._run_dir, c.log.every_seconds)
+        if source.wait_first(lifecycle.should_stop):
+            reason, report, counts = self._loop(evaluate, source, log, monitor)
+        else:
+            reason, report, counts = "stopped", None, {}
+        self._finish(reason, env, agent, source, report, counts, monitor.summary())
+        log.close()
+        monitor.close()
+        if reason != "stopped":
+            lp.stop()
+
+    def _loop(self, evaluate, source, log, monitor):
+        """Evaluates until there is a stop reason; returns (reason, report, counts)."""
+        c = self._config
+        key = jax.random.PRNGKey(c.seed + 7)
+        rates, counts = metrics.RateWindow(), self._initial_counts
+        while True:
             key, eval_key = jax.random.split(key)
             report = jax.device_get(evaluate(source.params, eval_key))
             counts = self._read_counts(counts)
             elapsed = time.time() - self._start
+            row = eval_row(counts, report, rates.rates(counts), elapsed)
+            log.write(row["env_steps"], row)
+            monitor.maybe_log(row["env_steps"])
             print(progress_line(elapsed, counts, report), flush=True)
             reason = stop_reason(c, report.success_rate, counts, elapsed)
-            if reason is None:
-                if lp.wait_for_stop(c.evaluator.every_seconds):
-                    reason = "stopped"  # a signal, Ctrl-C, or a failed node
-                source.refresh_now()
-        self._finish(reason, env, agent, source.params, source.version, report, counts)
-        if reason != "stopped":
-            lp.stop()
+            if reason is None and lp.wait_for_stop(c.evaluator.every_seconds):
+                reason = "stopped"  # a signal, Ctrl-C, or a failed node
+            if reason is not None:
+                return reason, report, counts
+            source.refresh_now()
 
     def _read_counts(self, previous):
         """The counter's totals, or the previous ones if it is too busy to answer."""
@@ -96,18 +133,21 @@ class Evaluator:
             logging.info("evaluator: counter did not answer (%s)", err)
             return previous
 
-    def _finish(self, reason, env, agent, params, version, report, counts) -> None:
+    def _finish(self, reason, env, agent, source, report, counts, replay_summary) -> None:
         result = dict(
             stop_reason=reason,
             wall_seconds=time.time() - self._start,
-            param_version=version,
+            param_version=source.version,
             counts=counts,
             evaluation=report._asdict() if report is not None else None,
+            replay=replay_summary,
+            map=list(env.desc),
         )
         text = [f"distrl: run ended ({reason}) after {result['wall_seconds']:.1f} s"]
         if report is not None:
-            grids = evaluation.report(env, agent, params)
-            result["grids"] = grids
+            values, actions = evaluation.value_grid(env, agent, source.params)
+            grids = evaluation.report(env, grids=(values, actions))
+            result.update(grids=grids, values=values.tolist(), actions=actions.tolist())
             text += [
                 f"success rate {report.success_rate:.3f}  mean return {report.mean_return:+.3f}"
                 f"  mean length {report.mean_length:.1f}  (greedy, {self._config.evaluator.num_envs} episodes)",

@@ -5,8 +5,15 @@ batch (`replay.to_learner_batch`), moves them to the accelerator, applies the
 jitted update, and serves `(version, params)` to actors and the evaluator. The
 version is the number of updates applied. Params are copied to the host only when
 someone asks for them, so serving costs the update loop nothing.
+
+Every `log.every_seconds` it writes a metrics row to `logs/learner.csv` (updates,
+updates/s, samples/s, losses, parameter version, time waiting for data); every
+`checkpoint.every_seconds` and when the run ends it checkpoints its state, the
+counter's totals and Reverb's tables (`distrl.checkpoint`). A resumed run starts
+from that checkpoint instead of `agent.init`.
 """
 
+import functools
 import threading
 import time
 
@@ -15,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
-from distrl import agents, lifecycle, replay
+from distrl import agents, checkpoint, lifecycle, metrics, replay
 from distrl import config as config_lib
 from distrl.agents import dqn
 
@@ -47,11 +54,14 @@ def num_transitions(batch) -> int:
 class Learner:
     """Courier node: `run()` trains until the program stops; `get_params()` serves."""
 
-    def __init__(self, config, replay_client, counter, run_dir: str):
+    def __init__(self, config, replay_client, counter, run_dir: str, start_time: float,
+                 restore: bool = False):
         self._config = config
         self._run_dir = run_dir
         self._replay = replay_client
         self._counter = counter
+        self._start = start_time  # the run's start; earlier for a resumed run
+        self._restore = restore
         self._lock = threading.Lock()
         self._state = None
         self._version = 0
@@ -69,32 +79,62 @@ class Learner:
             self._run()
 
     def _run(self) -> None:
-        should_stop = lifecycle.should_stop
         c = self._config
         env = config_lib.make_env(c)
-        agent_config = config_lib.make_agent_config(c)
-        agent = agents.make_agent(agent_config, env)
-        is_replay = config_lib.is_replay(agent_config)
+        agent = agents.make_agent(config_lib.make_agent_config(c), env)
+        state, version, counts = self._initial_state(agent)
+        with self._lock:  # published only now: a resumed run never serves fresh params
+            self._state, self._version = state, version
+        saver = checkpoint.Saver(
+            checkpoint.directory(self._run_dir), c.checkpoint.every_seconds, c.algorithm,
+            functools.partial(replay.checkpoint, self._replay) if c.checkpoint.replay else None,
+        )
+        report = _Report(metrics.MetricsLogger(self._run_dir, "learner", c.log.every_seconds),
+                         counts)
+        try:
+            if replay.wait_for_server(self._replay, lifecycle.should_stop):
+                self._train(agent, env.obs_size, report, saver)
+        finally:
+            report.close()
+        # The final checkpoint, what `--resume` continues from after a stop. The
+        # program is stopping, so Reverb gets little time (launchpad kills after 10 s).
+        saver.save(self._state, self._version, report.counts(self._version), self._elapsed(),
+                   replay_timeout_s=3.0)
+        logging.info("learner: stopped after %d updates", self._version)
+
+    def _initial_state(self, agent):
+        """(TrainingState, version, counts): agent.init, or the run's checkpoint."""
+        state = agent.init(jax.random.PRNGKey(self._config.seed))
+        if not self._restore:
+            return state, 0, {}
+        state, manifest = checkpoint.load(
+            checkpoint.directory(self._run_dir), self._config.algorithm, state
+        )
+        logging.info("learner: resumed from version %d", manifest["version"])
+        return jax.device_put(state), manifest["version"], manifest.get("counts", {})
+
+    def _train(self, agent, obs_size: int, report, saver) -> None:
+        c = self._config
+        is_replay = config_lib.is_replay(agent.config)
         prioritized = is_replay and c.replay.sampler == "prioritized"
         priorities = make_priority_fn(agent) if prioritized else None
-        with self._lock:
-            self._state = agent.init(jax.random.PRNGKey(c.seed))
-        if not replay.wait_for_server(self._replay, should_stop):
-            return
         server = self._replay.server_address
-        report = _Report()
-        batches = replay.iterate_batches(server, c, env.obs_size, should_stop)
+        batches = replay.iterate_batches(server, c, obs_size, lifecycle.should_stop)
         for sample, waited in batches:
             start = time.perf_counter()
             batch = jax.device_put(replay.to_learner_batch(sample.data, is_replay))
-            state, metrics = agent.update(self._state, batch)
+            state, metrics_ = agent.update(self._state, batch)
             if priorities is not None:
                 self._update_priorities(priorities, state, batch, sample.info.key)
             with self._lock:
                 self._state, self._version = state, self._version + 1
-            report.add(metrics, waited, time.perf_counter() - start, batch)
+            report.add(metrics_, waited, time.perf_counter() - start, batch)
             report.maybe_send(self._counter, self._version)
-        logging.info("learner: stopped after %d updates", self._version)
+            if saver.due():
+                saver.save(state, self._version, report.counts(self._version), self._elapsed())
+
+    def _elapsed(self) -> float:
+        return time.time() - self._start
 
     def _update_priorities(self, priorities, state, batch, keys) -> None:
         prios = np.asarray(priorities(state, batch, len(keys)), np.float64)
@@ -104,34 +144,75 @@ class Learner:
 
 
 class _Report:
-    """Learner counts and the latest metrics, sent to the counter every 0.5 s."""
+    """Learner counts and the latest metrics: to the counter every 0.5 s, to the log.
 
-    def __init__(self):
+    Also keeps the counter's latest totals (the answer to its own increments), so a
+    checkpoint can record them without a blocking call.
+    """
+
+    def __init__(self, logger: metrics.MetricsLogger, counts: dict):
+        self._log = logger
         self._updates = 0
         self._samples = 0
         self._wait = 0.0
         self._busy = 0.0
         self._metrics = {}
         self._last = time.time()
+        self._totals = dict(counts)  # the counter's totals as last heard
+        self._future = None
+        self._since_log = dict(updates=0.0, samples=0.0, wait=0.0)
+        self._deltas = metrics.Deltas(self._since_log)
 
-    def add(self, metrics, waited: float, busy: float, batch) -> None:
+    def add(self, metrics_, waited: float, busy: float, batch) -> None:
         self._updates += 1
         self._samples += num_transitions(batch)
         self._wait += waited
         self._busy += busy
-        self._metrics = metrics
+        self._metrics = metrics_
 
     def maybe_send(self, counter, version: int) -> None:
         """Sends in the background, so reporting never blocks learning."""
         if not self._updates or time.time() - self._last <= _REPORT_SECONDS:
             return
+        self._collect_totals()
         latest = {f"learner_{k}": float(v) for k, v in jax.device_get(self._metrics).items()}
         counts = dict(
             learner_steps=self._updates, learner_samples=self._samples,
             learner_wait_seconds=self._wait, learner_busy_seconds=self._busy,
         )
-        counter.futures.increment(**counts)
+        self._future = counter.futures.increment(**counts)
         counter.futures.set(param_version=version, **latest)
+        for name, value in zip(("updates", "samples", "wait"), (self._updates, self._samples,
+                                                                self._wait)):
+            self._since_log[name] += value
         self._updates = self._samples = 0
         self._wait = self._busy = 0.0
         self._last = time.time()
+        self._maybe_log(version, latest)
+
+    def counts(self, version: int) -> dict:
+        """The counter's totals for a checkpoint; learner counts exact at `version`."""
+        self._collect_totals()
+        return dict(self._totals, learner_steps=version, param_version=version)
+
+    def close(self) -> None:
+        self._log.close()
+
+    def _collect_totals(self) -> None:
+        if self._future is not None and self._future.done():
+            try:
+                self._totals = dict(self._future.result())
+            except Exception as err:  # noqa: BLE001 - courier raises grpc-level errors
+                logging.info("learner: counter did not answer (%s)", err)
+            self._future = None
+
+    def _maybe_log(self, version: int, latest: dict) -> None:
+        if not self._log.due():
+            return
+        d, seconds = self._deltas.step(self._since_log)
+        self._log.write(version, dict(
+            updates=version, param_version=version,
+            updates_per_s=d["updates"] / seconds, samples_per_s=d["samples"] / seconds,
+            wait_frac=d["wait"] / seconds,
+            **{k[len("learner_"):]: v for k, v in latest.items()},
+        ))

@@ -1,24 +1,31 @@
 """Stage 7 of the data flow: the Launchpad program, and running it.
 
 The one module that knows Launchpad's API. `make_program` wires the node groups
-(replay, counter, learner, actor x N, evaluator); `run` validates the config,
-prepares the run directory, launches under `local_mp` (a process per node) or
-`test_mt` (a thread per node, for tests), waits for every node to exit, and
-returns the evaluator's `result.json`.
+(replay, counter, learner, actor x N, evaluator); `run` validates the config (and,
+when resuming, the checkpoint), prepares the run directory (`distrl.rundir`),
+launches under `local_mp` (a process per node, output in the run directory, one
+progress line in the terminal) or `test_mt` (a thread per node, for tests), waits
+for every node to exit, draws the plots and returns the evaluator's `result.json`.
 """
 
+import contextlib
 import datetime
 import functools
 import json
 import os
 import shutil
+import sys
+import tempfile
 import time
+from typing import Optional
 
 import launchpad as lp
+from absl import logging
+from launchpad.launch.run_locally import launch_local_output_to_files as output_to_files
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 
+from distrl import checkpoint, lifecycle, plots, progress, replay, rundir
 from distrl import config as config_lib
-from distrl import lifecycle, replay
 from distrl.actor import Actor
 from distrl.counter import Counter
 from distrl.evaluator import Evaluator
@@ -53,86 +60,157 @@ class NodeFailure(RuntimeError):
         )
 
 
-def make_program(config, run_dir: str, start_time: float) -> lp.Program:
-    """The distributed experiment of `config` as one `lp.Program`."""
+def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.Program:
+    """The distributed experiment of `config` as one `lp.Program`.
+
+    `restored` is the manifest of the checkpoint a resumed run continues (None for
+    a fresh run): the counter starts from its totals, the learner from its state,
+    and each actor from its share of its env steps.
+    """
     obs_size = config_lib.make_env(config).obs_size
+    counts = dict(restored["counts"]) if restored else {}
     program = lp.Program("distrl")
     with program.group("replay"):
-        replay_handle = program.add_node(
-            lp.ReverbNode(functools.partial(replay.make_tables, config, obs_size))
-        )
+        replay_handle = program.add_node(lp.ReverbNode(
+            functools.partial(replay.make_tables, config, obs_size),
+            checkpoint_ctor=functools.partial(
+                replay.make_checkpointer, os.path.join(run_dir, "checkpoints", "replay")
+            ),
+        ))
     with program.group("counter"):
-        counter = program.add_node(lp.CourierNode(Counter))
+        counter = program.add_node(lp.CourierNode(Counter, counts))
     with program.group("learner"):
-        learner = program.add_node(
-            lp.CourierNode(Learner, config, replay_handle, counter, run_dir)
-        )
+        learner = program.add_node(lp.CourierNode(
+            Learner, config, replay_handle, counter, run_dir, start_time, restored is not None
+        ))
     # Bounded RPCs: a call to a node that has already stopped fails instead of
     # blocking its caller (and, through courier's client teardown, its exit). Counts
     # are fire-and-forget and the counter starts first, so they need not wait for it.
     counter.set_client_kwargs(call_timeout=_RPC_TIMEOUT, wait_for_ready=False)
     learner.set_client_kwargs(call_timeout=_RPC_TIMEOUT)
+    start_steps = int(counts.get("env_steps", 0)) // config.num_actors
     with program.group("actor"):
         for actor_id in range(config.num_actors):
-            program.add_node(
-                lp.CourierNode(Actor, config, actor_id, replay_handle, learner, counter, run_dir)
-            )
+            program.add_node(lp.CourierNode(
+                Actor, config, actor_id, replay_handle, learner, counter, run_dir, start_steps
+            ))
     with program.group("evaluator"):
-        program.add_node(lp.CourierNode(Evaluator, config, learner, counter, run_dir, start_time))
+        program.add_node(lp.CourierNode(
+            Evaluator, config, learner, counter, replay_handle, run_dir, start_time, counts
+        ))
     return program
 
 
-def local_resources():
-    """Per-group process settings for `local_mp`."""
-    cpu_node = PythonProcess(env=_CPU_NODE_ENV)
-    quiet = PythonProcess(env={"TF_CPP_MIN_LOG_LEVEL": "2"})
+def local_resources(run_dir: Optional[str] = None):
+    """Per-group process settings for `local_mp`; with `run_dir`, temp files go there."""
+    tmp = {"TMPDIR": os.path.join(run_dir, rundir.TMP_DIR)} if run_dir else {}
+    cpu_node = PythonProcess(env={**_CPU_NODE_ENV, **tmp})
+    quiet = PythonProcess(env={"TF_CPP_MIN_LOG_LEVEL": "2", **tmp})
     return {"actor": cpu_node, "evaluator": cpu_node, "counter": cpu_node,
             "replay": quiet, "learner": quiet}
 
 
-def prepare_run_dir(config) -> str:
-    """Creates the run directory and writes the resolved config into it."""
-    run_dir = config.run_dir or os.path.join(
-        "runs", f"{config.algorithm}-{time.strftime('%Y%m%d-%H%M%S')}"
-    )
-    run_dir = os.path.abspath(run_dir)
-    os.makedirs(run_dir, exist_ok=True)
-    with open(os.path.join(run_dir, "config.json"), "w") as f:
-        f.write(config.to_json_best_effort(indent=2))
-    return run_dir
+def prepare(config, resume: bool):
+    """Checks everything and writes config.json; returns (run_dir, restored manifest | None).
+
+    Raises ConfigError (CheckpointError for a bad checkpoint) before any process
+    starts and before anything is written.
+    """
+    config_lib.validate(config)
+    run_dir = rundir.resolve(config)
+    restored = None
+    if resume:
+        rundir.check_resume(config, run_dir)
+        restored = checkpoint.verify(run_dir, config)
+    else:
+        rundir.check_fresh(run_dir)
+    rundir.write_config(config, run_dir)
+    # A resumed run must not report an earlier launch's outcome or failures.
+    shutil.rmtree(os.path.join(run_dir, lifecycle.FAILURES_DIR), ignore_errors=True)
+    result_path = os.path.join(run_dir, rundir.RESULT_FILE)
+    if os.path.exists(result_path):
+        os.remove(result_path)
+    return run_dir, restored
 
 
-def run(config, launch_type: str = "local_mp", terminal: str = "current_terminal"):
+def run(config, launch_type: str = "local_mp", terminal: str = "output_to_files",
+        resume: bool = False, progress_stream=None):
     """Validates, launches and waits for the program; returns (result dict | None, run_dir).
 
-    The result is None when the program ended without the evaluator writing one
-    (a node failed before the evaluator could). Raises ConfigError before anything
-    starts when the config cannot work.
+    `terminal` (local_mp): "output_to_files" keeps each node's output in
+    `<run_dir>/logs/nodes/` and draws one progress line on `progress_stream`
+    (default stdout); "current_terminal" prints every node's output here (for
+    debugging). `resume` continues the run in `config.run_dir` from its last
+    checkpoint. The result is None when the program ended without the evaluator
+    writing one. Raises ConfigError before anything starts when the config, or
+    the checkpoint to resume, cannot work. Plots are drawn into `<run_dir>/plots/`.
     """
     if launch_type not in config_lib.LAUNCH_TYPES:
         raise config_lib.ConfigError(
             f"launch type {launch_type!r} is unknown; valid: {config_lib.LAUNCH_TYPES}"
         )
-    config_lib.validate(config)
-    start_time = time.time()
-    run_dir = prepare_run_dir(config)
-    result_path = os.path.join(run_dir, "result.json")
-    # A reused run directory must not report an earlier run's outcome.
-    shutil.rmtree(os.path.join(run_dir, lifecycle.FAILURES_DIR), ignore_errors=True)
-    if os.path.exists(result_path):
-        os.remove(result_path)
-    program = make_program(config, run_dir, start_time)
+    run_dir, restored = prepare(config, resume)
+    start_time = time.time() - (restored["elapsed_seconds"] if restored else 0.0)
+    program = make_program(config, run_dir, start_time, restored)
     if launch_type == "test_mt":
-        manager = lp.launch(program, launch_type="test_mt", serialize_py_nodes=False)
+        lp.launch(program, launch_type="test_mt", serialize_py_nodes=False).wait()
+    elif terminal == "output_to_files":
+        _run_to_files(program, run_dir, config, progress_stream or sys.stdout)
     else:
-        manager = lp.launch(
-            program, launch_type="local_mp", terminal=terminal, local_resources=local_resources()
-        )
-    manager.wait()
+        with _temp_files_in(run_dir):
+            manager = lp.launch(program, launch_type="local_mp", terminal=terminal,
+                                local_resources=local_resources(run_dir))
+        manager.wait()
+    return _outcome(run_dir)
+
+
+@contextlib.contextmanager
+def _temp_files_in(run_dir: str):
+    """Points this process's temp files at <run_dir>/tmp while launching.
+
+    Launchpad pickles each node group into a fresh temp directory (removed when
+    the launcher exits); a killed launcher would leave it in /tmp otherwise.
+    """
+    path = os.path.join(run_dir, rundir.TMP_DIR)
+    os.makedirs(path, exist_ok=True)
+    saved, tempfile.tempdir = tempfile.tempdir, path
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved
+
+
+def _run_to_files(program, run_dir: str, config, stream) -> None:
+    """local_mp with each node's output in <run_dir>/logs/nodes/<group>/<i>.
+
+    Launchpad reads that directory from LAUNCHPAD_LOGGING_DIR once, when it is
+    imported, so it is set on the module. Launchpad's own prints in this process
+    (where logs go, the stop countdown) go to logs/nodes/launcher, so that the
+    terminal shows only the progress line on `stream`.
+    """
+    output_dir = rundir.node_output_dir(run_dir)
+    os.makedirs(output_dir, exist_ok=True)
+    output_to_files._LOGGING_DIR = output_dir  # a private name: see the docstring
+    with open(os.path.join(output_dir, "launcher"), "a") as log, contextlib.redirect_stdout(log):
+        with _temp_files_in(run_dir):
+            manager = lp.launch(program, launch_type="local_mp", terminal="output_to_files",
+                                local_resources=local_resources(run_dir))
+        with progress.ProgressLine(run_dir, config, stream):
+            manager.wait()
+
+
+def _outcome(run_dir: str):
+    """(result | None, run_dir) after the program ended; NodeFailure if a node failed."""
     failures = lifecycle.read_failures(run_dir)
     if failures:
         raise NodeFailure(failures, run_dir)
+    result_path = os.path.join(run_dir, rundir.RESULT_FILE)
     if not os.path.exists(result_path):
         return None, run_dir
     with open(result_path) as f:
-        return json.load(f), run_dir
+        result = json.load(f)
+    try:
+        plots.plot_run(run_dir)
+    except Exception as err:  # noqa: BLE001 - a plot must not lose a finished run's result
+        logging.warning("plots of %s failed: %s", run_dir, err)
+    return result, run_dir

@@ -11,14 +11,16 @@ What an actor writes and what the learner reads are both derived from one exampl
 pytree (`example_item`), so the two cannot drift apart.
 """
 
+import threading
 import time
-from typing import Iterator
+from typing import Dict, Iterator, Optional
 
 import jax
 import numpy as np
 import reverb
 import tensorflow as tf
 from absl import logging
+from reverb.platform import checkpointers_lib
 
 from distrl import config as config_lib
 from distrl.types import QTransition, Transition
@@ -138,7 +140,7 @@ def make_dataset(server_address: str, config, obs_size: int, timeout_ms: int = 5
         table=TABLE,
         dtypes=tf.nest.map_structure(lambda s: s.dtype, signature(config, obs_size)),
         shapes=tf.nest.map_structure(lambda s: s.shape, signature(config, obs_size)),
-        max_in_flight_samples_per_worker=2 * config_lib.items_per_batch(config),
+        max_in_flight_samples_per_worker=max(64, 4 * config_lib.items_per_batch(config)),
         rate_limiter_timeout_ms=timeout_ms,
     )
     ds = ds.batch(config_lib.items_per_batch(config), drop_remainder=True)
@@ -195,3 +197,57 @@ def wait_for_server(client: reverb.Client, should_stop, max_backoff_s: float = 8
             time.sleep(backoff)
             backoff = min(2 * backoff, max_backoff_s)
     return False
+
+
+def make_checkpointer(path: str) -> checkpointers_lib.DefaultCheckpointer:
+    """Reverb's checkpointer for the replay node, writing under `path` (the run dir).
+
+    Without one, Reverb's server makes a fresh temp dir under /tmp. This one also
+    loads the newest complete checkpoint found in `path` when the server starts,
+    which is how a resumed run gets its replay table back. Reverb writes each
+    checkpoint to its own directory and marks it DONE when complete.
+    """
+    return checkpointers_lib.DefaultCheckpointer(path)
+
+
+def checkpoint(client: reverb.Client, timeout_s: float = 10.0) -> Optional[str]:
+    """Asks the server to checkpoint its tables; the path, or None (logged) on failure.
+
+    `Client.checkpoint` has no deadline, so it runs in a helper thread: a server
+    that is already shutting down must not hang the learner's final checkpoint.
+    """
+    outcome = {}
+
+    def call():
+        try:
+            outcome["path"] = client.checkpoint()
+        except Exception as err:  # noqa: BLE001 - grpc surfaces several error types
+            outcome["error"] = err
+
+    thread = threading.Thread(target=call, name="reverb-checkpoint", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if "path" not in outcome:
+        logging.warning("replay: checkpoint failed (%s)", outcome.get("error", "timed out"))
+    return outcome.get("path")
+
+
+def table_stats(client: reverb.Client, timeout_s: int = 2) -> Dict[str, float]:
+    """Cumulative numbers of the experience table, from `server_info`.
+
+    size / max_size (items), inserts and samples completed (items, since the
+    table's creation, including a restored checkpoint's), and the table worker's
+    milliseconds spent with inserts held back until samples catch up
+    (`waiting_for_sampling_ms`: the rate limiter or a full queue blocking actors)
+    and with samples held back until inserts arrive (`waiting_for_inserts_ms`).
+    """
+    info = client.server_info(timeout=timeout_s)[TABLE]
+    limiter, worker = info.rate_limiter_info, info.table_worker_time
+    return dict(
+        size=float(info.current_size),
+        max_size=float(info.max_size),
+        inserts=float(limiter.insert_stats.completed),
+        samples=float(limiter.sample_stats.completed),
+        waiting_for_sampling_ms=float(worker.waiting_for_sampling_ms),
+        waiting_for_inserts_ms=float(worker.waiting_for_inserts_ms),
+    )

@@ -1,14 +1,21 @@
 """Train one distributed experiment: python launch/train.py --config=configs/dqn.py
 
 Flags: `--config` (an ml_collections config file; override any field with
-`--config.num_actors=4`, `--config.env.map=8x8`, ...), `--lp_launch_type`
-(local_mp: a process per node; test_mt: threads in this process) and
-`--terminal` (where node output goes under local_mp). The config is validated
-before any process starts. Exit status: 0 when the run ends on its target or a
-budget, 1 when it stopped otherwise (a node failed), 2 for a bad config or flag,
-130 when interrupted.
+`--config.num_actors=4`, `--config.env.map=8x8`, ...), `--run_dir` (where the run
+writes everything; default runs/<algorithm>-<time>), `--resume=<run dir>`
+(continue a stopped or killed run from its last checkpoint, with its saved
+config; only budgets, the target and logging periods may be overridden),
+`--lp_launch_type` (local_mp: a process per node; test_mt: threads in this
+process) and `--terminal` (local_mp: output_to_files keeps each node's output in
+<run_dir>/logs/nodes/ and shows one progress line here; current_terminal prints
+every node's output here, for debugging). The config, and a checkpoint to
+resume, are checked before any process starts. Exit status: 0 when the run ends
+on its target or a budget, 1 when it stopped otherwise (a node failed), 2 for a
+bad config, flag or checkpoint, 130 when interrupted.
 """
 
+import os
+import pathlib
 import sys
 
 from absl import app, flags
@@ -16,26 +23,75 @@ from ml_collections import config_flags
 
 import launchpad  # noqa: F401 - defines --lp_launch_type
 
+from distrl import checkpoint, program, progress
 from distrl import config as config_lib
-from distrl import program
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/dqn.py", "Experiment config file.")
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _resume_arg(argv):
+    """The --resume value, read before flags are parsed (it decides --config's default)."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--resume="):
+            return arg.split("=", 1)[1]
+        if arg == "--resume" and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
+def _default_config(resume_dir) -> str:
+    """configs/dqn.py, or the saved config of the run to resume (its config.json)."""
+    if resume_dir and os.path.exists(os.path.join(resume_dir, "config.json")):
+        return f"{ROOT / 'configs' / 'from_json.py'}:{os.path.abspath(resume_dir)}"
+    return "configs/dqn.py"
+
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", _default_config(_resume_arg(sys.argv)), "Experiment config file."
+)
+_RUN_DIR = flags.DEFINE_string("run_dir", None, "Run directory (same as --config.run_dir).")
+_RESUME = flags.DEFINE_string(
+    "resume", None, "Continue the run in this directory from its last checkpoint."
+)
 _TERMINAL = flags.DEFINE_enum(
-    "terminal", "current_terminal", ["current_terminal", "output_to_files"],
-    "local_mp: print every node's output here, or keep one file per node.",
+    "terminal", "output_to_files", ["output_to_files", "current_terminal"],
+    "local_mp: node output to <run_dir>/logs/nodes/ and a progress line here, "
+    "or every node's output printed here.",
 )
 # Launchpad defines --lp_launch_type (default local_mt); distrl runs local_mp unless told.
 flags.FLAGS.set_default("lp_launch_type", "local_mp")
 
 
+def _config():
+    """(config, resume?) from the flags; ConfigError for contradicting ones."""
+    config, resume = _CONFIG.value, _RESUME.value
+    if resume:
+        if not os.path.exists(os.path.join(resume, "config.json")):
+            raise config_lib.ConfigError(
+                f"cannot resume: {os.path.join(resume, 'config.json')} does not exist "
+                f"(not a run directory?)"
+            )
+        if _RUN_DIR.value and os.path.abspath(_RUN_DIR.value) != os.path.abspath(resume):
+            raise config_lib.ConfigError("--run_dir and --resume name different directories")
+        config.run_dir = os.path.abspath(resume)
+    elif _RUN_DIR.value:
+        if config.run_dir and os.path.abspath(config.run_dir) != os.path.abspath(_RUN_DIR.value):
+            raise config_lib.ConfigError("--run_dir and --config.run_dir differ; give one")
+        config.run_dir = _RUN_DIR.value
+    return config, bool(resume)
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    config = _CONFIG.value
     launch_type = flags.FLAGS.lp_launch_type
     launch_type = getattr(launch_type, "value", launch_type)
     try:
-        result, run_dir = program.run(config, launch_type, _TERMINAL.value)
+        config, resume = _config()
+        result, run_dir = program.run(config, launch_type, _TERMINAL.value, resume=resume)
+    except checkpoint.CheckpointError as err:
+        print(f"distrl: cannot resume: {err}", file=sys.stderr)
+        return 2
     except config_lib.ConfigError as err:
         print(f"distrl: bad config: {err}", file=sys.stderr)
         return 2
@@ -45,13 +101,13 @@ def main(argv):
     except KeyboardInterrupt:
         return 130
     if result is None:
-        print(f"distrl: the program stopped without a result (see the node output above); "
-              f"run directory {run_dir}", file=sys.stderr)
+        print(f"distrl: the program stopped without a result (see the node output in "
+              f"{run_dir}/logs/); run directory {run_dir}", file=sys.stderr)
         return 1
-    print(f"distrl: run directory {run_dir}")
-    if result["stop_reason"] == "stopped":
-        return 130
-    return 0
+    # Node output printed here already holds the evaluator's summary.
+    here = launch_type == "test_mt" or _TERMINAL.value == "current_terminal"
+    print(f"distrl: run directory {run_dir}" if here else progress.summary(result, run_dir))
+    return 130 if result["stop_reason"] == "stopped" else 0
 
 
 if __name__ == "__main__":

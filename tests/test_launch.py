@@ -86,25 +86,52 @@ def test_local_mp_dqn_two_actors_solves_and_exits_cleanly(tmp_path):
     assert result["stop_reason"] == "target_reached", result
     assert result["evaluation"]["success_rate"] == 1.0
     assert "success rate 1.000" in out and "greedy policy:" in out
+    # Node output goes to one file per node in the run directory, not to the terminal,
+    # which shows the launcher's progress lines instead.
     for node in ("replay/0", "counter/0", "learner/0", "actor/0", "actor/1", "evaluator/0"):
-        assert f"[{node}]" in out, f"{node} printed nothing"
+        assert f"[{node}]" not in out
+        path = run_dir / "logs" / "nodes" / node
+        assert path.exists() and path.stat().st_size > 0, f"{node} wrote no output file"
+    assert "success 1.00" in (run_dir / "logs" / "nodes" / "evaluator" / "0").read_text()
+    assert "env steps" in out and len(out.splitlines()) < 60, out
+    for node in ("actor_0", "actor_1", "learner", "evaluator", "replay"):
+        assert (run_dir / "logs" / f"{node}.csv").exists(), node
+    # Launchpad's pickled node groups went to the run directory and were removed.
+    assert (run_dir / "tmp").is_dir() and not list((run_dir / "tmp").iterdir())
     _assert_nothing_left(proc)
 
 
+def _wait_for_evaluator_rows(run_dir, proc, timeout_s=240):
+    """Until the evaluator has logged a row (training under way) or the launcher exited."""
+    deadline = time.time() + timeout_s
+    path = run_dir / "logs" / "evaluator.csv"
+    while time.time() < deadline and proc.poll() is None:
+        if path.exists() and len(path.read_text().splitlines()) >= 2:
+            return
+        time.sleep(0.5)
+
+
+# Ctrl-C in the default mode (node output to files), SIGTERM with every node's
+# output in this terminal (the debugging mode).
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_signal_stops_every_node(tmp_path, sig):
+@pytest.mark.parametrize("sig,terminal", [(signal.SIGINT, "output_to_files"),
+                                          (signal.SIGTERM, "current_terminal")],
+                         ids=["ctrl-c", "sigterm"])
+def test_signal_stops_every_node(tmp_path, sig, terminal):
     run_dir = tmp_path / "run"
     proc = _launch([
-        "--config=configs/ppo.py", "--lp_launch_type=local_mp",
+        "--config=configs/ppo.py", "--lp_launch_type=local_mp", f"--terminal={terminal}",
         f"--config.run_dir={run_dir}", "--config.evaluator.target_success=0",
         "--config.budget.seconds=300", "--config.budget.env_steps=0",
     ])
     lines = []
-    for line in proc.stdout:  # wait until training is under way
-        lines.append(line)
-        if "[evaluator/0] [" in line:
-            break
+    if terminal == "current_terminal":
+        for line in proc.stdout:  # wait until training is under way
+            lines.append(line)
+            if "[evaluator/0] [" in line:
+                break
+    else:
+        _wait_for_evaluator_rows(run_dir, proc)
     if sig == signal.SIGINT:
         os.killpg(proc.pid, sig)  # a terminal's Ctrl-C reaches the whole group
     else:

@@ -1,0 +1,254 @@
+"""Stage 6, learner side: learner checkpoints, written atomically and verified on load.
+
+A checkpoint lives in `<run_dir>/checkpoints/learner/` as two files:
+- `state-<version>-<ms>.npz`: the learner's `TrainingState` (params, target params,
+  optimizer state, RNG key, step) flattened to one array per leaf;
+- `manifest.json`: which npz is current, its SHA-256, every leaf's pytree path,
+  shape and dtype, the algorithm, the parameter version, the counter's totals and
+  the run's elapsed seconds (so a resumed run's counters and clock continue).
+
+Why npz + JSON rather than pickle: loading a pickle runs code, and a pickled optax
+or Haiku state names private classes that move between versions; an npz holds
+only arrays (loaded with `allow_pickle=False`), opens with numpy alone, and the
+manifest is text a person can read and diff. The pytree structure comes from the
+agent itself at load time (`agent.init`), and the manifest's paths and shapes
+must match it leaf for leaf, so a checkpoint of another algorithm or network
+shape is refused with a message that names the first leaves that differ.
+
+Atomicity: each file is written to a temporary name, fsynced and renamed with
+`os.replace`; the npz goes first under a new name, the manifest last. The manifest
+is the completed-marker: a write killed before it leaves the previous checkpoint in
+force, and an npz whose bytes do not match the manifest's checksum is refused.
+"""
+
+import glob
+import hashlib
+import io
+import json
+import os
+import time
+from collections.abc import Callable
+
+import jax
+import numpy as np
+from absl import logging
+
+from distrl import agents
+from distrl import config as config_lib
+
+FORMAT = "distrl-learner-checkpoint/1"
+MANIFEST = "manifest.json"
+_TMP_SUFFIX = ".tmp"
+
+
+class CheckpointError(config_lib.ConfigError):
+    """A checkpoint that cannot be resumed from (missing, corrupt or mismatched)."""
+
+
+def directory(run_dir: str) -> str:
+    """Where a run's learner checkpoints live."""
+    return os.path.join(run_dir, "checkpoints", "learner")
+
+
+def describe(tree) -> list:
+    """[(path, shape, dtype)] of a pytree's leaves (arrays or ShapeDtypeStructs)."""
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return [(jax.tree_util.keystr(p), tuple(x.shape), np.dtype(x.dtype).name) for p, x in leaves]
+
+
+def save(ckpt_dir: str, state, version: int, extra: dict) -> str:
+    """Writes `state` (a TrainingState) as the current checkpoint; returns the manifest path.
+
+    `extra` (JSON-able: counts, elapsed seconds, ...) goes into the manifest.
+    """
+    os.makedirs(ckpt_dir, exist_ok=True)
+    state = jax.device_get(state)
+    name = _new_state_name(ckpt_dir, version)
+    buffer = io.BytesIO()
+    leaves = jax.tree.leaves(state)
+    np.savez(buffer, **{f"leaf_{i}": np.asarray(x) for i, x in enumerate(leaves)})
+    data = buffer.getvalue()
+    _atomic_write(os.path.join(ckpt_dir, name), data)
+    manifest = dict(
+        format=FORMAT,
+        version=int(version),
+        state_file=name,
+        sha256=hashlib.sha256(data).hexdigest(),
+        written_at=time.time(),
+        leaves=[dict(path=p, shape=list(s), dtype=d) for p, s, d in describe(state)],
+        **extra,
+    )
+    path = os.path.join(ckpt_dir, MANIFEST)
+    _atomic_write(path, _manifest_text(manifest).encode())
+    _remove_stale(ckpt_dir, keep=name)
+    return path
+
+
+def _new_state_name(ckpt_dir: str, version: int) -> str:
+    """state-<version>-<ms>.npz, unused so far: the file the current manifest names
+    is never overwritten, even by a second save of the same version."""
+    stamp = time.time_ns() // 1_000_000
+    while os.path.exists(os.path.join(ckpt_dir, f"state-{version:010d}-{stamp}.npz")):
+        stamp += 1
+    return f"state-{version:010d}-{stamp}.npz"
+
+
+def _manifest_text(manifest: dict) -> str:
+    """Indented JSON with one line per leaf, easy to read and to diff."""
+    head = json.dumps({k: v for k, v in manifest.items() if k != "leaves"}, indent=1)
+    leaves = ",\n  ".join(json.dumps(leaf) for leaf in manifest["leaves"])
+    return f'{head[:-2]},\n "leaves": [\n  {leaves}\n ]\n}}\n'
+
+
+def read_manifest(ckpt_dir: str) -> dict:
+    """The current manifest; CheckpointError when there is no complete, readable one."""
+    path = os.path.join(ckpt_dir, MANIFEST)
+    if not os.path.exists(path):
+        unfinished = glob.glob(os.path.join(ckpt_dir, f"*{_TMP_SUFFIX}"))
+        note = f" (an unfinished write, {unfinished[0]}, is ignored)" if unfinished else ""
+        raise CheckpointError(f"no complete learner checkpoint in {ckpt_dir}{note}")
+    try:
+        with open(path) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"checkpoint manifest {path} is unreadable: {err}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a distrl learner checkpoint ({FORMAT})")
+    return manifest
+
+
+def check_compatible(manifest: dict, algorithm: str, template, ckpt_dir: str) -> None:
+    """Refuses a checkpoint of another algorithm or of other leaf paths/shapes/dtypes."""
+    if manifest.get("algorithm") != algorithm:
+        raise CheckpointError(
+            f"the checkpoint in {ckpt_dir} was written by algorithm "
+            f"{manifest.get('algorithm')!r}, but this config runs {algorithm!r}"
+        )
+    saved = [(x["path"], tuple(x["shape"]), x["dtype"]) for x in manifest["leaves"]]
+    wanted = describe(template)
+    if saved == wanted:
+        return
+    old, new = {p: v for p, *v in saved}, {p: v for p, *v in wanted}
+    diffs = [
+        f"{p}: checkpoint {_leaf_text(old.get(p))}, config {_leaf_text(new.get(p))}"
+        for p in dict.fromkeys([p for p, *_ in wanted] + [p for p, *_ in saved])
+        if old.get(p) != new.get(p)
+    ]
+    raise CheckpointError(
+        f"the checkpoint in {ckpt_dir} does not fit this config's {algorithm} learner "
+        f"(another network shape, map size or optimizer?); {len(diffs)} leaves differ, e.g.\n  "
+        + "\n  ".join(diffs[:4])
+    )
+
+
+def _leaf_text(leaf) -> str:
+    return "absent" if leaf is None else f"{leaf[0]} {leaf[1]}"
+
+
+def load(ckpt_dir: str, algorithm: str, template):
+    """(state shaped like `template`, manifest), after checksum and shape checks."""
+    manifest = read_manifest(ckpt_dir)
+    check_compatible(manifest, algorithm, template, ckpt_dir)
+    arrays = _read_arrays(ckpt_dir, manifest)
+    treedef = jax.tree.structure(template)
+    return jax.tree.unflatten(treedef, arrays), manifest
+
+
+def verify(run_dir: str, config) -> dict:
+    """The manifest of a run's checkpoint, after every check a resume makes.
+
+    Runs in the launcher before any node starts: the learner's pytree comes from
+    `jax.eval_shape(agent.init)`, so nothing is computed or compiled.
+    """
+    agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
+    template = jax.eval_shape(agent.init, jax.random.PRNGKey(0))
+    ckpt_dir = directory(run_dir)
+    manifest = read_manifest(ckpt_dir)
+    check_compatible(manifest, config.algorithm, template, ckpt_dir)
+    _read_arrays(ckpt_dir, manifest)  # the checksum
+    return manifest
+
+
+def _read_arrays(ckpt_dir: str, manifest: dict) -> list:
+    path = os.path.join(ckpt_dir, manifest["state_file"])
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        message = f"checkpoint {path} (named by {MANIFEST}) is missing: {err}"
+        raise CheckpointError(message) from None
+    if hashlib.sha256(data).hexdigest() != manifest["sha256"]:
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt: its SHA-256 does not match {MANIFEST}. "
+            f"Restore it from a copy, or start a new run"
+        )
+    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        return [npz[f"leaf_{i}"] for i in range(len(manifest["leaves"]))]
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    """Temp file, fsync, rename, fsync the directory: all of `data` or nothing."""
+    tmp = path + _TMP_SUFFIX
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _remove_stale(ckpt_dir: str, keep: str) -> None:
+    """Deletes what the new manifest no longer names: older npz, killed writes' temps."""
+    stale = glob.glob(os.path.join(ckpt_dir, "state-*.npz"))
+    stale += glob.glob(os.path.join(ckpt_dir, f"*{_TMP_SUFFIX}"))
+    for path in stale:
+        if os.path.basename(path) != keep:
+            os.remove(path)
+
+
+class Saver:
+    """The learner's checkpoint schedule: every `every_seconds` (0: only when asked).
+
+    `replay_checkpoint(timeout_s)` (optional) makes Reverb checkpoint its tables
+    right after the learner's own checkpoint; its failure is logged, not raised,
+    since the learner's checkpoint is what a resume needs (Reverb loads its newest
+    complete checkpoint by itself, or starts empty).
+    """
+
+    def __init__(
+        self,
+        ckpt_dir: str,
+        every_seconds: float,
+        algorithm: str,
+        replay_checkpoint: Callable[..., str | None] | None = None,
+    ):
+        self._dir = ckpt_dir
+        self._every = every_seconds
+        self._algorithm = algorithm
+        self._replay_checkpoint = replay_checkpoint
+        self._last = time.time()
+
+    def due(self) -> bool:
+        return self._every > 0 and time.time() - self._last >= self._every
+
+    def save(
+        self, state, version: int, counts: dict, elapsed: float, replay_timeout_s: float = 10.0
+    ) -> str:
+        """Checkpoints the learner state, then (if asked to) the replay tables."""
+        self._last = time.time()
+        extra = dict(
+            algorithm=self._algorithm, counts=_plain(counts), elapsed_seconds=float(elapsed)
+        )
+        path = save(self._dir, state, version, extra)
+        logging.info("learner: checkpoint of version %d written (%s)", version, path)
+        if self._replay_checkpoint is not None:
+            self._replay_checkpoint(timeout_s=replay_timeout_s)
+        return path
+
+
+def _plain(counts: dict) -> dict:
+    return {k: float(v) for k, v in counts.items() if k != "counter_seconds"}

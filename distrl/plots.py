@@ -1,0 +1,173 @@
+"""Stage 8, analysis: learning curves and the learned policy as PNG files.
+
+Everything is drawn from a run directory alone (so `launch/plot.py` can redraw a
+finished or killed run):
+- `plots/curves.png`: greedy success rate and mean return against env steps and
+  against wall time, from `logs/evaluator.csv`; a resumed run's launches are
+  drawn as separate segments with the resume points marked.
+- `plots/policy.png`: the value estimate of every cell as a heat map, the greedy
+  action as an arrow, holes and the goal marked, from `result.json`.
+`plot_comparison` overlays several configs' curves with their spread across seeds
+(mean line, min-max band) for `distrl.compare`.
+
+Matplotlib's object API with the Agg canvas: no pyplot global state, no display.
+"""
+
+import json
+import os
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from distrl import metrics, rundir
+
+PANELS = (("success_rate", "success rate"), ("mean_return", "mean return"))
+X_AXES = (("env_steps", "env steps"), ("elapsed", "wall time (s)"))
+_ARROW = {0: (-1, 0), 1: (0, 1), 2: (1, 0), 3: (0, -1)}  # LEFT DOWN RIGHT UP, image rows down
+
+
+def plot_run(run_dir: str) -> list:
+    """Draws every plot the run directory has data for; returns their paths."""
+    out = os.path.join(run_dir, rundir.PLOTS_DIR)
+    os.makedirs(out, exist_ok=True)
+    paths = []
+    data = metrics.read_csv(metrics.csv_path(run_dir, "evaluator"))
+    if data and len(data["step"]):
+        paths.append(plot_curves(data, _title(run_dir), os.path.join(out, "curves.png")))
+    result_path = os.path.join(run_dir, rundir.RESULT_FILE)
+    if os.path.exists(result_path):
+        with open(result_path) as f:
+            result = json.load(f)
+        if result.get("values") is not None:
+            paths.append(plot_policy(result, os.path.join(out, "policy.png")))
+    return paths
+
+
+def segments(data) -> list:
+    """Index arrays of the launches in one evaluator log (env steps restart lower on resume)."""
+    steps = data["env_steps"]
+    cuts = np.flatnonzero(np.diff(steps) < 0) + 1
+    return np.split(np.arange(len(steps)), cuts)
+
+
+def plot_curves(data, title: str, path: str) -> str:
+    """2 x 2 panels: success rate and return against env steps and wall time."""
+    fig = Figure(figsize=(10, 6.5), layout="constrained")
+    axes = fig.subplots(2, 2)
+    parts = segments(data)
+    for (y_key, y_label), row in zip(PANELS, axes):
+        for (x_key, x_label), ax in zip(X_AXES, row):
+            for i, idx in enumerate(parts):
+                ax.plot(data[x_key][idx], data[y_key][idx], color="C0", lw=1.5, marker="o", ms=2)
+                if i:
+                    ax.axvline(data[x_key][idx[0]], color="0.5", ls=":", lw=1)
+            ax.set(xlabel=x_label, ylabel=y_label)
+            ax.grid(alpha=0.3)
+    fig.suptitle(title + ("\n(dotted lines: where the run was resumed)" if len(parts) > 1 else ""))
+    return _save(fig, path)
+
+
+def plot_policy(result, path: str) -> str:
+    """The value heat map with greedy-action arrows; H and G drawn as squares."""
+    desc = result["map"]
+    values, actions = np.asarray(result["values"], float), np.asarray(result["actions"])
+    terminal = np.array([[ch in "HG" for ch in row] for row in desc])
+    fig = Figure(
+        figsize=(1.2 * values.shape[1] + 1.6, 1.2 * values.shape[0] + 0.6), layout="constrained"
+    )
+    ax = fig.subplots()
+    image = ax.imshow(np.ma.masked_where(terminal, values), cmap="viridis")
+    fig.colorbar(image, ax=ax, label="value estimate (max Q or V)")
+    for r, row in enumerate(desc):
+        for c, ch in enumerate(row):
+            _draw_cell(ax, r, c, ch, int(actions[r, c]))
+    ax.set(xticks=range(values.shape[1]), yticks=range(values.shape[0]))
+    success = (result.get("evaluation") or {}).get("success_rate")
+    note = f" (success {success:.2f})" if success is not None else ""
+    ax.set_title("greedy policy and values" + note)
+    return _save(fig, path)
+
+
+def _draw_cell(ax, r: int, c: int, ch: str, action: int) -> None:
+    if ch in "HG":
+        color = "0.25" if ch == "H" else "gold"
+        ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, color=color))
+        ax.text(
+            c,
+            r,
+            ch,
+            ha="center",
+            va="center",
+            fontsize=14,
+            weight="bold",
+            color="white" if ch == "H" else "black",
+        )
+        return
+    dx, dy = _ARROW[action]
+    ax.arrow(
+        c - 0.28 * dx,
+        r - 0.28 * dy,
+        0.56 * dx,
+        0.56 * dy,
+        width=0.04,
+        head_width=0.2,
+        length_includes_head=True,
+        color="white",
+        ec="black",
+        lw=0.5,
+    )
+    if ch == "S":
+        ax.text(c - 0.42, r - 0.42, "S", ha="left", va="top", fontsize=9, color="white")
+
+
+def band(runs, num: int = 200):
+    """(x grid, mean, min, max) of several seeds' (x, y) curves, up to the shortest x."""
+    end = min(x[-1] for x, _ in runs)
+    grid = np.linspace(min(x[0] for x, _ in runs), end, num)
+    ys = np.stack([np.interp(grid, x, y) for x, y in runs])
+    return grid, ys.mean(0), ys.min(0), ys.max(0)
+
+
+def plot_comparison(curves, x_axes, title: str, path: str, target=None) -> str:
+    """Overlaid curves of several labels with their spread across seeds.
+
+    curves: {label: [columns dict per seed]}; x_axes: ((column, axis label), ...).
+    One row per panel of PANELS, one column per x axis; mean line, min-max band.
+    """
+    fig = Figure(figsize=(5 * len(x_axes), 7), layout="constrained")
+    axes = np.asarray(fig.subplots(len(PANELS), len(x_axes))).reshape(len(PANELS), -1)
+    for i, (label, runs) in enumerate(curves.items()):
+        for (y_key, y_label), row in zip(PANELS, axes):
+            for (x_key, x_label), ax in zip(x_axes, row):
+                grid, mean, lo, hi = band([(run[x_key], run[y_key]) for run in runs])
+                ax.plot(grid, mean, color=f"C{i}", lw=1.8, label=f"{label} (n={len(runs)})")
+                ax.fill_between(grid, lo, hi, color=f"C{i}", alpha=0.2, lw=0)
+                ax.set(xlabel=x_label, ylabel=y_label)
+                ax.grid(alpha=0.3)
+                if target and y_key == "success_rate":
+                    ax.axhline(target, color="0.4", ls="--", lw=0.8)
+    axes[0, 0].legend(loc="lower right", fontsize=8)
+    fig.suptitle(title)
+    return _save(fig, path)
+
+
+def _title(run_dir: str) -> str:
+    path = os.path.join(run_dir, rundir.CONFIG_FILE)
+    if not os.path.exists(path):
+        return os.path.basename(run_dir)
+    with open(path) as f:
+        c = json.load(f)
+    return (
+        f"{c['algorithm']} on {c['env']['map']}, {c['num_actors']} actors, seed {c['seed']}"
+        f" (greedy evaluation, {c['evaluator']['num_envs']} episodes)"
+    )
+
+
+def _save(fig: Figure, path: str) -> str:
+    FigureCanvasAgg(fig)
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=110)
+    os.replace(tmp, path)
+    return path

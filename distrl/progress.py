@@ -1,0 +1,136 @@
+"""Stage 8, launcher side: one progress line for the whole program, and the summary.
+
+Under local_mp the launcher process only waits while the nodes run (each node's
+own output goes to `<run_dir>/logs/nodes/`). `ProgressLine` reads the evaluator's
+latest metrics row (`logs/evaluator.csv`) once a second and shows one line:
+elapsed time, env steps and env steps/s, learner updates and updates/s, the
+latest greedy success rate, and what is left of the budget. On a terminal the
+line is redrawn in place; into a file or a pipe a plain line is printed every
+`plain_every` seconds instead, so logs stay readable. `summary` is the text the
+launcher prints when the run is over.
+"""
+
+import os
+import threading
+import time
+
+from distrl import metrics, rundir
+
+_CLEAR_LINE = "\r\x1b[K"
+
+
+def human(x: float) -> str:
+    """A count in a few characters: 950, 12.3k, 4.56M."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return f"{x:.0f}"
+
+
+def budget_left(config, row) -> str:
+    """What remains of each limit the config sets, e.g. '1.2M steps, 240 s'."""
+    b, parts = config.budget, []
+    if b.env_steps:
+        parts.append(f"{human(max(b.env_steps - row['env_steps'], 0))} steps")
+    if b.learner_steps:
+        parts.append(f"{human(max(b.learner_steps - row['learner_steps'], 0))} updates")
+    if b.seconds:
+        parts.append(f"{max(b.seconds - row['elapsed'], 0):.0f} s")
+    if config.evaluator.target_success:
+        parts.append(f"or success {config.evaluator.target_success:.2f}")
+    return ", ".join(parts)
+
+
+def format_line(row, config, launcher_seconds: float) -> str:
+    """The progress line of the evaluator's latest row (or a start-up note without one)."""
+    if not row:
+        return f"[{launcher_seconds:5.0f}s] starting {config.num_actors + 4} nodes ..."
+    return (
+        f"[{row['elapsed']:5.0f}s] env steps {human(row['env_steps']):>6}"
+        f" ({human(row['env_steps_per_s'])}/s)"
+        f"  updates {human(row['learner_steps']):>6} ({human(row['updates_per_s'])}/s)"
+        f"  success {row['success_rate']:.2f}  left: {budget_left(config, row)}"
+    )
+
+
+class ProgressLine:
+    """Context manager: a thread that shows the run's progress until exit."""
+
+    def __init__(
+        self, run_dir: str, config, stream, period: float = 1.0, plain_every: float = 10.0
+    ):
+        self._csv = metrics.csv_path(run_dir, "evaluator")
+        self._run_dir = run_dir
+        self._config = config
+        self._stream = stream
+        self._period = period
+        self._plain_every = plain_every
+        self._tty = hasattr(stream, "isatty") and stream.isatty()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
+        self._start = time.time()
+        self._last_plain = -float("inf")
+        self._printed = None  # the last plain line, not repeated at exit
+        self._drawn = False
+
+    def __enter__(self):
+        nodes = os.path.join(self._run_dir, rundir.NODE_OUTPUT_DIR)
+        self._print(f"distrl: run directory {self._run_dir} (node output: {nodes}*)")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self._stop.set()
+        self._thread.join()
+        self.tick()  # the last row the evaluator wrote
+        if self._tty and self._drawn:
+            self._stream.write("\n")
+            self._stream.flush()
+
+    def tick(self) -> None:
+        """Draws the latest state once."""
+        row = metrics.last_row(self._csv)
+        if row.get("time", 0.0) < self._start:  # a resumed run's earlier launch
+            row = {}
+        line = format_line(row, self._config, time.time() - self._start)
+        if self._tty:
+            self._stream.write(_CLEAR_LINE + line)
+            self._stream.flush()
+            self._drawn = True
+        elif time.time() - self._last_plain >= self._plain_every or (
+            self._stop.is_set() and line != self._printed
+        ):
+            self._print(line)
+            self._printed, self._last_plain = line, time.time()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._period):
+            try:
+                self.tick()
+            except OSError:  # a metrics file being rotated or a closed stream: try again
+                pass
+
+    def _print(self, line: str) -> None:
+        self._stream.write(line + "\n")
+        self._stream.flush()
+
+
+def summary(result, run_dir: str) -> str:
+    """The final report: outcome, evaluation, counts, grids and where files are."""
+    counts, ev = result.get("counts", {}), result.get("evaluation")
+    lines = [f"distrl: run ended ({result['stop_reason']}) after {result['wall_seconds']:.1f} s"]
+    if ev:
+        lines.append(
+            f"success rate {ev['success_rate']:.3f}  mean return {ev['mean_return']:+.3f}"
+            f"  mean length {ev['mean_length']:.1f}  (greedy evaluation)"
+        )
+    spi = result.get("replay", {}).get("samples_per_insert")
+    lines.append(
+        f"env steps {counts.get('env_steps', 0):,.0f}  learner updates "
+        f"{counts.get('learner_steps', 0):,.0f}"
+        + (f"  samples per insert {spi:.2f}" if spi is not None else "")
+    )
+    if result.get("grids"):
+        lines.append(result["grids"])
+    lines.append(f"run directory {run_dir} (plots in {os.path.join(run_dir, rundir.PLOTS_DIR)})")
+    return "\n".join(lines)

@@ -1,0 +1,188 @@
+"""Compare configs over seeds on one map and one budget; write a report.
+
+    python launch/compare.py --configs=dqn,ppo,a2c --seeds=0,1,2 --map=4x4 \
+        --num_actors=2 --env_steps=200000 --target=1.0 --out=runs/compare-4x4
+
+Every config gets the same map, number of actors, budget (env steps and/or wall
+seconds) and seeds; `--set=key=value` (repeatable) overrides a field of every
+config. All runs' configs are resolved and validated before the first run starts
+(exit 2 otherwise). Runs go one after another (each a `launch/train.py` process
+with its own run directory, <out>/<config>/seed<k>/), then <out> gets report.md
+(setup, summary table, definitions, per-run table), runs.csv (raw numbers) and
+curves.png (greedy success rate and return against env steps and training time:
+mean over seeds and min-max band). By default runs use the whole budget
+(`--stop_at_target` ends each at the target instead, which is faster but makes
+"final success" the target).
+"""
+
+import datetime
+import os
+import platform
+import subprocess
+import sys
+import time
+
+from absl import app, flags
+
+from distrl import compare, compare_report, plots
+from distrl import config as config_lib
+
+_CONFIGS = flags.DEFINE_list(
+    "configs", ["dqn", "ppo", "a2c"], "Config names (configs/<name>.py) or config file paths."
+)
+_SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds; every config runs each.")
+_MAP = flags.DEFINE_string("map", "4x4", "Map of every run (config.env.map).")
+_ACTORS = flags.DEFINE_integer("num_actors", 2, "Actors of every run.")
+_ENV_STEPS = flags.DEFINE_integer("env_steps", 200_000, "Env-step budget per run (0: none).")
+_SECONDS = flags.DEFINE_float("seconds", 0.0, "Wall-time budget per run in seconds (0: none).")
+_TARGET = flags.DEFINE_float("target", 1.0, "Success rate whose first reaching is reported.")
+_STOP_AT_TARGET = flags.DEFINE_bool("stop_at_target", False, "End each run at the target.")
+_OUT = flags.DEFINE_string("out", None, "Output directory (default runs/compare-<time>).")
+_SET = flags.DEFINE_multi_string("set", [], "key=value override of every config, repeatable.")
+_LAUNCH = flags.DEFINE_enum("launch_type", "local_mp", ["local_mp", "test_mt"], "How runs launch.")
+_TIMEOUT = flags.DEFINE_float("run_timeout", 3600.0, "Seconds before a run is killed.")
+
+
+def _shared() -> dict:
+    return {
+        "env.map": _MAP.value,
+        "num_actors": _ACTORS.value,
+        "budget.env_steps": _ENV_STEPS.value,
+        "budget.seconds": _SECONDS.value,
+        "budget.learner_steps": 0,
+        "evaluator.target_success": _TARGET.value if _STOP_AT_TARGET.value else 0.0,
+    }
+
+
+def _setup_lines(specs, out: str) -> list:
+    first = specs[0].config
+    budget = ", ".join(
+        filter(
+            None,
+            [
+                f"{_ENV_STEPS.value:,} env steps" if _ENV_STEPS.value else "",
+                f"{_SECONDS.value:g} s wall time" if _SECONDS.value else "",
+            ],
+        )
+    )
+    configs = "; ".join(
+        f"`{s.name}`: {s.config.algorithm}, {_pipeline(s.config)}, learner batch "
+        f"{s.config.learner.batch_size}"
+        for s in specs
+        if s.seed == specs[0].seed
+    )
+    machine = platform.processor() or platform.machine()
+    return [
+        (
+            f"Map `{first.env.map}` (slippery: {first.env.slippery}), {first.num_actors} actors"
+            f" x {first.actor.num_envs} envs, unroll {first.actor.unroll_length}"
+        ),
+        (
+            f"Budget per run: {budget}; target success rate {_TARGET.value:.2f} (greedy, "
+            f"{first.evaluator.num_envs} episodes every {first.evaluator.every_seconds:g} s); "
+            f"seeds {', '.join(_SEEDS.value)}"
+        ),
+        f"Configs: {configs}",
+        (
+            f"Runs one after another, launch `{_LAUNCH.value}`, on {os.cpu_count()} CPU cores "
+            f"({machine}); distrl {_commit()}; {datetime.datetime.now():%Y-%m-%d %H:%M}"
+        ),
+        "Command: `python " + " ".join(sys.argv) + "`",
+        f"Run directories: `{out}/<config>/seed<k>/` (config.json, logs, TensorBoard, plots)",
+    ]
+
+
+def _pipeline(config) -> str:
+    if config_lib.is_replay(config_lib.make_agent_config(config)):
+        return f"replay table (samples/insert {config.replay.samples_per_insert:g})"
+    return f"queue (size {config.replay.queue_size})"
+
+
+def _commit() -> str:
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=compare.ROOT,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"],
+            capture_output=True,
+            text=True,
+            cwd=compare.ROOT,
+            check=True,
+        ).stdout.strip()
+        return f"commit {head}" + (" with local changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "(no git commit)"
+
+
+def _run_all(specs) -> list:
+    rows = []
+    for i, spec in enumerate(specs, 1):
+        print(
+            f"[{i}/{len(specs)}] {spec.name} seed {spec.seed} ... (log: {spec.run_dir}/train.log)",
+            flush=True,
+        )
+        start = time.time()
+        code = compare.run_one(spec, _LAUNCH.value, _TIMEOUT.value)
+        row = compare.summarize(spec, _TARGET.value, code)
+        rows.append(row)
+        print(
+            f"    {time.time() - start:.0f} s, exit {code}, {row.get('stop_reason', '?')}, "
+            f"final success {compare_report.fmt(row.get('final_success'), 'rate')}",
+            flush=True,
+        )
+    return rows
+
+
+def _write_report(specs, rows, out: str) -> str:
+    figures = []
+    curves = compare.curves(specs)
+    if curves:
+        plots.plot_comparison(
+            curves,
+            (("env_steps", "env steps"), ("train_seconds", "training wall time (s)")),
+            f"{', '.join(curves)} on {specs[0].config.env.map}: mean and min-max over seeds",
+            os.path.join(out, "curves.png"),
+            target=_TARGET.value,
+        )
+        caption = (
+            "Greedy success rate and mean return against env steps and training "
+            "wall time; line: mean over seeds, band: min to max."
+        )
+        figures.append(("curves.png", caption))
+    pipelines = {s.name: _pipeline(s.config) for s in specs}
+    title = f"{' vs '.join(pipelines)} on {specs[0].config.env.map}"
+    text = compare_report.markdown(title, _setup_lines(specs, out), rows, pipelines, figures)
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(text)
+    compare_report.write_csv(rows, os.path.join(out, "runs.csv"))
+    return text
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    out = os.path.abspath(_OUT.value or f"runs/compare-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        seeds = [int(s) for s in _SEEDS.value]
+        specs = compare.plan(
+            _CONFIGS.value, seeds, out, _shared(), compare.parse_overrides(_SET.value)
+        )
+    except ValueError as err:  # ConfigError, or a seed that is not a number
+        print(f"compare: bad config: {err}", file=sys.stderr)
+        return 2
+    os.makedirs(out, exist_ok=True)
+    print(f"compare: {len(specs)} runs into {out}", flush=True)
+    rows = _run_all(specs)
+    text = _write_report(specs, rows, out)
+    print(text.split("## Runs")[0])
+    print(f"compare: report {os.path.join(out, 'report.md')}")
+    return 0 if all(r["returncode"] == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,518 @@
+"""Experiments a researcher can live with: the run directory, metrics, checkpoints,
+resume, plots and the comparison report.
+
+One short DQN run under test_mt (module fixture) is inspected by several tests and
+copied for the resume tests; checkpoint refusal is tested on checkpoints written
+directly (no program needed); the comparison runs end to end with test_mt runs.
+The one test with real local_mp processes that are SIGKILLed and resumed is
+marked slow.
+"""
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import jax
+import numpy as np
+import psutil
+import pytest
+from conftest import ROOT, load_config
+
+from distrl import agents, checkpoint, metrics, program, progress, rundir
+from distrl import config as config_lib
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+NODES = ("actor_0", "actor_1", "learner", "evaluator", "replay")
+COLUMNS = {
+    "actor_0": {
+        "env_steps",
+        "episodes",
+        "env_steps_per_s",
+        "param_version",
+        "version_lag",
+        "blocked_frac",
+    },
+    "learner": {"updates", "updates_per_s", "samples_per_s", "loss", "param_version"},
+    "evaluator": {
+        "elapsed",
+        "env_steps",
+        "env_steps_per_s",
+        "updates_per_s",
+        "success_rate",
+        "mean_return",
+        "mean_length",
+    },
+    "replay": {
+        "size",
+        "inserts_per_s",
+        "samples_per_s",
+        "samples_per_insert",
+        "inserts_blocked_frac",
+        "samples_blocked_frac",
+    },
+}
+
+
+def _python(script, *args, timeout=300):
+    """Runs a launch/ script; returns (exit status, combined output)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "launch" / script), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _assert_png(path):
+    import matplotlib.image
+
+    data = pathlib.Path(path).read_bytes()
+    assert data[:8] == PNG_SIGNATURE, path
+    image = matplotlib.image.imread(path)
+    assert image.ndim == 3 and min(image.shape[:2]) > 100, image.shape
+
+
+def _dqn_state(**agent_overrides):
+    config = load_config("dqn")
+    config.agent.update(agent_overrides)
+    agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
+    return config, agent.init(jax.random.PRNGKey(3))
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory):
+    """A short DQN run (test_mt): 40 learner steps, logs every 0.5 s, checkpoints every 1 s.
+
+    tempfile's directory points at an empty folder meanwhile: Reverb's default
+    checkpointer would make its directory there.
+    """
+    run_dir = tmp_path_factory.mktemp("short") / "run"
+    config = load_config("dqn")
+    config.run_dir = str(run_dir)
+    config.evaluator.target_success = 0.0
+    config.budget.update(dict(env_steps=0, seconds=0.0, learner_steps=40))
+    config.log.every_seconds = 0.5
+    config.checkpoint.every_seconds = 1.0
+    scratch, saved = tmp_path_factory.mktemp("scratch"), tempfile.tempdir
+    tempfile.tempdir = str(scratch)
+    try:
+        result, out_dir = program.run(config, "test_mt")
+    finally:
+        tempfile.tempdir = saved
+    return result, pathlib.Path(out_dir), scratch
+
+
+def test_run_directory_holds_config_result_logs_and_checkpoints(short_run):
+    result, run_dir, scratch = short_run
+    assert result["stop_reason"] == "learner_step_budget"
+    saved = json.loads((run_dir / "config.json").read_text())
+    assert saved["run_dir"] == str(run_dir) and saved["algorithm"] == "dqn"
+    on_disk = json.loads((run_dir / "result.json").read_text())
+    values, actions = np.array(on_disk["values"]), np.array(on_disk["actions"])
+    assert values.shape == actions.shape == (4, 4) and set(actions.ravel()) <= {0, 1, 2, 3}
+    assert on_disk["map"] == ["SFFF", "FHFH", "FFFH", "HFFG"]
+    assert on_disk["replay"]["samples_per_insert"] > 0
+    manifest = json.loads((run_dir / "checkpoints/learner/manifest.json").read_text())
+    assert manifest["version"] >= 40 and manifest["algorithm"] == "dqn"
+    assert (run_dir / "checkpoints/learner" / manifest["state_file"]).exists()
+    assert list((run_dir / "checkpoints/replay").glob("*/DONE")), "no complete Reverb checkpoint"
+    assert os.listdir(scratch) == [], "something was written outside the run directory"
+
+
+@pytest.mark.parametrize("node", NODES)
+def test_each_node_logs_csv_rows_and_tensorboard_scalars(short_run, node):
+    import tensorflow as tf
+
+    _, run_dir, _ = short_run
+    data = metrics.read_csv(metrics.csv_path(str(run_dir), node))
+    assert data and len(data["step"]) >= 1, f"{node} logged no rows"
+    assert COLUMNS.get(node, COLUMNS["actor_0"]) <= set(data), sorted(data)
+    assert all(np.isfinite(v).all() for v in data.values())
+    events = list((run_dir / "tb" / node).glob("events.out.tfevents.*"))
+    assert events, f"{node} wrote no TensorBoard events"
+    scalars = {}
+    for path in events:
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                scalars[value.tag] = (event.step, float(tf.make_ndarray(value.tensor)))
+    assert set(data) - {"step", "time"} == set(scalars)
+    last = {k: v[-1] for k, v in data.items()}
+    tag = min(scalars)
+    assert scalars[tag] == (int(last["step"]), pytest.approx(last[tag], rel=1e-6))
+
+
+def test_plots_are_pngs_and_redrawn_by_the_plot_command(short_run, tmp_path):
+    _, run_dir, _ = short_run
+    for name in ("curves.png", "policy.png"):
+        _assert_png(run_dir / "plots" / name)
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    shutil.rmtree(copy / "plots")
+    code, out = _python("plot.py", str(copy))
+    assert code == 0, out[-2000:]
+    for name in ("curves.png", "policy.png"):
+        _assert_png(copy / "plots" / name)
+    code, out = _python("plot.py", str(tmp_path / "nothing"))
+    assert code == 2 and "nothing to plot" in out
+
+
+def test_resume_continues_counters_and_keeps_learning(short_run, tmp_path):
+    _, run_dir, _ = short_run
+    copy = tmp_path / "resumed"
+    shutil.copytree(run_dir, copy)
+    before = checkpoint.read_manifest(checkpoint.directory(str(copy)))
+    rows_before = len(metrics.read_csv(metrics.csv_path(str(copy), "evaluator"))["step"])
+    config = rundir.load_config(str(copy))
+    config.run_dir = str(copy)
+    # Budgets may change on resume: 60 more updates than the checkpoint's.
+    config.budget.update(dict(learner_steps=before["version"] + 60, seconds=200.0))
+    result, _ = program.run(config, "test_mt", resume=True)
+    assert result["stop_reason"] == "learner_step_budget", result
+    assert result["counts"]["learner_steps"] >= before["version"] + 60
+    assert result["counts"]["env_steps"] > before["counts"]["env_steps"]
+    evaluator = metrics.read_csv(metrics.csv_path(str(copy), "evaluator"))
+    resumed = {k: v[rows_before:] for k, v in evaluator.items()}
+    assert len(resumed["step"]) >= 1
+    # The resumed launch never counted from zero: steps and versions continue.
+    assert resumed["env_steps"].min() >= before["counts"]["env_steps"], resumed["env_steps"]
+    assert resumed["param_version"].min() >= before["version"], resumed["param_version"]
+    learner = metrics.read_csv(metrics.csv_path(str(copy), "learner"))
+    assert learner["step"][-1] > before["version"] and np.isfinite(learner["loss"]).all()
+    after = checkpoint.read_manifest(checkpoint.directory(str(copy)))
+    assert after["version"] >= before["version"] + 60
+
+
+def test_a_resumed_learner_starts_from_the_checkpointed_state(short_run):
+    from distrl.learner import Learner
+
+    _, run_dir, _ = short_run
+    config = rundir.load_config(str(run_dir))
+    agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
+    expected, manifest = checkpoint.load(
+        checkpoint.directory(str(run_dir)), "dqn", agent.init(jax.random.PRNGKey(0))
+    )
+    learner = Learner(config, None, None, str(run_dir), time.time(), restore=True)
+    state, version, counts = learner._initial_state(agent)
+    assert version == manifest["version"] and counts == manifest["counts"]
+    for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(state), strict=True):
+        np.testing.assert_array_equal(a, np.asarray(b))
+    fresh, _, _ = Learner(config, None, None, str(run_dir), 0.0)._initial_state(agent)
+    assert not np.array_equal(
+        np.asarray(fresh.params["q_head"]["w"]), expected.params["q_head"]["w"]
+    )
+
+
+def test_resume_refuses_a_changed_config_but_allows_budget_changes(short_run, tmp_path):
+    _, run_dir, _ = short_run
+    config = rundir.load_config(str(run_dir))
+    config.budget.env_steps = 123  # a budget may change
+    rundir.check_resume(config, str(run_dir))
+    config.agent.learning_rate = 0.1
+    config.num_actors = 3
+    with pytest.raises(config_lib.ConfigError) as info:
+        program.run(config, "test_mt", resume=True)
+    message = str(info.value)
+    assert "config.agent.learning_rate: saved 0.003, given 0.1" in message
+    assert "config.num_actors: saved 2, given 3" in message
+    fresh = load_config("dqn")
+    fresh.run_dir = str(run_dir)
+    with pytest.raises(config_lib.ConfigError, match="already holds a run"):
+        program.run(fresh, "test_mt")
+
+
+def test_resume_command_reloads_the_saved_config_and_names_conflicts(short_run, tmp_path):
+    _, run_dir, _ = short_run
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    code, out = _python(
+        "train.py",
+        f"--resume={copy}",
+        "--config.agent.learning_rate=0.1",
+        "--config.budget.env_steps=999",
+        timeout=120,
+    )
+    assert code == 2, out[-2000:]
+    assert "config.agent.learning_rate: saved 0.003, given 0.1" in out
+    assert "budget" not in out.split("given config changes it:")[1].split("Drop")[0]
+    assert "Traceback" not in out and not (copy / "logs" / "nodes-2").exists()
+    code, out = _python("train.py", f"--resume={tmp_path / 'missing'}", timeout=120)
+    assert code == 2 and "does not exist (not a run directory?)" in out, out[-2000:]
+
+
+def test_checkpoint_round_trip_is_exact_and_atomic(tmp_path):
+    _, state = _dqn_state()
+    state = state._replace(step=np.int32(17))
+    ckpt_dir = str(tmp_path / "ckpt")
+    checkpoint.save(ckpt_dir, state, 17, dict(algorithm="dqn", counts={"env_steps": 5.0}))
+    # A write killed before its manifest: a temp file, and the old checkpoint in force.
+    pathlib.Path(ckpt_dir, "state-0000000099.npz.tmp").write_bytes(b"half a file")
+    loaded, manifest = checkpoint.load(ckpt_dir, "dqn", state)
+    assert manifest["version"] == 17 and manifest["counts"] == {"env_steps": 5.0}
+    for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(loaded), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), b)
+    assert jax.tree.structure(loaded) == jax.tree.structure(state)
+    checkpoint.save(ckpt_dir, state, 18, dict(algorithm="dqn"))
+    checkpoint.save(ckpt_dir, state, 18, dict(algorithm="dqn"))  # same version again
+    files = sorted(os.listdir(ckpt_dir))
+    assert files[0] == "manifest.json" and len(files) == 2, files
+    assert files[1] == checkpoint.read_manifest(ckpt_dir)["state_file"]
+    assert files[1].startswith("state-0000000018-") and files[1].endswith(".npz")
+
+
+def test_incomplete_and_corrupt_checkpoints_are_refused(tmp_path):
+    _, state = _dqn_state()
+    ckpt_dir = tmp_path / "ckpt"
+    ckpt_dir.mkdir()
+    (ckpt_dir / "state-0000000005.npz.tmp").write_bytes(b"killed mid-write")
+    with pytest.raises(checkpoint.CheckpointError, match="no complete .* unfinished write"):
+        checkpoint.load(str(ckpt_dir), "dqn", state)
+    checkpoint.save(str(ckpt_dir), state, 5, dict(algorithm="dqn"))
+    npz = ckpt_dir / checkpoint.read_manifest(str(ckpt_dir))["state_file"]
+    data = bytearray(npz.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    npz.write_bytes(bytes(data))
+    with pytest.raises(checkpoint.CheckpointError, match="corrupt: its SHA-256 does not match"):
+        checkpoint.load(str(ckpt_dir), "dqn", state)
+    (ckpt_dir / "manifest.json").write_text('{"format": "distrl-learn')
+    with pytest.raises(checkpoint.CheckpointError, match="unreadable"):
+        checkpoint.read_manifest(str(ckpt_dir))
+
+
+def test_checkpoints_of_another_algorithm_or_shape_are_refused(tmp_path):
+    _, dqn_state = _dqn_state()
+    ckpt_dir = checkpoint.directory(str(tmp_path))
+    checkpoint.save(ckpt_dir, dqn_state, 1, dict(algorithm="dqn"))
+    with pytest.raises(checkpoint.CheckpointError, match="written by algorithm 'dqn'.* runs 'ppo'"):
+        checkpoint.verify(str(tmp_path), load_config("ppo"))
+    _, small_state = _dqn_state(hidden_sizes=(32,))
+    with pytest.raises(checkpoint.CheckpointError, match="does not fit") as info:
+        checkpoint.load(ckpt_dir, "dqn", small_state)
+    assert "checkpoint (16, 64) float32, config (16, 32) float32" in str(info.value)
+
+
+def test_resume_from_a_bad_checkpoint_exits_2_before_any_process(short_run, tmp_path):
+    _, run_dir, _ = short_run
+    corrupt, other = tmp_path / "corrupt", tmp_path / "other_shape"
+    shutil.copytree(run_dir, corrupt)
+    manifest = checkpoint.read_manifest(checkpoint.directory(str(corrupt)))
+    npz = pathlib.Path(checkpoint.directory(str(corrupt))) / manifest["state_file"]
+    npz.write_bytes(npz.read_bytes()[:-100])  # truncated after the fact
+    code, out = _python("train.py", f"--resume={corrupt}", timeout=120)
+    assert code == 2, out[-2000:]
+    assert "cannot resume" in out and "corrupt" in out and "Traceback" not in out
+    assert not (corrupt / "logs" / "nodes-2").exists()  # no node was started
+    # A config.json edited to another network shape: the config check passes, the
+    # checkpoint does not fit.
+    shutil.copytree(run_dir, other)
+    saved = json.loads((other / "config.json").read_text())
+    saved["agent"]["hidden_sizes"] = [32]
+    (other / "config.json").write_text(json.dumps(saved))
+    config = rundir.load_config(str(other))
+    config.run_dir = str(other)
+    with pytest.raises(checkpoint.CheckpointError, match="does not fit this config's dqn"):
+        program.run(config, "test_mt", resume=True)
+
+
+def test_progress_line_redraws_on_a_tty_and_prints_plain_lines_otherwise(tmp_path):
+    config = load_config("dqn")
+    run_dir = str(tmp_path)
+
+    class Stream(list):
+        def __init__(self, tty):
+            super().__init__()
+            self.tty = tty
+
+        def isatty(self):
+            return self.tty
+
+        def write(self, text):
+            self.append(text)
+
+        def flush(self):
+            pass
+
+    tty, plain = Stream(True), Stream(False)
+    with (
+        progress.ProgressLine(run_dir, config, tty, period=0.05),
+        progress.ProgressLine(run_dir, config, plain, period=0.05, plain_every=60),
+    ):
+        time.sleep(0.2)
+        logger = metrics.MetricsLogger(run_dir, "evaluator")
+        logger.write(
+            5000,
+            dict(
+                elapsed=12.0,
+                env_steps=5000,
+                env_steps_per_s=2500,
+                learner_steps=40,
+                updates_per_s=20,
+                success_rate=0.5,
+            ),
+        )
+        logger.close()
+        time.sleep(0.2)
+    redraws = [t for t in tty if t.startswith("\r")]
+    assert len(redraws) >= 3 and "\n" not in "".join(redraws)
+    assert "env steps     5k (2.5k/s)  updates     40 (20/s)  success 0.50" in redraws[-1]
+    assert "left: 2M steps, 288 s, or success 1.00" in redraws[-1]
+    lines = "".join(plain).splitlines()
+    assert "\r" not in "".join(plain) and len(lines) == 3, lines  # header, start, final
+    assert "starting 6 nodes" in lines[1] and "success 0.50" in lines[2]
+
+
+def test_metrics_csv_appends_after_a_cut_row_and_keeps_its_header(tmp_path):
+    logger = metrics.MetricsLogger(str(tmp_path), "actor_0")
+    logger.write(1, dict(a=1.0, b=2.0))
+    logger.close()
+    path = metrics.csv_path(str(tmp_path), "actor_0")
+    with open(path, "a") as f:
+        f.write("2,17000")  # a row cut short by a kill
+    resumed = metrics.MetricsLogger(str(tmp_path), "actor_0")
+    resumed.write(3, dict(b=4.0, c=9.0))  # a new column is dropped, a missing one blank
+    resumed.close()
+    data = metrics.read_csv(path)
+    assert list(data) == ["step", "time", "a", "b"]
+    np.testing.assert_array_equal(data["step"], [1, 3])
+    assert data["b"][-1] == 4.0 and np.isnan(data["a"][-1])
+
+
+def test_compare_validates_every_config_before_running_any(tmp_path):
+    out = tmp_path / "cmp"
+    code, text = _python(
+        "compare.py",
+        "--configs=dqn,ppo,sarsa",
+        "--seeds=0,1",
+        "--set=replay.queue_size=0",
+        f"--out={out}",
+        timeout=120,
+    )
+    assert code == 2, text[-2000:]
+    assert "ppo seed 0: config.replay.queue_size=0" in text
+    assert "sarsa seed 1:" in text and "dqn seed" not in text
+    assert not out.exists()
+
+
+def test_compare_runs_end_to_end_and_writes_report_and_plot(tmp_path):
+    out = tmp_path / "cmp"
+    code, text = _python(
+        "compare.py",
+        "--configs=dqn,a2c",
+        "--seeds=0,1",
+        "--env_steps=3000",
+        "--launch_type=test_mt",
+        "--target=0.5",
+        f"--out={out}",
+        timeout=400,
+    )
+    assert code == 0, text[-3000:]
+    report = (out / "report.md").read_text()
+    assert "| config | pipeline | reached target | env steps to target |" in report
+    assert "| dqn | replay table" in report and "| a2c | queue" in report
+    assert "![" in report and "(curves.png)" in report
+    assert report.count("| dqn | 0 |") + report.count("| dqn | 1 |") == 2
+    _assert_png(out / "curves.png")
+    runs = metrics.read_csv(str(out / "runs.csv"))
+    assert len(runs["seed"]) == 4 and (runs["returncode"] == 0).all()
+    assert (runs["env_steps"] >= 3000).all() and (runs["env_steps_per_s"] > 0).all()
+    for name in ("dqn", "a2c"):
+        for seed in (0, 1):
+            saved = json.loads((out / name / f"seed{seed}" / "config.json").read_text())
+            assert saved["seed"] == seed and saved["budget"]["env_steps"] == 3000
+            assert (out / name / f"seed{seed}" / "result.json").exists()
+
+
+def _wait_for_checkpoint_after_success(run_dir, timeout_s: float) -> None:
+    """Until a checkpoint newer than the first greedy success exists."""
+    ckpt_dir = checkpoint.directory(str(run_dir))
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        time.sleep(1)
+        rows = metrics.read_csv(metrics.csv_path(str(run_dir), "evaluator"))
+        solved = np.flatnonzero(rows["success_rate"] >= 1.0) if rows else []
+        has_checkpoint = os.path.exists(os.path.join(ckpt_dir, "manifest.json"))
+        if (
+            len(solved)
+            and has_checkpoint
+            and (checkpoint.read_manifest(ckpt_dir)["version"] > rows["param_version"][solved[0]])
+        ):
+            return
+    pytest.fail(f"no checkpoint after the first success within {timeout_s} s")
+
+
+def _kill_session(proc):
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        left = [p for p in psutil.process_iter(["pid"]) if _in_session(p, proc.pid)]
+        if not left:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"processes survived the kill: {left}")
+
+
+def _in_session(p, sid):
+    try:
+        return os.getsid(p.pid) == sid and p.status() != psutil.STATUS_ZOMBIE
+    except (ProcessLookupError, psutil.NoSuchProcess):
+        return False
+
+
+@pytest.mark.slow
+def test_local_mp_run_killed_with_sigkill_resumes_and_ends_at_least_as_good(tmp_path):
+    run_dir = tmp_path / "run"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "launch/train.py"),
+            "--config=configs/dqn.py",
+            f"--run_dir={run_dir}",
+            "--config.checkpoint.every_seconds=2",
+            "--config.evaluator.target_success=0",
+            "--config.budget.env_steps=0",
+            "--config.budget.seconds=400",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    ckpt_dir = checkpoint.directory(str(run_dir))
+    try:
+        _wait_for_checkpoint_after_success(run_dir, timeout_s=240)
+    finally:
+        _kill_session(proc)
+    before = checkpoint.read_manifest(ckpt_dir)
+    success_before = metrics.last_row(metrics.csv_path(str(run_dir), "evaluator"))["success_rate"]
+    assert not (run_dir / "result.json").exists()  # it really was killed, not finished
+    # What the killed launcher could not clean up stayed inside the run directory.
+    assert list((run_dir / "tmp").glob("*/job.pkl"))
+    code, out = _python(
+        "train.py",
+        f"--resume={run_dir}",
+        "--config.evaluator.target_success=1",
+        f"--config.budget.seconds={before['elapsed_seconds'] + 240:.0f}",
+        timeout=400,
+    )
+    assert code == 0, out[-3000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["evaluation"]["success_rate"] >= success_before
+    # Counts continue from the checkpoint (the resumed run may be done at its first
+    # evaluation, when the checkpointed policy already reaches the target).
+    assert result["counts"]["env_steps"] >= before["counts"]["env_steps"] > 0
+    assert result["param_version"] >= before["version"] > 0
+    assert (run_dir / "logs" / "nodes-2" / "learner" / "0").stat().st_size > 0
+    assert "success rate 1.000" in out and "[replay/0]" not in out
