@@ -1,0 +1,151 @@
+"""Ceilings: each pipeline stage's work alone, in one process, measured first.
+
+- rollout: `rollout.make_rollout` at the actor's [T, B], params fixed, no I/O;
+- actor compute: the same plus the actor's item function and the copy to the host
+  (everything an actor does per chunk except Reverb and the params RPC);
+- update: the agent's jitted update on device-resident batches of the learner's
+  shape (DQN QTransition [N], PPO Transition [T, M*B]), via `benchmarks.learner`;
+- Reverb insert: the real `replay.Writer` writing the real items of a rollout
+  (DQN: T items of [B] per call, PPO: one [T, B] chunk) to a server in a child
+  process; Reverb read: the learner's `replay.make_dataset` on that table once
+  filled, plus `replay.to_learner_batch`.
+Every figure is in env steps (= transitions) per second, plus calls per second.
+"""
+
+import jax
+import reverb
+
+from benchmarks import learner as learner_bench
+from benchmarks import tables
+from benchmarks.common import measure_rate
+from distrl import agents, replay, rollout
+from distrl import config as config_lib
+from distrl.actor import make_item_fn
+
+_EPSILON = 0.1  # a mid-training exploration rate; it changes no shapes
+
+
+class ActorWork:
+    """An actor's pure parts for `config`, compiled once: rollout, item function, params."""
+
+    def __init__(self, config):
+        self.config = config
+        env = config_lib.make_env(config)
+        agent = agents.make_agent(config_lib.make_agent_config(config), env)
+        self.params = agent.init(jax.random.PRNGKey(config.seed)).params
+        self.unroll = rollout.make_rollout(env, agent.policy, config.actor.unroll_length)
+        self.to_items = make_item_fn(config_lib.make_agent_config(config))
+        self.carry = rollout.init_carry(env, jax.random.PRNGKey(1), config.actor.num_envs)
+        self.key, self.tail = jax.random.PRNGKey(2), None
+
+    def chunk(self):
+        """One rollout call: (Transition [T, B] on device, RolloutStats)."""
+        self.key, key = jax.random.split(self.key)
+        self.carry, chunk, stats = self.unroll(self.params, self.carry, key, _EPSILON)
+        return chunk, stats
+
+    def items(self):
+        """One rollout call turned into host items, as the actor writes them."""
+        chunk, _ = self.chunk()
+        items, self.tail = self.to_items(self.tail, chunk)
+        return jax.device_get(items)
+
+
+def rollout_ceiling(work: ActorWork, seconds: float) -> dict:
+    """Env steps/s of the jitted rollout alone at the actor's [T, B]."""
+    calls = measure_rate(lambda: work.chunk()[1], seconds, sync=jax.block_until_ready)
+    return _steps(work.config, calls)
+
+
+def actor_compute(work: ActorWork, seconds: float) -> dict:
+    """Env steps/s of rollout + item function + device_get: an actor without Reverb."""
+    return _steps(work.config, measure_rate(work.items, seconds))
+
+
+def update_ceiling(config, seconds: float) -> dict:
+    """Updates/s and samples/s of the jitted update at the learner's batch shape."""
+    obs_size = config_lib.make_env(config).obs_size
+    agent_config = config_lib.make_agent_config(config)
+    device = jax.devices()[0]
+    if config_lib.is_replay(agent_config):
+        out = learner_bench.dqn_update_rate(
+            obs_size, config.learner.batch_size, device, seconds, agent_config
+        )
+        return dict(out, batch=f"[{config.learner.batch_size}]")
+    t, n = config.actor.unroll_length, config.learner.batch_size * config.actor.num_envs
+    out = learner_bench.ppo_update_rate(obs_size, t, n, device, seconds, agent_config)
+    return dict(out, batch=f"[{t}, {n}]")
+
+
+def reverb_ceilings(work: ActorWork, address: str, seconds: float) -> dict:
+    """Insert and read ceilings against the (empty, unlimited) table at `address`."""
+    config = work.config
+    obs_size = config_lib.make_env(config).obs_size
+    is_replay = config_lib.is_replay(config_lib.make_agent_config(config))
+    chunks = [work.items() for _ in range(5)][1:]  # a DQN first chunk is short if n > 1
+    client = reverb.Client(address)
+    writer = replay.Writer(client, lambda: False)
+    write = writer.write_steps if is_replay else writer.write_chunk
+    state = {"i": 0}
+
+    def insert():
+        write(chunks[state["i"] % len(chunks)])
+        state["i"] += 1
+
+    insert_calls = measure_rate(insert, seconds)
+    writer.close()
+    fill = tables.table_counts(client)
+    dataset = replay.make_dataset(address, config, obs_size).as_numpy_iterator()
+    read_batches = measure_rate(
+        lambda: replay.to_learner_batch(next(dataset).data, is_replay), seconds
+    )
+    t, b = config.actor.unroll_length, config.actor.num_envs
+    items_per_call = t if is_replay else 1
+    batch_transitions = (
+        config.learner.batch_size if is_replay else config.learner.batch_size * t * b
+    )
+    return {
+        "insert_calls_per_s": insert_calls,
+        "insert_items_per_s": insert_calls * items_per_call,
+        "insert_steps_per_s": insert_calls * t * b,
+        "read_batches_per_s": read_batches,
+        "read_samples_per_s": read_batches * batch_transitions,
+        "table_items": fill["size"],
+    }
+
+
+def _steps(config, calls_per_s: float) -> dict:
+    """A rollout call rate as env steps/s at the config's [T, B]."""
+    t, b = config.actor.unroll_length, config.actor.num_envs
+    return {"calls_per_s": calls_per_s, "steps_per_s": calls_per_s * t * b, "shape": f"[{t}, {b}]"}
+
+
+def measure_all(configs, seconds: float) -> dict:
+    """Every ceiling of each config ({name: config}) -> {name: {'rollout',
+    'actor_compute', 'update', 'reverb'}}; one Reverb server process serves all."""
+    specs = {name: (c, config_lib.make_env(c).obs_size) for name, c in configs.items()}
+    out = {}
+    with tables.server_process(specs) as addresses:
+        for name, config in configs.items():
+            work = ActorWork(config)
+            out[name] = {
+                "rollout": rollout_ceiling(work, seconds),
+                "actor_compute": actor_compute(work, seconds),
+                "update": update_ceiling(config, seconds),
+                "reverb": reverb_ceilings(work, addresses[name], seconds),
+            }
+    return out
+
+
+def _demo():  # pragma: no cover - a quick manual check: python -m benchmarks.ceilings
+    import time
+
+    from benchmarks.common import load_config
+
+    start = time.perf_counter()
+    print(measure_all({n: load_config(n) for n in ("dqn", "ppo")}, 1.5))
+    print(f"{time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    _demo()

@@ -1,0 +1,202 @@
+"""Shared helpers of the benchmarks: configs, timing, subprocesses, counter windows.
+
+Nothing here imports Reverb, Launchpad or JAX, so every benchmark module (the pure
+`learner.py` included) can use it.
+"""
+
+import ast
+import importlib.util
+import json
+import os
+import pathlib
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# CPU-side processes of the benchmark (Reverb server child, one-thread checks) keep
+# TensorFlow quiet; the env of a Launchpad node is set by distrl.program.
+QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+
+
+def load_config(name: str, overrides: dict[str, object] | None = None):
+    """configs/<name>.py's config, with dotted-path overrides ('replay.max_size': 10)."""
+    spec = importlib.util.spec_from_file_location(f"config_{name}", ROOT / "configs" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config = module.get_config()
+    for path, value in (overrides or {}).items():
+        *parents, leaf = path.split(".")
+        node = config
+        for part in parents:
+            node = node[part]
+        node[leaf] = value
+    return config
+
+
+def parse_sets(items: Sequence[str]) -> dict[str, dict[str, object]]:
+    """['actor.num_envs=256', 'dqn:learner.batch_size=1024'] -> {'*': {...}, 'dqn': {...}}.
+
+    Values are Python literals where they parse as one (256, 1.5, True), else strings.
+    """
+    out: dict[str, dict[str, object]] = {}
+    for item in items:
+        head, sep, text = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set {item!r}: expected [algo:]path=value")
+        target, _, path = head.rpartition(":")
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text
+        out.setdefault(target or "*", {})[path] = value
+    return out
+
+
+def overrides_for(sets: dict[str, dict[str, object]], algo: str) -> dict[str, object]:
+    """The --set overrides that apply to `algo` (its own over the common ones)."""
+    return {**sets.get("*", {}), **sets.get(algo, {})}
+
+
+def set_flags(sets: dict[str, dict[str, object]]) -> list[str]:
+    """The same --set values as command-line flags for a child benchmark process."""
+    return [
+        f"--set={'' if t == '*' else t + ':'}{k}={v}"
+        for t, kv in sets.items()
+        for k, v in kv.items()
+    ]
+
+
+def override_flags(overrides: dict[str, object]) -> list[str]:
+    """The same overrides as launch/train.py flags: ['--config.a.b=v', ...]."""
+    return [f"--config.{path}={value}" for path, value in overrides.items()]
+
+
+def measure_rate(
+    step: Callable[[], object],
+    seconds: float,
+    repeats: int = 5,
+    sync: Callable[[object], object] = lambda x: x,
+) -> float:
+    """Calls of `step` per second: the median over `repeats` slices of the time.
+
+    `step()` runs once before timing (compilation); `sync(result)` waits for the
+    last result of a slice (e.g. `jax.block_until_ready`), so asynchronous dispatch
+    cannot flatter a slice. The median keeps one slice stolen by another process on
+    the shared machine from moving the figure.
+    """
+    sync(step())
+    rates = []
+    for _ in range(repeats):
+        calls, start, out = 0, time.perf_counter(), None
+        while True:
+            out = step()
+            calls += 1
+            if time.perf_counter() - start >= seconds / repeats:
+                break
+        sync(out)
+        rates.append(calls / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+def run_subprocess(
+    cmd: Sequence[str],
+    timeout: float,
+    log_path: str,
+    env: dict[str, str] | None = None,
+    done_file: str | None = None,
+    grace: float = 5.0,
+    watch: Sequence[str] = (),
+) -> dict[str, object]:
+    """Runs `cmd` from the repo root in its own session; returns rc, wall seconds, timed_out.
+
+    Output goes to `log_path`. On timeout the whole session (every process the command
+    started, e.g. Launchpad nodes) is killed. With `done_file`, the command counts as
+    finished `grace` seconds after that file appears, and whatever still runs is
+    killed then (used to cut a program's slow shutdown out of the benchmark's time).
+    `watch`: paths whose first appearance is timed (seconds after the start, in
+    'seen'), e.g. the first log row and the result of a run.
+    """
+    full_env = dict(os.environ, PYTHONPATH=str(ROOT), **QUIET_ENV, **(env or {}))
+    start = time.perf_counter()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            list(cmd),
+            cwd=ROOT,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        rc, timed_out, done_at, seen = None, False, None, {}
+        while rc is None:
+            rc = proc.poll()
+            now = time.perf_counter()
+            for path in watch:
+                if path not in seen and os.path.exists(path):
+                    seen[path] = now - start
+            if rc is not None:
+                break
+            if done_file and done_at is None and os.path.exists(done_file):
+                done_at = now
+            if now - start > timeout or (done_at is not None and now - done_at > grace):
+                timed_out = done_at is None
+                kill_session(proc.pid)
+                rc = proc.wait()
+                break
+            time.sleep(0.05)
+    wall = time.perf_counter() - start
+    kill_session(proc.pid)  # stragglers of a node that outlived the launcher
+    return {"rc": rc, "wall": wall, "timed_out": timed_out, "log": log_path, "seen": seen}
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILLs every process of session `sid` (the ones a subprocess started)."""
+    try:
+        os.killpg(sid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def python_cmd(module: str, *args: str) -> list[str]:
+    """[python, -m, module, args...] with this interpreter."""
+    return [sys.executable, "-m", module, *args]
+
+
+def rate_between_changes(times: Sequence[float], values: Sequence[float]) -> float | None:
+    """Rate of a lumpy counter over a window, from the first to the last change seen.
+
+    Nodes send counts in lumps every ~0.5 s; measuring between two lump arrivals
+    covers whole report periods, so the rate is not off by a lump at either end.
+    Returns None when fewer than two changes were seen.
+    """
+    changes = [i for i in range(1, len(values)) if values[i] != values[i - 1]]
+    if len(changes) < 2:
+        return None
+    first, last = changes[0], changes[-1]
+    return (values[last] - values[first]) / max(times[last] - times[first], 1e-9)
+
+
+def delta(snapshots: Sequence[dict[str, float]], key: str) -> float:
+    """Last minus first value of `key` over a list of counter snapshots."""
+    return snapshots[-1].get(key, 0.0) - snapshots[0].get(key, 0.0)
+
+
+def read_json(path: str):
+    """The JSON at `path`, or None if it does not exist (the run did not get there)."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def write_json(path: str, value) -> None:
+    """Writes atomically, so a reader never sees half a file."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=2, default=float)
+    os.replace(tmp, path)

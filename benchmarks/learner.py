@@ -1,0 +1,236 @@
+"""Learner-only benchmark: jitted DQN and PPO updates on device-resident batches.
+
+Needs no Reverb, Launchpad or TensorFlow: it imports jax, numpy and distrl's pure
+layers (distrl.agents, distrl.envs, distrl.types) only, so it runs on a GPU host with
+just the pure-JAX packages of STACK.md (Python 3.12, jax 0.11). For every device JAX
+sees (the CPU always, a GPU when present) and every batch size it reports updates/s
+and samples/s (transitions consumed per second). `benchmarks/ceilings.py` uses the
+same functions for the learner ceilings of `make bench`.
+
+    python benchmarks/learner.py                        # small CPU sweep
+    python benchmarks/learner.py --dqn-batches=256,4096,65536 --ppo-chunks=2,64,1024
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+
+from distrl import agents, envs
+from distrl.types import QTransition, Transition
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.common import measure_rate
+
+FORBIDDEN = ("tensorflow", "reverb", "launchpad", "courier")
+
+
+def random_dqn_batch(rng: np.random.Generator, obs_size: int, n: int) -> QTransition:
+    """QTransition [N] of plausible gridworld data (one-hot obs, 4 actions)."""
+    eye = np.eye(obs_size, dtype=np.float32)
+    return QTransition(
+        observation=eye[rng.integers(0, obs_size, n)],
+        action=rng.integers(0, 4, n).astype(np.int32),
+        reward=rng.choice(np.float32([0, 0, 0, 1, -1]), n),
+        discount=rng.choice(np.float32([0.99, 0.99, 0.0]), n),
+        next_observation=eye[rng.integers(0, obs_size, n)],
+    )
+
+
+def random_ppo_batch(rng: np.random.Generator, obs_size: int, t: int, n: int) -> Transition:
+    """Transition [T, N] with PPO's behaviour extras {'log_prob', 'value'} [T, N]."""
+    eye = np.eye(obs_size, dtype=np.float32)
+    shape = (t, n)
+    return Transition(
+        observation=eye[rng.integers(0, obs_size, shape)],
+        action=rng.integers(0, 4, shape).astype(np.int32),
+        reward=rng.choice(np.float32([0, 0, 0, 1, -1]), shape),
+        discount=rng.choice(np.float32([1, 1, 1, 0]), shape),
+        last=rng.random(shape) < 0.1,
+        next_observation=eye[rng.integers(0, obs_size, shape)],
+        extras={
+            "log_prob": np.full(shape, np.log(0.25), np.float32),
+            "value": np.zeros(shape, np.float32),
+        },
+    )
+
+
+def update_rate(agent, batches, device, seconds: float) -> float:
+    """Updates/s of `agent.update` cycling over `batches`, all resident on `device`."""
+    state = jax.device_put(agent.init(jax.random.PRNGKey(0)), device)
+    batches = [jax.device_put(b, device) for b in batches]
+    holder = {"state": state, "i": 0}
+
+    def step():
+        batch = batches[holder["i"] % len(batches)]
+        holder["state"], metrics = agent.update(holder["state"], batch)
+        holder["i"] += 1
+        return metrics
+
+    return measure_rate(step, seconds, sync=jax.block_until_ready)
+
+
+def dqn_update_rate(
+    obs_size: int, batch_size: int, device, seconds: float, agent_config=None
+) -> dict:
+    """{'updates_per_s', 'samples_per_s'} of the DQN update at batch size N."""
+    env_spec = agents.EnvSpec(obs_size, envs.NUM_ACTIONS)
+    agent = agents.make_agent(agent_config or agents.make_config("dqn"), env_spec)
+    rng = np.random.default_rng(0)
+    batches = [random_dqn_batch(rng, obs_size, batch_size) for _ in range(4)]
+    rate = update_rate(agent, batches, device, seconds)
+    return {"updates_per_s": rate, "samples_per_s": rate * batch_size}
+
+
+def ppo_update_rate(
+    obs_size: int, t: int, n: int, device, seconds: float, agent_config=None
+) -> dict:
+    """{'updates_per_s', 'samples_per_s'} of the PPO update on Transition [T, N]."""
+    env_spec = agents.EnvSpec(obs_size, envs.NUM_ACTIONS)
+    agent = agents.make_agent(agent_config or agents.make_config("ppo"), env_spec)
+    rng = np.random.default_rng(0)
+    batches = [random_ppo_batch(rng, obs_size, t, n) for _ in range(2)]
+    rate = update_rate(agent, batches, device, seconds)
+    return {"updates_per_s": rate, "samples_per_s": rate * t * n}
+
+
+def sweep(
+    dqn_batches,
+    ppo_chunks,
+    seconds: float,
+    obs_size: int = 16,
+    t: int = 16,
+    envs_per_chunk: int = 64,
+) -> list:
+    """Rows for every device x algorithm x size (PPO: M chunks of [T, B] -> [T, M*B])."""
+    rows = []
+    for device in _devices():
+        for n in dqn_batches:
+            rows.append(
+                dict(
+                    device=_name(device),
+                    algo="dqn",
+                    batch=f"[{n}]",
+                    **dqn_update_rate(obs_size, n, device, seconds),
+                )
+            )
+        for m in ppo_chunks:
+            rows.append(
+                dict(
+                    device=_name(device),
+                    algo="ppo",
+                    batch=f"[{t}, {m * envs_per_chunk}]",
+                    **ppo_update_rate(obs_size, t, m * envs_per_chunk, device, seconds),
+                )
+            )
+    return rows
+
+
+def _name(device) -> str:
+    """'cpu:0', 'gpu:0' (with the device kind for accelerators)."""
+    kind = "" if device.platform == "cpu" else f" ({device.device_kind})"
+    return f"{device.platform}:{device.id}{kind}"
+
+
+def _devices() -> list:
+    """The first device of every platform JAX sees (CPU always, GPU when present)."""
+    devices = {}
+    for backend in ("cpu", "gpu", "tpu"):
+        try:
+            devices[backend] = jax.devices(backend)[0]
+        except RuntimeError:
+            pass
+    return list(devices.values())
+
+
+_IMPORT_CHECK = """
+import importlib.abc, json, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in {forbidden!r}:
+            raise ImportError('blocked: ' + name)
+if {block}:
+    sys.meta_path.insert(0, Block())
+import distrl.agents, distrl.envs, distrl.types
+loaded = sorted({{m.split('.')[0] for m in sys.modules}} & set({forbidden!r}))
+print(json.dumps(loaded))
+"""
+
+
+def import_check() -> dict:
+    """What importing distrl's pure layers loads, in fresh interpreters.
+
+    'loaded': forbidden top-level modules present after a plain import (on a host
+    with TensorFlow installed, tensorflow-probability's JAX backend imports it
+    optionally, for docstrings). 'works_without': True when the same imports
+    succeed with tensorflow/reverb/launchpad/courier made unimportable, i.e. on a
+    host that lacks them.
+    """
+    out = {}
+    for block in (False, True):
+        code = _IMPORT_CHECK.format(forbidden=FORBIDDEN, block=block)
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        )
+        ok = proc.returncode == 0
+        key = "works_without" if block else "loaded"
+        out[key] = (
+            ok
+            if block
+            else (
+                json.loads(proc.stdout.strip().splitlines()[-1])
+                if ok
+                else f"import failed: {proc.stderr[-300:]}"
+            )
+        )
+    return out
+
+
+def _ints(text: str) -> list:
+    return [int(x) for x in text.split(",") if x]
+
+
+def main(argv=None) -> list:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dqn-batches", type=_ints, default=[256, 4096])
+    parser.add_argument(
+        "--ppo-chunks",
+        type=_ints,
+        default=[2, 16],
+        help="M: PPO batch [T, M*B] of M chunks of [T=16, B=64]",
+    )
+    parser.add_argument("--seconds", type=float, default=1.5, help="timing per row")
+    parser.add_argument("--json", default="", help="also write the rows here")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    rows = sweep(args.dqn_batches, args.ppo_chunks, args.seconds)
+    print(f"{'device':<10} {'algo':<5} {'batch':<14} {'updates/s':>12} {'samples/s':>14}")
+    for r in rows:
+        print(
+            f"{r['device']:<10} {r['algo']:<5} {r['batch']:<14} "
+            f"{r['updates_per_s']:>12,.1f} {r['samples_per_s']:>14,.0f}"
+        )
+    check = import_check()
+    print(
+        f"pure-layer imports: loaded {check['loaded']}; "
+        f"import with tensorflow/reverb/launchpad blocked: "
+        f"{'ok' if check['works_without'] else 'FAILS'}  ({time.perf_counter() - start:.0f} s)"
+    )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "import_check": check}, f, indent=2)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

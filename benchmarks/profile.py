@@ -1,0 +1,118 @@
+"""Where the time goes: py-spy profiles of the real actor and learner of the stage program.
+
+Runs the stage program of `benchmarks.stages` (actor alone, then learner alone) and,
+during each timing window, samples the node's process with py-spy (which must be
+installed separately, e.g. `python3 -m venv /tmp/pyspy && /tmp/pyspy/bin/pip install
+py-spy`). Prints the functions with the largest inclusive and own share of samples
+for each node, and the figures of the window, so every profile comes with the
+throughput it explains.
+
+    python -m benchmarks.profile --pyspy=/tmp/pyspy/bin/py-spy --algo=dqn --window=10
+"""
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import time
+
+from benchmarks import nodes, stages
+from benchmarks.monitor import Monitor
+
+_LINE = re.compile(r":\d+\)")  # 'f (file.py:12)' -> 'f (file.py)'
+
+
+class ProfilingMonitor(Monitor):
+    """A Monitor that runs py-spy on the phase's node during each window."""
+
+    def __init__(self, *args, pyspy: str, out_dir: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._pyspy = pyspy
+        self._out = out_dir
+
+    def _record(self, seconds: float, replay) -> list:
+        pid_file = os.path.join(self._gate_dir, self.phase["name"] + nodes.PID)
+        deadline = time.time() + 10
+        while not os.path.exists(pid_file) and time.time() < deadline:
+            time.sleep(0.1)
+        with open(pid_file) as f:
+            pid = f.read().strip()
+        out = os.path.join(self._out, self.phase["name"] + ".txt")
+        spy = subprocess.Popen(
+            [
+                self._pyspy,
+                "record",
+                "--pid",
+                pid,
+                "--nonblocking",
+                "--duration",
+                str(max(1, int(seconds) - 1)),
+                "--rate",
+                "250",
+                "--format",
+                "raw",
+                "--output",
+                out,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        snapshots = super()._record(seconds, replay)
+        spy.wait()
+        return snapshots
+
+
+def top_functions(raw_path: str, count: int = 18):
+    """(inclusive, own) lists of (share of samples, 'function (file)') from py-spy raw."""
+    inclusive, own, total = collections.Counter(), collections.Counter(), 0
+    with open(raw_path) as f:
+        for line in f:
+            stack, _, n = line.rstrip().rpartition(" ")
+            frames = [_LINE.sub(")", frame) for frame in stack.split(";")]
+            total += int(n)
+            for frame in set(frames):
+                inclusive[frame] += int(n)
+            own[frames[-1]] += int(n)
+    share = lambda c: [(v / max(total, 1), k) for k, v in c.most_common(count)]
+    return share(inclusive), share(own)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pyspy", required=True, help="path of the py-spy executable")
+    parser.add_argument("--algo", default="dqn", help="dqn | ppo | dqn,ppo")
+    parser.add_argument("--window", type=float, default=10.0)
+    parser.add_argument("--run-dir", default="/tmp/distrl-profile")
+    args = parser.parse_args(argv)
+    os.makedirs(args.run_dir, exist_ok=True)
+    configs = {a: stages.bench_config(a, 1, 1.0, args.run_dir) for a in args.algo.split(",")}
+    program, counter, replays, plan = stages.stage_program(configs, args.run_dir, 2.0, args.window)
+    monitor = lambda c, r, d: ProfilingMonitor(c, r, d, pyspy=args.pyspy, out_dir=args.run_dir)
+    measured = stages.launch_and_measure(
+        program,
+        counter,
+        replays,
+        plan,
+        args.run_dir,
+        os.path.join(args.run_dir, "monitor.json"),
+        monitor_cls=monitor,
+    )
+    for name, phase in measured["phases"].items():
+        algo, kind = name.split("-")
+        summarize = stages.summarize_actor if kind == "actor" else stages.summarize_learner
+        print(f"\n== {name}: {summarize(phase, configs[algo]) if 'snapshots' in phase else phase}")
+        raw = os.path.join(args.run_dir, name + ".txt")
+        if not os.path.exists(raw):
+            continue
+        inclusive, own = top_functions(raw)
+        print("inclusive:")
+        for frac, fn in inclusive:
+            print(f"  {100 * frac:5.1f}%  {fn}")
+        print("own:")
+        for frac, fn in own[:10]:
+            print(f"  {100 * frac:5.1f}%  {fn}")
+
+
+if __name__ == "__main__":
+    main()

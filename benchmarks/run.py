@@ -1,0 +1,311 @@
+"""`make bench`: every pipeline stage against its own ceiling, side by side, in one run.
+
+Runs the sections in order (ceilings first), keeps every raw result in
+`runs/bench-<time>/bench.json` (rewritten after each section, so an interrupted
+run keeps what it measured), and prints one table (also `bench.md` there) with each
+row's figure, ceiling, ratio and PASS/MISS against the targets of issue 6.
+
+    python benchmarks/run.py                   # everything, under 10 minutes
+    python benchmarks/run.py --quick           # shorter windows and caps, 1 e2e size
+    python benchmarks/run.py --only=ceilings,stages
+    python benchmarks/run.py --report=runs/bench-<time>/bench.json   # re-print a run
+
+Sections: ceilings, learner, stages, e2e, peer, solve, slippery (see README.md).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+if __package__ in (None, ""):  # `python benchmarks/run.py`: make `benchmarks` importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import report, rows
+from benchmarks.common import ROOT, parse_sets, python_cmd, read_json, run_subprocess, write_json
+
+SECTIONS = ("ceilings", "learner", "stages", "e2e", "peer", "solve", "slippery")
+
+# Seconds per setting, full run / --quick.
+SETTINGS = {
+    "full": {
+        "ceiling_s": 1.5,
+        "warmup": 2.0,
+        "window": 6.0,
+        "e2e_actors": (1, 2),
+        "solve_cap": 60.0,
+        "slippery_cap": 75.0,
+        "peer_cap": 45.0,
+        "sweep": ([4096], [16]),
+        "sweep_s": 1.0,
+    },
+    "quick": {
+        "ceiling_s": 0.5,
+        "warmup": 1.0,
+        "window": 3.0,
+        "e2e_actors": (2,),
+        "solve_cap": 30.0,
+        "slippery_cap": 30.0,
+        "peer_cap": 20.0,
+        "sweep": ([1024], [4]),
+        "sweep_s": 0.5,
+    },
+}
+
+
+class Bench:
+    """One benchmark run: its directory, settings, deadline and accumulated results."""
+
+    def __init__(self, run_dir: str, settings: dict, deadline_s: float, sets=None):
+        self.dir = run_dir
+        self.s = settings
+        self.sets = sets or {}  # --set config overrides, {'*' | algo: {path: value}}
+        self.deadline = time.time() + deadline_s
+        self.results = {
+            "meta": {
+                "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "cpus": os.cpu_count(),
+                "settings": settings,
+                "overrides": self.sets,
+                "load_average": {},
+                "section_seconds": {},
+            }
+        }
+
+    def left(self) -> float:
+        return self.deadline - time.time()
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.dir, *parts)
+
+    def save(self) -> None:
+        write_json(self.path("bench.json"), self.results)
+
+    # -- sections ---------------------------------------------------------------
+    def ceilings(self) -> None:
+        from benchmarks import ceilings
+        from benchmarks.common import load_config, overrides_for
+
+        configs = {
+            algo: load_config(algo, overrides_for(self.sets, algo)) for algo in ("dqn", "ppo")
+        }
+        self.results["ceilings"] = ceilings.measure_all(configs, self.s["ceiling_s"])
+
+    def learner(self) -> None:
+        from benchmarks import learner
+
+        dqn_sizes, ppo_chunks = self.s["sweep"]
+        self.results["learner_sweep"] = {
+            "rows": learner.sweep(dqn_sizes, ppo_chunks, self.s["sweep_s"]),
+            "import_check": learner.import_check(),
+        }
+
+    def stages(self) -> None:
+        """One program: each algorithm's actor alone, then its learner alone."""
+        measured = self._program("stage", ["dqn", "ppo"], 1)
+        self.results["stages"] = {
+            algo: {
+                "actor": measured.get(f"{algo}-actor"),
+                "learner": measured.get(f"{algo}-learner"),
+                "error": measured.get("error"),
+                "wall": measured["wall"],
+            }
+            for algo in ("dqn", "ppo")
+        }
+
+    def e2e(self) -> None:
+        """distrl's own program for each algorithm and actor count."""
+        out = self.results.setdefault("e2e", {})
+        for algo in ("dqn", "ppo"):
+            for actors in self.s["e2e_actors"]:
+                measured = self._program("e2e", [algo], actors)
+                out[f"{algo}-{actors}"] = dict(measured.pop("e2e", None) or {}, **measured)
+                self.save()
+
+    def _program(self, mode: str, algos, actors: int) -> dict:
+        """Runs one benchmarks.stages program in a subprocess; {phase: figures}, wall."""
+        from benchmarks import stages
+        from benchmarks.common import overrides_for, set_flags
+
+        run_dir = self.path(f"{mode}-{'-'.join(algos)}-{actors}")
+        cmd = python_cmd(
+            "benchmarks.stages",
+            f"--mode={mode}",
+            f"--algo={','.join(algos)}",
+            f"--actors={actors}",
+            "--spi=1",
+            f"--warmup={self.s['warmup']}",
+            f"--window={self.s['window']}",
+            f"--run-dir={run_dir}",
+            *set_flags(self.sets),
+        )
+        monitor = os.path.join(run_dir, "monitor.json")
+        proc = run_subprocess(
+            cmd,
+            timeout=min(300.0, max(self.left(), 60.0)),
+            log_path=run_dir + ".log",
+            done_file=monitor,
+            grace=1.0,
+        )
+        data = read_json(monitor)
+        out = {
+            "wall": proc["wall"],
+            "error": None if data else f"no measurement (rc {proc['rc']}, see {proc['log']})",
+        }
+        for name, phase in (data or {}).get("phases", {}).items():
+            algo = algos[0] if name == "e2e" else name.split("-")[0]
+            config = stages.bench_config(algo, actors, 1.0, extra=overrides_for(self.sets, algo))
+            summarize = {
+                "actor": stages.summarize_actor,
+                "learner": stages.summarize_learner,
+                "e2e": stages.summarize_e2e,
+            }[name.split("-")[-1]]
+            out[name] = (
+                {"error": phase["error"]}
+                if "error" in phase
+                else dict(summarize(phase, config), start_delay=phase["start_delay"])
+            )
+        if data and data.get("error"):
+            out["error"] = data["error"]
+        return out
+
+    def peer(self) -> None:
+        log = self.path("peer.log")
+        proc = run_subprocess(
+            [
+                sys.executable,
+                str(ROOT / "benchmarks" / "peer_dqn.py"),
+                f"--seconds={self.s['peer_cap']}",
+            ],
+            timeout=self.s["peer_cap"] + 60,
+            log_path=log,
+        )
+        with open(log) as f:
+            lines = [line for line in f if line.startswith("{")]
+        self.results["peer"] = dict(
+            json.loads(lines[-1]) if lines else {"error": "no result"}, wall=proc["wall"]
+        )
+
+    def solve(self) -> None:
+        from benchmarks import solve
+
+        out = self.results.setdefault("solve", {})
+        for algo in ("dqn", "ppo"):
+            cap = min(self.s["solve_cap"], max(self.left() / 4, 10.0))
+            out[f"{algo}-mp"] = solve.distributed(
+                algo, 2, self.path(f"solve-{algo}-mp"), cap, self._overrides(algo)
+            )
+            self.save()
+        for algo in ("dqn", "ppo"):
+            out[f"{algo}-local"] = solve.local(algo, self.path(f"solve-{algo}-local.log"), 120.0)
+            self.save()
+        # The same program, every node a thread of one process: what process startup costs.
+        cap = min(self.s["solve_cap"], max(self.left() / 4, 10.0))
+        out["dqn-mt"] = solve.distributed(
+            "dqn", 2, self.path("solve-dqn-mt"), cap, self._overrides("dqn"), "test_mt"
+        )
+
+    def slippery(self) -> None:
+        from benchmarks import solve
+        from distrl.envs import MAPS
+
+        opt = solve.optimal_success(MAPS["8x8"], slippery=True)
+        target = round(0.95 * opt["greedy_success"], 3)
+        out = self.results.setdefault("slippery", {})
+        out["optimal"] = dict(opt, target=target)
+        overrides = {
+            "env.map": "8x8",
+            "env.slippery": True,
+            "evaluator.num_envs": 1000,
+            "evaluator.target_success": target,
+        }
+        for i, algo in enumerate(("dqn", "ppo")):
+            cap = min(self.s["slippery_cap"], (self.left() - 30) / (2 - i) - 30)
+            if cap < 15:
+                out[algo] = {"error": f"skipped: {self.left():.0f} s left of the time budget"}
+                continue
+            out[algo] = solve.distributed(
+                algo, 2, self.path(f"slippery-{algo}"), cap, {**self._overrides(algo), **overrides}
+            )
+            self.save()
+
+    def _overrides(self, algo: str) -> dict:
+        from benchmarks.common import overrides_for
+
+        return overrides_for(self.sets, algo)
+
+
+def run_sections(bench: Bench, names) -> None:
+    """Runs each named section; a failure is recorded and the next one still runs."""
+    for name in names:
+        start = time.time()
+        bench.results["meta"]["load_average"][name] = os.getloadavg()
+        print(f"bench: {name} ... ({bench.left():.0f} s of budget left)", flush=True)
+        try:
+            getattr(bench, name)()
+        except Exception:  # noqa: BLE001 - keep the other sections' results
+            bench.results.setdefault("errors", {})[name] = traceback.format_exc()
+            print(f"bench: {name} failed:\n{traceback.format_exc()}", flush=True)
+        bench.results["meta"]["section_seconds"][name] = time.time() - start
+        bench.save()
+
+
+def publish(results, run_dir: str) -> str:
+    """Rows -> bench.json ('rows') and bench.md; returns the markdown table."""
+    table_rows = rows.build_rows(results)
+    results["rows"] = [row.as_dict() for row in table_rows]
+    table = report.to_markdown(table_rows)
+    meta = results.get("meta", {})
+    header = (
+        f"distrl benchmark, {meta.get('started')} on {meta.get('cpus')} CPUs; "
+        f"load average per section: "
+        + ", ".join(f"{k} {v[0]:.1f}" for k, v in meta.get("load_average", {}).items())
+    )
+    with open(os.path.join(run_dir, "bench.md"), "w") as f:
+        f.write(f"{header}\n\n{table}\n")
+    write_json(os.path.join(run_dir, "bench.json"), results)
+    return f"{header}\n\n{table}"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short windows and caps")
+    parser.add_argument("--only", default="", help=f"comma-separated subset of {SECTIONS}")
+    parser.add_argument("--out", default="", help="run directory (default runs/bench-<time>)")
+    parser.add_argument("--budget", type=float, default=570.0, help="seconds for everything")
+    parser.add_argument("--report", default="", help="re-print the table of a bench.json")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        help="[dqn:|ppo:]config.path=value for every run of the bench "
+        "(what-if runs, e.g. --set=actor.num_envs=256); repeatable",
+    )
+    args = parser.parse_args(argv)
+    if args.report:
+        results = read_json(args.report)
+        print(publish(results, os.path.dirname(os.path.abspath(args.report))))
+        return 0
+    names = [n for n in args.only.split(",") if n] or list(SECTIONS)
+    unknown = sorted(set(names) - set(SECTIONS))
+    if unknown:
+        parser.error(f"unknown section(s) {unknown}; valid: {', '.join(SECTIONS)}")
+    run_dir = os.path.abspath(
+        args.out or os.path.join(ROOT, "runs", f"bench-{time.strftime('%Y%m%d-%H%M%S')}")
+    )
+    os.makedirs(run_dir, exist_ok=True)
+    bench = Bench(
+        run_dir, SETTINGS["quick" if args.quick else "full"], args.budget, parse_sets(args.set)
+    )
+    start = time.time()
+    run_sections(bench, [n for n in SECTIONS if n in names])
+    bench.results["meta"]["total_seconds"] = time.time() - start
+    print(publish(bench.results, run_dir))
+    print(f"\nbench: {time.time() - start:.0f} s; results in {run_dir}/bench.json and bench.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

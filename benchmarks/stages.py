@@ -1,0 +1,266 @@
+"""The system's stages under local_mp: the real Actor alone, the real Learner alone,
+and the whole program, each measured from counter and Reverb-table snapshots.
+
+Each measurement is one Launchpad program run by `python -m benchmarks.stages` in a
+subprocess of its own session (so that every node it starts can be killed):
+- `--mode=stage`: replay (an unlimited table, `benchmarks.tables`), counter,
+  `FixedParams`, one real Actor (`StageActor`) and the real Learner held at a gate
+  (`GatedLearner`). Phase 1 times the actor alone; then the actor is stopped and the
+  learner released, and phase 2 times the learner on the table the actor filled.
+- `--mode=e2e`: `distrl.program.make_program(config)` itself, unchanged.
+In both, a `benchmarks.monitor.Monitor` in the launcher process waits until the
+counts move, waits `warmup` seconds more (compilation, first params), records
+snapshots over `window` seconds, and then stops the program. Rates come from those
+snapshots only, so startup and shutdown are not in them. `summarize_*` turn the
+snapshots into the figures of the table.
+"""
+
+import argparse
+import datetime
+import functools
+import os
+import time
+
+import launchpad as lp
+
+from benchmarks import nodes, tables
+from benchmarks.common import (
+    delta,
+    load_config,
+    overrides_for,
+    parse_sets,
+    rate_between_changes,
+    write_json,
+)
+from benchmarks.monitor import Monitor
+from distrl import config as config_lib
+from distrl import program as program_lib
+from distrl.actor import Actor
+from distrl.counter import Counter
+from distrl.learner import Learner
+
+
+def stage_program(configs, run_dir: str, warmup: float, window: float):
+    """Each algorithm's actor alone, then its learner alone (see module doc).
+
+    `configs` maps an algorithm name to its config. Returns (program, counter handle,
+    replay handles by algorithm, monitor plan). One program serves every algorithm,
+    so the startup of a Launchpad program is paid once: each algorithm has its own
+    Reverb server, params server, actor and learner, started and stopped in turn
+    by gate files; the counter and the params servers share one process.
+    """
+    p = lp.Program("distrl-stages")
+    counter_node = lp.CourierNode(Counter)
+    counter = counter_node.create_handle()
+    colocated, replays, plan = [counter_node], {}, []
+    for algo, config in configs.items():
+        obs_size = config_lib.make_env(config).obs_size
+        with p.group("replay"):
+            replays[algo] = p.add_node(
+                lp.ReverbNode(functools.partial(tables.unlimited_tables, config, obs_size))
+            )
+        params_node = lp.CourierNode(nodes.FixedParams, config)
+        colocated.append(params_node)
+        node_dir = os.path.join(run_dir, algo)  # each learner's own checkpoints and logs
+        known = {
+            "config": config,
+            "actor_id": 0,
+            "replay_client": replays[algo],
+            "learner": params_node.create_handle(),
+            "counter": counter,
+            "run_dir": node_dir,
+            "start_time": time.time(),
+        }
+        with p.group("actor"):
+            p.add_node(
+                lp.CourierNode(
+                    nodes.StageActor,
+                    gate_dir=run_dir,
+                    gate=f"{algo}-actor",
+                    **nodes.node_kwargs(Actor, **known),
+                )
+            )
+        with p.group("learner"):
+            p.add_node(
+                lp.CourierNode(
+                    nodes.StageLearner,
+                    gate_dir=run_dir,
+                    gate=f"{algo}-learner",
+                    **nodes.node_kwargs(Learner, **known),
+                )
+            )
+        plan += [
+            {
+                "name": f"{algo}-actor",
+                "replay": algo,
+                "touch": f"{algo}-actor" + nodes.GO,
+                "wait_for": ["env_steps"],
+                "warmup": warmup,
+                "window": window,
+                "after": f"{algo}-actor" + nodes.STOP,
+                "then_quiet": "env_steps",
+            },
+            {
+                "name": f"{algo}-learner",
+                "replay": algo,
+                "touch": f"{algo}-learner" + nodes.GO,
+                "wait_for": ["learner_steps"],
+                "warmup": warmup,
+                "window": window,
+                "after": f"{algo}-learner" + nodes.STOP,
+                "then_quiet": "learner_steps",
+            },
+        ]
+    with p.group("counter"):
+        p.add_node(lp.MultiThreadingColocation(colocated))
+    return p, counter, replays, plan
+
+
+def e2e_program(config, run_dir: str, warmup: float, window: float):
+    """distrl's own program (`make_program`), timed over one window once it runs."""
+    p = program_lib.make_program(config, run_dir, time.time())
+    counter = p.groups["counter"][0].create_handle()
+    replays = {"main": p.groups["replay"][0].create_handle()}
+    plan = [
+        {
+            "name": "e2e",
+            "replay": "main",
+            "wait_for": ["env_steps", "learner_steps"],
+            "warmup": warmup,
+            "window": window,
+        }
+    ]
+    return p, counter, replays, plan
+
+
+def launch_and_measure(
+    p, counter, replays, plan, run_dir: str, out_path: str, monitor_cls=Monitor
+) -> dict:
+    """Runs a program under local_mp with distrl's per-group process settings, times
+    it from this (the launcher) process, writes the snapshots (and returns them),
+    then stops the program."""
+    resources = program_lib.local_resources()
+    resources = {group: r for group, r in resources.items() if group in p.groups}
+    counter.set_client_kwargs(call_timeout=datetime.timedelta(seconds=3))
+    manager = lp.launch(
+        p, launch_type="local_mp", terminal="current_terminal", local_resources=resources
+    )
+    clients = {name: handle.dereference() for name, handle in replays.items()}
+    measured = monitor_cls(counter.dereference(), clients, run_dir).run(plan)
+    write_json(out_path, measured)
+    manager.stop_and_wait()
+    return measured
+
+
+def summarize_actor(phase, config) -> dict:
+    """Env steps/s, items/s and transitions/s into Reverb, share of time blocked."""
+    snaps = phase["snapshots"]
+    times = [s["time"] for s in snaps]
+    span = times[-1] - times[0]
+    items = delta(snaps, "table_inserts") / span
+    per_item = (
+        config.actor.num_envs
+        if _is_replay(config)
+        else config.actor.num_envs * config.actor.unroll_length
+    )
+    return {
+        "env_steps_per_s": rate_between_changes(times, [s.get("env_steps", 0) for s in snaps]),
+        "items_per_s": items,
+        "transitions_to_reverb_per_s": items * per_item,
+        "blocked_share": _share(times, snaps, "actor_blocked_seconds"),
+    }
+
+
+def summarize_learner(phase, config=None) -> dict:
+    """Updates/s, samples (transitions)/s, share of time waiting for data."""
+    snaps = phase["snapshots"]
+    times = [s["time"] for s in snaps]
+    return {
+        "updates_per_s": rate_between_changes(times, [s.get("learner_steps", 0) for s in snaps]),
+        "samples_per_s": rate_between_changes(times, [s.get("learner_samples", 0) for s in snaps]),
+        "wait_share": _share(times, snaps, "learner_wait_seconds"),
+        "busy_share": _share(times, snaps, "learner_busy_seconds"),
+    }
+
+
+def summarize_e2e(phase, config) -> dict:
+    """The learner's and actors' figures plus samples per insert and version lag."""
+    snaps = phase["snapshots"]
+    times = [s["time"] for s in snaps]
+    out = summarize_learner(phase, config)
+    out["env_steps_per_s"] = rate_between_changes(times, [s.get("env_steps", 0) for s in snaps])
+    inserts = delta(snaps, "table_inserts")
+    out["samples_per_insert"] = delta(snaps, "table_samples") / inserts if inserts else None
+    steps = delta(snaps, "env_steps")
+    out["sampled_per_env_step"] = delta(snaps, "learner_samples") / steps if steps else None
+    pulls = delta(snaps, "param_updates")
+    out["mean_version_lag"] = delta(snaps, "version_lag") / pulls if pulls else None
+    blocked = _share(times, snaps, "actor_blocked_seconds")
+    out["actor_blocked_share"] = blocked / config.num_actors if blocked is not None else None
+    return out
+
+
+def _share(times, snaps, key: str):
+    """Seconds of `key` accumulated per second of the window (None if never reported)."""
+    return rate_between_changes(times, [s.get(key, 0.0) for s in snaps])
+
+
+def _is_replay(config) -> bool:
+    return config_lib.is_replay(config_lib.make_agent_config(config))
+
+
+def bench_config(algo: str, num_actors: int = 1, spi: float = 0.0, run_dir: str = "", extra=None):
+    """configs/<algo>.py for a timed run: no evaluator target, budgets only as a safety
+    cap, no checkpoint inside the window; DQN at `spi` samples per insert if given;
+    then the `extra` overrides (run.py's --set)."""
+    present = set(load_config(algo).keys())  # the config grows sections over time
+    overrides = {
+        "num_actors": num_actors,
+        "evaluator.target_success": 0.0,
+        "budget.env_steps": 0,
+        "budget.seconds": 600.0,
+        "run_dir": run_dir,
+    }
+    if "checkpoint" in present:
+        overrides.update({"checkpoint.every_seconds": 0.0, "checkpoint.replay": False})
+    if algo == "dqn" and spi:
+        overrides["replay.samples_per_insert"] = spi
+    config = load_config(algo, {**overrides, **(extra or {})})
+    config_lib.validate(config)
+    return config
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="One stage benchmark program (local_mp).")
+    parser.add_argument("--mode", choices=["stage", "e2e"], required=True)
+    parser.add_argument("--algo", default="dqn", help="dqn | ppo (stage mode: dqn,ppo)")
+    parser.add_argument("--actors", type=int, default=1)
+    parser.add_argument(
+        "--spi", type=float, default=0.0, help="DQN samples per insert (0: config's)"
+    )
+    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--window", type=float, default=6.0)
+    parser.add_argument("--run-dir", required=True)
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        help="[algo:]config.path=value, e.g. actor.num_envs=256 (repeatable)",
+    )
+    args = parser.parse_args(argv)
+    os.makedirs(args.run_dir, exist_ok=True)
+    sets = parse_sets(args.set)
+    configs = {
+        algo: bench_config(algo, args.actors, args.spi, args.run_dir, overrides_for(sets, algo))
+        for algo in args.algo.split(",")
+    }
+    if args.mode == "stage":
+        built = stage_program(configs, args.run_dir, args.warmup, args.window)
+    else:
+        (config,) = configs.values()
+        built = e2e_program(config, args.run_dir, args.warmup, args.window)
+    launch_and_measure(*built, args.run_dir, os.path.join(args.run_dir, "monitor.json"))
+
+
+if __name__ == "__main__":
+    main()
