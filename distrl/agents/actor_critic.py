@@ -131,12 +131,21 @@ def _update(net, optimizer, config, state: base.TrainingState, batch: Transition
 
 def make_agent(config: ActorCriticConfig, env_spec) -> base.Agent:
     """Builds the A2C / REINFORCE agent for an env with `obs_size` and `num_actions`."""
+    return make_policy_gradient_agent(config, env_spec, _update)
+
+
+def make_policy_gradient_agent(config, env_spec, update_impl) -> base.Agent:
+    """An actor-critic network, optimizer and policies around `update_impl`.
+
+    Shared by A2C and PPO, which differ only in their update:
+    `update_impl(net, optimizer, config, state, batch) -> (state, metrics)`.
+    """
     net = networks.make_actor_critic_network(
         config.hidden_sizes, env_spec.num_actions, config.shared_torso, config.activation
     )
     optimizer = base.make_optimizer(config.learning_rate, config.max_grad_norm, config.optimizer)
     init = base.make_init(net, optimizer, env_spec.obs_size, with_target=False)
-    update = jax.jit(functools.partial(_update, net, optimizer, config))
+    update = jax.jit(functools.partial(update_impl, net, optimizer, config))
     policy, greedy, value = make_policy_fns(net)
     return base.Agent(
         init=init,

@@ -20,10 +20,8 @@ import jax.numpy as jnp
 import optax
 import rlax
 
-from distrl import networks
+from distrl.agents import actor_critic, base
 from distrl.agents import advantages as adv_lib
-from distrl.agents import base
-from distrl.agents.actor_critic import make_policy_fns
 from distrl.types import Transition
 
 
@@ -170,21 +168,4 @@ def _update(net, optimizer, config: PPOConfig, state: base.TrainingState, batch:
 
 def make_agent(config: PPOConfig, env_spec) -> base.Agent:
     """Builds the PPO / GRPO agent for an env with `obs_size` and `num_actions`."""
-    net = networks.make_actor_critic_network(
-        config.hidden_sizes, env_spec.num_actions, config.shared_torso, config.activation
-    )
-    optimizer = base.make_optimizer(config.learning_rate, config.max_grad_norm, config.optimizer)
-    init = base.make_init(net, optimizer, env_spec.obs_size, with_target=False)
-    update = jax.jit(functools.partial(_update, net, optimizer, config))
-    policy, greedy, value = make_policy_fns(net)
-    return base.Agent(
-        init=init,
-        update=update,
-        policy=policy,
-        greedy=greedy,
-        value=value,
-        epsilon=base.zero_epsilon,
-        batch_kind="trajectories",
-        network=net,
-        config=config,
-    )
+    return actor_critic.make_policy_gradient_agent(config, env_spec, _update)
