@@ -125,9 +125,11 @@ def summary(result, run_dir: str) -> str:
             f"  mean length {ev['mean_length']:.1f}  (greedy evaluation)"
         )
     spi = result.get("replay", {}).get("samples_per_insert")
+    # The counter hears from the learner every 0.5 s; the evaluated params' version
+    # is exact, so a run shorter than that report period is not shown as ~0 updates.
+    updates = max(counts.get("learner_steps", 0), result.get("param_version") or 0)
     lines.append(
-        f"env steps {counts.get('env_steps', 0):,.0f}  learner updates "
-        f"{counts.get('learner_steps', 0):,.0f}"
+        f"env steps {counts.get('env_steps', 0):,.0f}  learner updates {updates:,.0f}"
         + (f"  samples per insert {spi:.2f}" if spi is not None else "")
     )
     if result.get("grids"):
