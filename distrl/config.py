@@ -14,8 +14,9 @@ import ml_collections
 
 from distrl import agents, envs
 
-LAUNCH_TYPES = ("local_mp", "test_mt")
+LAUNCH_TYPES = ("local_mp", "test_mt", "ray")
 SAMPLERS = ("uniform", "prioritized")
+LEARNER_DEVICES = ("auto", "gpu", "cpu")
 
 
 class ConfigError(ValueError):
@@ -66,6 +67,15 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
         dict(
             every_seconds=60.0,  # learner checkpoints; 0: only when the run ends
             replay=True,  # checkpoint Reverb's tables along with the learner
+        )
+    )
+    # Placement under --lp_launch_type=ray (distrl.cluster); ignored by local launches.
+    c.ray = ml_collections.ConfigDict(
+        dict(
+            actor_cpus=1.0,  # CPUs each actor reserves; actors spread over the Ray nodes
+            learner_device="auto",  # "auto": a GPU when the cluster has one | "gpu" | "cpu"
+            replay_resource="",  # a custom resource the replay's Ray node must have ("": any)
+            learner_resource="",  # likewise for the learner's Ray node
         )
     )
     c.run_dir = ""  # everything a run writes goes here; "" -> runs/<algorithm>-<timestamp>
@@ -146,6 +156,16 @@ def validate(config) -> None:
         q = config.replay.queue_size
         _check(q >= 1, f"config.replay.queue_size={q}; need >= 1")
     _validate_budget_and_evaluator(config)
+    _validate_ray(config)
+
+
+def _validate_ray(config) -> None:
+    r = config.ray
+    _check(r.actor_cpus > 0, f"config.ray.actor_cpus={r.actor_cpus}; need > 0")
+    _check(
+        r.learner_device in LEARNER_DEVICES,
+        f"config.ray.learner_device={r.learner_device!r}; valid: {LEARNER_DEVICES}",
+    )
 
 
 def _validate_replay(config, agent_config) -> None:

@@ -5,6 +5,10 @@ crashed node would leave the rest running until a budget nobody checks. Each nod
 therefore runs its body inside `guard(name, run_dir)`: an exception is written to
 `<run_dir>/failures/<name>.txt` (the launcher reports it by name) and stops the
 whole program.
+
+Under `--lp_launch_type=ray` a node's stop request cannot signal a launcher on
+another machine: `stop_via_file` (the program stopper `distrl.cluster` gives each
+node) touches the file its node host watches, and the launcher stops every node.
 """
 
 import contextlib
@@ -15,6 +19,7 @@ import launchpad as lp
 from absl import logging
 
 FAILURES_DIR = "failures"
+STOP_FILE_ENV = "DISTRL_STOP_FILE"
 
 
 def should_stop() -> bool:
@@ -30,12 +35,27 @@ def guard(name: str, run_dir: str):
     except Exception:
         text = traceback.format_exc()
         logging.error("node %s failed; stopping the program:\n%s", name, text)
-        path = os.path.join(run_dir, FAILURES_DIR)
-        os.makedirs(path, exist_ok=True)
-        with open(os.path.join(path, name.replace("/", "_") + ".txt"), "w") as f:
-            f.write(text)
+        record_failure(run_dir, name, text)
         lp.stop()
         raise
+
+
+def stop_via_file() -> None:
+    """Program stopper of a node launched on Ray: asks its node host to stop the program."""
+    with open(os.environ[STOP_FILE_ENV], "w"):
+        pass
+
+
+def failure_path(run_dir: str, name: str) -> str:
+    return os.path.join(run_dir, FAILURES_DIR, name.replace("/", "_") + ".txt")
+
+
+def record_failure(run_dir: str, name: str, text: str) -> None:
+    """Writes (replaces) the failure report of node `name`."""
+    path = failure_path(run_dir, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def read_failures(run_dir: str) -> dict:

@@ -4,7 +4,8 @@ The one module that knows Launchpad's API. `make_program` wires the node groups
 (replay, counter, learner, actor x N, evaluator); `run` validates the config (and,
 when resuming, the checkpoint), prepares the run directory (`distrl.rundir`),
 launches under `local_mp` (a process per node, output in the run directory, one
-progress line in the terminal) or `test_mt` (a thread per node, for tests), waits
+progress line in the terminal), on a Ray cluster (`distrl.cluster`) or under
+`test_mt` (a thread per node, for tests), waits
 for every node to exit, draws the plots and returns the evaluator's `result.json`.
 """
 
@@ -24,7 +25,7 @@ from absl import logging
 from launchpad.launch.run_locally import launch_local_output_to_files as output_to_files
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 
-from distrl import checkpoint, lifecycle, plots, progress, replay, rundir
+from distrl import bindhost, checkpoint, lifecycle, plots, progress, replay, rundir
 from distrl import config as config_lib
 from distrl.actor import Actor
 from distrl.counter import Counter
@@ -43,6 +44,10 @@ _CPU_NODE_ENV = {
     "TF_NUM_INTEROP_THREADS": "1",
     "TF_CPP_MIN_LOG_LEVEL": "2",
 }
+
+
+class LaunchError(RuntimeError):
+    """The program could not be started where asked (e.g. no Ray cluster, nodes not placed)."""
 
 
 class NodeFailure(RuntimeError):
@@ -101,13 +106,19 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
     return program
 
 
-def local_resources(run_dir: Optional[str] = None):
-    """Per-group process settings for `local_mp`; with `run_dir`, temp files go there."""
+def node_envs(run_dir: Optional[str] = None) -> dict:
+    """Environment variables of each group's node processes; with `run_dir`, temp files go there."""
     tmp = {"TMPDIR": os.path.join(run_dir, rundir.TMP_DIR)} if run_dir else {}
-    cpu_node = PythonProcess(env={**_CPU_NODE_ENV, **tmp})
-    quiet = PythonProcess(env={"TF_CPP_MIN_LOG_LEVEL": "2", **tmp})
+    cpu_node = {**_CPU_NODE_ENV, **tmp}
+    quiet = {"TF_CPP_MIN_LOG_LEVEL": "2", **tmp}
     return {"actor": cpu_node, "evaluator": cpu_node, "counter": cpu_node,
             "replay": quiet, "learner": quiet}
+
+
+def local_resources(run_dir: Optional[str] = None):
+    """Per-group process settings for `local_mp`: servers listen on loopback only."""
+    loopback = bindhost.environment(bindhost.LOOPBACK)
+    return {label: PythonProcess(env={**env, **loopback}) for label, env in node_envs(run_dir).items()}
 
 
 def prepare(config, resume: bool):
@@ -134,7 +145,7 @@ def prepare(config, resume: bool):
 
 
 def run(config, launch_type: str = "local_mp", terminal: str = "output_to_files",
-        resume: bool = False, progress_stream=None):
+        resume: bool = False, progress_stream=None, ray_address: str = "auto"):
     """Validates, launches and waits for the program; returns (result dict | None, run_dir).
 
     `terminal` (local_mp): "output_to_files" keeps each node's output in
@@ -144,14 +155,22 @@ def run(config, launch_type: str = "local_mp", terminal: str = "output_to_files"
     checkpoint. The result is None when the program ended without the evaluator
     writing one. Raises ConfigError before anything starts when the config, or
     the checkpoint to resume, cannot work. Plots are drawn into `<run_dir>/plots/`.
+    Under launch type "ray" the nodes run on the Ray cluster at `ray_address`
+    (`distrl.cluster`; "auto": the cluster this machine belongs to).
     """
     if launch_type not in config_lib.LAUNCH_TYPES:
         raise config_lib.ConfigError(
             f"launch type {launch_type!r} is unknown; valid: {config_lib.LAUNCH_TYPES}"
         )
-    run_dir, restored = prepare(config, resume)
-    start_time = time.time() - (restored["elapsed_seconds"] if restored else 0.0)
-    program = make_program(config, run_dir, start_time, restored)
+    if launch_type == "ray":
+        from distrl import cluster  # noqa: PLC0415 - Ray is imported only to launch on it
+
+        config_lib.validate(config)  # a bad config is reported before joining the cluster
+        with cluster.connected(ray_address, config):
+            run_dir, program = _build(config, resume)
+            cluster.run(program, config, run_dir, node_envs(run_dir), progress_stream or sys.stdout)
+        return _outcome(run_dir)
+    run_dir, program = _build(config, resume)
     if launch_type == "test_mt":
         lp.launch(program, launch_type="test_mt", serialize_py_nodes=False).wait()
     elif terminal == "output_to_files":
@@ -162,6 +181,13 @@ def run(config, launch_type: str = "local_mp", terminal: str = "output_to_files"
                                 local_resources=local_resources(run_dir))
         manager.wait()
     return _outcome(run_dir)
+
+
+def _build(config, resume: bool):
+    """(run_dir, program): the prepared run directory and the program to launch in it."""
+    run_dir, restored = prepare(config, resume)
+    start_time = time.time() - (restored["elapsed_seconds"] if restored else 0.0)
+    return run_dir, make_program(config, run_dir, start_time, restored)
 
 
 @contextlib.contextmanager

@@ -34,8 +34,10 @@ RESULT_FILE = "result.json"
 PLOTS_DIR = "plots"
 TMP_DIR = "tmp"  # temp files of launchpad and the node processes (local_mp)
 NODE_OUTPUT_DIR = os.path.join("logs", "nodes")
-# Config keys a resumed run may change: when to stop, how often to log, where it is.
+# Config keys a resumed run may change: when to stop, how often to log, where it
+# and its nodes run.
 RESUMABLE = (
+    "ray.",
     "budget.",
     "evaluator.target_success",
     "evaluator.every_seconds",

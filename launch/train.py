@@ -5,8 +5,8 @@ Flags: `--config` (an ml_collections config file; override any field with
 writes everything; default runs/<algorithm>-<time>), `--resume=<run dir>`
 (continue a stopped or killed run from its last checkpoint, with its saved
 config; only budgets, the target and logging periods may be overridden),
-`--lp_launch_type` (local_mp: a process per node; test_mt: threads in this
-process) and `--terminal` (local_mp: output_to_files keeps each node's output in
+`--lp_launch_type` (local_mp: a process per node; ray: each node on a node of the
+Ray cluster at `--ray_address`; test_mt: threads in this process) and `--terminal` (local_mp: output_to_files keeps each node's output in
 <run_dir>/logs/nodes/ and shows one progress line here; current_terminal prints
 every node's output here, for debugging). The config, and a checkpoint to
 resume, are checked before any process starts. Exit status: 0 when the run ends
@@ -58,8 +58,19 @@ _TERMINAL = flags.DEFINE_enum(
     "local_mp: node output to <run_dir>/logs/nodes/ and a progress line here, "
     "or every node's output printed here.",
 )
-# Launchpad defines --lp_launch_type (default local_mt); distrl runs local_mp unless told.
-flags.FLAGS.set_default("lp_launch_type", "local_mp")
+# Launchpad defines --lp_launch_type (default local_mt) with its own launchers only;
+# distrl runs local_mp unless told, and adds "ray" (distrl.cluster).
+flags.DEFINE_string(  # a string: distrl's own check names the valid ones (exit 2)
+    "lp_launch_type", "local_mp",
+    f"One of {config_lib.LAUNCH_TYPES}. local_mp: a process per node on this machine; "
+    "ray: each node on a node of a Ray cluster (--ray_address); test_mt: threads here.",
+    allow_override=True,
+)
+_RAY_ADDRESS = flags.DEFINE_string(
+    "ray_address", "auto",
+    "--lp_launch_type=ray: the cluster's head, HOST:PORT (as `ray start --head` printed), "
+    "or auto (the cluster this machine joined).",
+)
 
 
 def _config():
@@ -88,13 +99,17 @@ def main(argv):
     launch_type = getattr(launch_type, "value", launch_type)
     try:
         config, resume = _config()
-        result, run_dir = program.run(config, launch_type, _TERMINAL.value, resume=resume)
+        result, run_dir = program.run(config, launch_type, _TERMINAL.value, resume=resume,
+                                      ray_address=_RAY_ADDRESS.value)
     except checkpoint.CheckpointError as err:
         print(f"distrl: cannot resume: {err}", file=sys.stderr)
         return 2
     except config_lib.ConfigError as err:
         print(f"distrl: bad config: {err}", file=sys.stderr)
         return 2
+    except program.LaunchError as err:
+        print(f"distrl: cannot launch: {err}", file=sys.stderr)
+        return 1
     except program.NodeFailure as err:
         print(f"distrl: {err}", file=sys.stderr)
         return 1

@@ -1,12 +1,19 @@
-"""Shared test helpers: configs loaded from configs/*.py, and a clean CPU setup."""
+"""Shared test helpers: configs loaded from configs/*.py, launching launch/train.py as a
+user does (in its own process session, so that every process it started can be
+checked for afterwards), and a clean CPU setup."""
 
 import importlib.util
 import os
 import pathlib
+import subprocess
+import sys
+import time
 
+import psutil
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+TRAIN = [sys.executable, str(ROOT / "launch" / "train.py")]
 
 
 def load_config(name: str):
@@ -20,6 +27,50 @@ def load_config(name: str):
 @pytest.fixture
 def run_dir(tmp_path):
     return str(tmp_path / "run")
+
+
+def launch_train(args, **kwargs) -> subprocess.Popen:
+    """launch/train.py with `args`, in a new session, output (stdout + stderr) piped."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    return subprocess.Popen(
+        TRAIN + args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True, **kwargs,
+    )
+
+
+def session_processes(sid: int):
+    """Live processes of one session (the launcher's and every node it started)."""
+    alive = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getsid(proc.pid) == sid and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
+    return alive
+
+
+def assert_nothing_left(proc):
+    """Every process of the launcher's session has exited (killing stragglers to report them)."""
+    deadline = time.time() + 15
+    while session_processes(proc.pid) and time.time() < deadline:
+        time.sleep(0.5)
+    left = session_processes(proc.pid)
+    for p in left:
+        p.kill()
+    assert not left, [p.cmdline() for p in left]
+
+
+def listening_addresses(processes) -> dict:
+    """{pid: {listening TCP address ips}} of these psutil processes (those still alive)."""
+    found = {}
+    for p in processes:
+        try:
+            found[p.pid] = {c.laddr.ip for c in p.net_connections("tcp")
+                            if c.status == psutil.CONN_LISTEN}
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -7,46 +7,11 @@ process the program started has exited afterwards.
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
-import psutil
 import pytest
 
-from conftest import ROOT
-
-TRAIN = [sys.executable, str(ROOT / "launch" / "train.py")]
-
-
-def _session_processes(sid: int):
-    """Live processes of one session (the launcher's and every node it started)."""
-    alive = []
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if os.getsid(proc.pid) == sid and proc.status() != psutil.STATUS_ZOMBIE:
-                alive.append(proc)
-        except (ProcessLookupError, psutil.NoSuchProcess):
-            pass
-    return alive
-
-
-def _launch(args, **kwargs):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
-    return subprocess.Popen(
-        TRAIN + args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True, **kwargs,
-    )
-
-
-def _assert_nothing_left(proc):
-    deadline = time.time() + 15
-    while _session_processes(proc.pid) and time.time() < deadline:
-        time.sleep(0.5)
-    left = _session_processes(proc.pid)
-    for p in left:
-        p.kill()
-    assert not left, [p.cmdline() for p in left]
+from conftest import assert_nothing_left, launch_train, listening_addresses, session_processes
 
 
 BAD_INPUTS = [
@@ -58,30 +23,40 @@ BAD_INPUTS = [
     (["--config.replay.error_buffer=2"], "config.replay.error_buffer=2.0 can never be met"),
     (["--config.env.map=SFF/FHH/FFX"], "unknown letter"),
     (["--config.env.map=SFH/HHH/FFG"], "no path from S to G"),
-    (["--lp_launch_type=local_mt"], "launch type 'local_mt' is unknown; valid: ('local_mp', 'test_mt')"),
+    (["--lp_launch_type=local_mt"],
+     "launch type 'local_mt' is unknown; valid: ('local_mp', 'test_mt', 'ray')"),
 ]
 
 
 @pytest.mark.parametrize("args,message", BAD_INPUTS, ids=[a[0] for a, _ in BAD_INPUTS])
 def test_bad_input_is_refused_before_any_process_starts(args, message):
-    proc = _launch(["--config=configs/dqn.py"] + args)
+    proc = launch_train(["--config=configs/dqn.py"] + args)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 2, out[-2000:]
     assert message in out, out[-2000:]
     assert "bad config" in out and "Traceback" not in out
     assert "replay/0" not in out  # no node ever started
-    _assert_nothing_left(proc)
+    assert_nothing_left(proc)
 
 
 @pytest.mark.slow
 def test_local_mp_dqn_two_actors_solves_and_exits_cleanly(tmp_path):
     run_dir = tmp_path / "run"
-    proc = _launch([
+    proc = launch_train([
         "--config=configs/dqn.py", "--lp_launch_type=local_mp", "--config.num_actors=2",
         f"--config.run_dir={run_dir}", "--config.budget.seconds=240",
     ])
-    out, _ = proc.communicate(timeout=400)
+    listening, deadline = {}, time.time() + 400
+    while proc.poll() is None and time.time() < deadline:
+        for pid, ips in listening_addresses(session_processes(proc.pid)).items():
+            listening.setdefault(pid, set()).update(ips)
+        time.sleep(0.3)
+    out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out[-4000:]
+    # Every node's server (Reverb, courier) listened, on loopback only.
+    servers = {pid: ips for pid, ips in listening.items() if ips}
+    assert len(servers) >= 6, servers
+    assert set().union(*servers.values()) <= {"127.0.0.1", "::ffff:127.0.0.1"}, servers
     result = json.loads((run_dir / "result.json").read_text())
     assert result["stop_reason"] == "target_reached", result
     assert result["evaluation"]["success_rate"] == 1.0
@@ -98,7 +73,7 @@ def test_local_mp_dqn_two_actors_solves_and_exits_cleanly(tmp_path):
         assert (run_dir / "logs" / f"{node}.csv").exists(), node
     # Launchpad's pickled node groups went to the run directory and were removed.
     assert (run_dir / "tmp").is_dir() and not list((run_dir / "tmp").iterdir())
-    _assert_nothing_left(proc)
+    assert_nothing_left(proc)
 
 
 def _wait_for_evaluator_rows(run_dir, proc, timeout_s=240):
@@ -119,7 +94,7 @@ def _wait_for_evaluator_rows(run_dir, proc, timeout_s=240):
                          ids=["ctrl-c", "sigterm"])
 def test_signal_stops_every_node(tmp_path, sig, terminal):
     run_dir = tmp_path / "run"
-    proc = _launch([
+    proc = launch_train([
         "--config=configs/ppo.py", "--lp_launch_type=local_mp", f"--terminal={terminal}",
         f"--config.run_dir={run_dir}", "--config.evaluator.target_success=0",
         "--config.budget.seconds=300", "--config.budget.env_steps=0",
@@ -138,4 +113,4 @@ def test_signal_stops_every_node(tmp_path, sig, terminal):
         proc.send_signal(sig)  # `kill <launcher pid>`
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode != 0, "".join(lines) + out
-    _assert_nothing_left(proc)
+    assert_nothing_left(proc)

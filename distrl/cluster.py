@@ -1,0 +1,345 @@
+"""Stage 7, on a cluster: the same `lp.Program` launched on Ray (`--lp_launch_type=ray`).
+
+The one module that knows Ray. Launchpad's open-source launchers put every node on
+one machine; this one keeps Launchpad's nodes, handles, pickling and process entry
+point, and changes only where each node runs and what its handles resolve to:
+
+1. Place: one `nodehost.NodeHost` Ray actor per Launchpad node, asking for its group's
+   resources (`placement_options`). Each host reports its Ray node, its IP and, for
+   every `lp.Address` its node owns, a port that is free on that machine.
+2. Bind: each address is bound to `HostPortAddress(ip, port)`, so a handle resolves
+   to the serving node's machine wherever it is dereferenced: actors on one machine
+   write to the Reverb server on another and pull parameters from the learner there.
+3. Start: each node's function is pickled the way `local_mp` pickles it, and its host
+   runs Launchpad's own `process_entry.py` on it in a child process (which dies with
+   the host), output in `<run_dir>/logs/nodes/<group>/<i>`. The servers bind the
+   host's cluster address (`distrl.bindhost`).
+4. Watch and stop: a node's `lp.stop()` (the evaluator at its target or budget, a
+   failing node) touches its host's stop file (`lifecycle.stop_via_file`). On that,
+   on a node exiting non-zero or its Ray node being lost (recorded in `failures/`
+   with its host), and on Ctrl-C or SIGTERM here, every node gets SIGTERM, SIGKILL
+   after `--lp_termination_notice_secs`, and every host actor is killed.
+
+The run directory must be on a file system every machine sees (each node writes its
+logs, checkpoints and results there), and every machine needs the same install.
+"""
+
+import contextlib
+import dataclasses
+import json
+import logging as std_logging
+import os
+import signal
+import socket
+import tempfile
+import time
+from typing import List, Optional
+
+import ray
+from absl import flags, logging
+from launchpad import address as lp_address
+from launchpad import context as lp_context
+from launchpad.launch import serialization
+
+from distrl import lifecycle, nodehost, progress, rundir
+from distrl.config import ConfigError
+from distrl.program import LaunchError
+
+PLACEMENT_FILE = "placement.json"
+NAMESPACE = "distrl"
+_POLL_SECONDS = 0.25
+_PLACEMENT_TIMEOUT_S = 120.0
+_RPC_TIMEOUT_S = 30.0
+_TAIL_LINES = 20
+_START_RAY = ("Start one first: `ray start --head` on the head machine, then "
+              "`ray start --address=<head ip>:6379` on each other machine.")
+
+
+class HostPortAddress(lp_address.AbstractAddressBuilder):
+    """An `lp.Address` builder for a node on another machine: `<ip>:<port>`."""
+
+    def __init__(self, host: str, port: int):
+        self._address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def build(self) -> str:
+        return self._address
+
+
+@dataclasses.dataclass
+class _Node:
+    """One Launchpad node as this launcher sees it."""
+
+    name: str  # "learner", "actor/3": the name its failures and output go by
+    label: str  # its program group
+    node: object  # the lp node
+    options: dict  # the Ray actor options that place it
+    output: str  # its output file
+    host: object = None  # its NodeHost actor
+    where: Optional[dict] = None  # what the host reported by `locate`
+
+    def describe(self) -> str:
+        w = self.where or {}
+        return f"{self.name} on host {w.get('hostname')} ({w.get('ip')}, Ray node {w.get('ray_node', '?')[:12]})"
+
+
+def placement_options(label: str, config, cluster_has_gpu: bool) -> dict:
+    """Ray actor options for a node of group `label`.
+
+    Actors reserve `config.ray.actor_cpus` each and are spread over the Ray nodes;
+    the learner takes a GPU when `learner_device` says so ("auto": when the cluster
+    has one); replay and learner need their custom resource when the config names
+    one. The rest (evaluator, counter) may run anywhere.
+    """
+    r = config.ray
+    if label == "actor":
+        return dict(num_cpus=r.actor_cpus, scheduling_strategy="SPREAD")
+    options = dict(num_cpus=0)
+    resource = {"replay": r.replay_resource, "learner": r.learner_resource}.get(label, "")
+    if resource:
+        options["resources"] = {resource: 0.001}
+    if label == "learner":
+        gpu = r.learner_device == "gpu" or (r.learner_device == "auto" and cluster_has_gpu)
+        options["num_gpus"] = 1 if gpu else 0
+    return options
+
+
+def check_fits(config, nodes_resources: List[dict]) -> None:
+    """ConfigError when no placement of the program on these Ray nodes can exist."""
+    r = config.ray
+    total_cpus = sum(n.get("CPU", 0) for n in nodes_resources)
+    largest = max((n.get("CPU", 0) for n in nodes_resources), default=0)
+    if r.actor_cpus > largest:
+        raise ConfigError(
+            f"config.ray.actor_cpus={r.actor_cpus}, but the largest Ray node has {largest:g} CPUs"
+        )
+    need = config.num_actors * r.actor_cpus
+    fit = sum(int(n.get("CPU", 0) // r.actor_cpus) for n in nodes_resources)
+    if config.num_actors > fit:
+        raise ConfigError(
+            f"config.num_actors={config.num_actors} x config.ray.actor_cpus={r.actor_cpus} "
+            f"= {need:g} CPUs, but the Ray cluster fits {fit} such actors "
+            f"({total_cpus:g} CPUs on {len(nodes_resources)} nodes)"
+        )
+    for field in ("replay_resource", "learner_resource"):
+        name = r[field]
+        if name and not any(n.get(name, 0) > 0 for n in nodes_resources):
+            have = sorted({k for n in nodes_resources for k in n if not k.startswith("node:")})
+            raise ConfigError(
+                f"config.ray.{field}={name!r}: no Ray node has that resource; "
+                f"the cluster's resources: {have}"
+            )
+    if r.learner_device == "gpu" and not any(n.get("GPU", 0) >= 1 for n in nodes_resources):
+        raise ConfigError("config.ray.learner_device='gpu', but no Ray node has a GPU")
+
+
+def check_address(address: str) -> None:
+    """Fails fast for an address Ray would retry for minutes: ConfigError if malformed,
+    LaunchError if nothing listens there. "auto" is left to Ray (it fails at once)."""
+    if address == "auto":
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--ray_address={address!r}; valid: HOST:PORT of the head "
+                          "(as `ray start --head` printed it) or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as err:
+        raise LaunchError(
+            f"no Ray cluster answers at --ray_address={address} ({err}). " + _START_RAY
+        ) from err
+
+
+@contextlib.contextmanager
+def connected(address: str, config):
+    """Joins the Ray cluster at `address` as a driver for the block, after checking that
+    it can hold `config`'s program (ConfigError if not; LaunchError if there is no cluster)."""
+    check_address(address)
+    try:
+        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False,
+                 logging_level=std_logging.WARNING)
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        raise LaunchError(f"cannot join a Ray cluster at --ray_address={address}: {err} "
+                          + _START_RAY) from err
+    try:
+        check_fits(config, _alive_nodes())
+        yield
+    finally:
+        ray.shutdown()
+
+
+def _alive_nodes() -> List[dict]:
+    return [n["Resources"] for n in ray.nodes() if n["Alive"]]
+
+
+def run(program, config, run_dir: str, envs: dict, stream) -> None:
+    """Launches `program` on the cluster joined by `connected` and waits until it has stopped.
+
+    `envs` maps each group to its node processes' environment variables.
+    """
+    has_gpu = any(n.get("GPU", 0) >= 1 for n in _alive_nodes())
+    output_dir = rundir.node_output_dir(run_dir)
+    nodes = [
+        _Node(name=_node_name(label, i, len(group)), label=label, node=node,
+              options=placement_options(label, config, has_gpu),
+              output=os.path.join(output_dir, label, str(i)))
+        for label, group in program.groups.items() for i, node in enumerate(group)
+    ]
+    _Launch(nodes, config, run_dir, envs).run(stream)
+
+
+def _node_name(label: str, index: int, group_size: int) -> str:
+    return f"{label}/{index}" if label == "actor" or group_size > 1 else label
+
+
+class _Launch:
+    """Places, binds, starts, watches and stops the nodes of one program."""
+
+    def __init__(self, nodes: List[_Node], config, run_dir: str, envs: dict):
+        self._nodes = nodes
+        self._envs = envs
+        self._config = config
+        self._run_dir = run_dir
+        self._exit_codes = {}
+        run_name = os.path.basename(os.path.normpath(run_dir))
+        self._actor_prefix = f"{run_name}-{int(time.time())}"
+
+    def run(self, stream) -> None:
+        try:
+            self._place()
+            self._bind()
+            self._start()
+            with progress.ProgressLine(self._run_dir, self._config, stream), _sigterm_interrupts():
+                try:
+                    self._watch()
+                except KeyboardInterrupt:
+                    logging.info("distrl: interrupted; stopping every node")
+        finally:
+            self._stop()
+        self._report_failures()
+
+    def _place(self) -> None:
+        host_class = ray.remote(nodehost.NodeHost)
+        for n in self._nodes:
+            n.host = host_class.options(
+                name=f"{self._actor_prefix}/{n.name}", max_restarts=0, **n.options
+            ).remote()
+        refs = {n.host.locate.remote(len(n.node.addresses)): n for n in self._nodes}
+        ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=_PLACEMENT_TIMEOUT_S)
+        if pending:
+            waiting = ", ".join(f"{refs[r].name} {refs[r].options}" for r in pending)
+            raise LaunchError(
+                f"the Ray cluster did not place these nodes within {_PLACEMENT_TIMEOUT_S:.0f} s "
+                f"(busy or missing resources): {waiting}"
+            )
+        for ref in ready:
+            refs[ref].where = ray.get(ref)
+
+    def _bind(self) -> None:
+        """What Launchpad's launch does for local_mp, with each node's own host address."""
+        for n in self._nodes:
+            n.node.launch_context.initialize(
+                lp_context.LaunchType.LOCAL_MULTI_PROCESSING, None,
+                program_stopper=lifecycle.stop_via_file,
+            )
+        for n in self._nodes:
+            for handle in n.node.input_handles:
+                handle.connect(n.node, n.label)
+        for n in self._nodes:
+            for address, port in zip(n.node.addresses, n.where["ports"]):
+                address.bind(HostPortAddress(n.where["ip"], port))
+
+    def _start(self) -> None:
+        tmp = os.path.join(self._run_dir, rundir.TMP_DIR)
+        os.makedirs(tmp, exist_ok=True)
+        starts = []
+        for n in self._nodes:
+            with tempfile.NamedTemporaryFile(dir=tmp, suffix=".pkl") as f:
+                serialization.serialize_functions(f.name, n.name, [n.node.function])
+                payload = f.read()
+            starts.append(n.host.start.remote(payload, self._envs[n.label], n.output))
+        for n, pid in zip(self._nodes, ray.get(starts, timeout=_RPC_TIMEOUT_S)):
+            n.where["pid"] = pid
+        with open(os.path.join(self._run_dir, PLACEMENT_FILE), "w") as f:
+            json.dump({n.name: n.where for n in self._nodes}, f, indent=2)
+
+    def _watch(self) -> None:
+        """Returns once a node asked to stop, failed or was lost, or every node has exited."""
+        while True:
+            polls = [(n, n.host.poll.remote()) for n in self._nodes]
+            running = stop = False
+            for n, ref in polls:
+                try:
+                    code, asked = ray.get(ref, timeout=_RPC_TIMEOUT_S)
+                except (ray.exceptions.RayError, TimeoutError) as err:
+                    self._record(n, f"its Ray node was lost or stopped answering ({type(err).__name__})")
+                    stop = True
+                    continue
+                stop |= asked
+                running |= code is None
+                if code is not None and code != 0 and n.name not in self._exit_codes:
+                    self._exit_codes[n.name] = code
+                    if not os.path.exists(lifecycle.failure_path(self._run_dir, n.name)):
+                        self._record(n, f"exited with code {code}")
+                    stop = True
+            if stop or not running:
+                return
+            time.sleep(_POLL_SECONDS)
+
+    def _stop(self) -> None:
+        """Stops every node (SIGTERM, then SIGKILL) and kills every host actor."""
+        placed = [n for n in self._nodes if n.host is not None]
+        grace = _termination_notice_secs()
+        start = time.time()
+        refs = [n.host.stop.remote(grace) for n in placed]
+        for n, ref in zip(placed, refs):
+            try:
+                code = ray.get(ref, timeout=grace + _RPC_TIMEOUT_S)
+                logging.info("distrl: %s stopped (exit code %s) %.1f s after the stop began",
+                             n.name, code, time.time() - start)
+            except (ray.exceptions.RayError, TimeoutError) as err:
+                logging.warning("distrl: stopping %s: %s", n.name, err)
+        for n in placed:
+            ray.kill(n.host, no_restart=True)
+
+    def _record(self, n: _Node, why: str) -> None:
+        """A failure report for a node that died without writing one: its output's tail."""
+        try:
+            with open(n.output, errors="replace") as f:
+                tail = "".join(f.readlines()[-_TAIL_LINES:])
+        except OSError:
+            tail = ""
+        text = f"last output ({n.output}):\n{tail}\n" if tail else ""
+        lifecycle.record_failure(self._run_dir, n.name, f"{text}{n.describe()}: {why}\n")
+
+    def _report_failures(self) -> None:
+        """Prefixes each node's own failure report (a traceback) with the host it ran on."""
+        for n in self._nodes:
+            path = lifecycle.failure_path(self._run_dir, n.name)
+            if not os.path.exists(path):
+                continue
+            with open(path) as f:
+                text = f.read()
+            if not text.startswith(n.describe()) and n.describe() not in text:
+                lifecycle.record_failure(self._run_dir, n.name, f"{n.describe()}:\n{text}")
+
+
+def _termination_notice_secs() -> float:
+    try:
+        return float(flags.FLAGS.lp_termination_notice_secs)
+    except flags.UnparsedFlagAccessError:
+        return 10.0
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM to the launcher stops the program as Ctrl-C does."""
+
+    def interrupt(signum, frame):
+        del signum, frame
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

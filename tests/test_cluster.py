@@ -1,0 +1,245 @@
+"""--lp_launch_type=ray: the same program on a multi-node Ray cluster.
+
+The cluster is Ray's own `ray.cluster_utils.Cluster` on this machine, each Ray node
+its own raylet: a head with no CPUs that holds the "replay_host" resource, a worker
+with 2 CPUs that holds "learner_host", and a second worker with 2 CPUs. So the
+replay runs on the head, the learner on the first worker, and the actors (1 CPU
+each, spread) on both workers. Each run checks where every node actually ran (the
+Ray node its host actor reported), that handles resolved to those hosts, that the
+servers listened on the cluster address only, and that nothing was left behind.
+"""
+
+import json
+import signal
+import time
+import types
+
+import psutil
+import pytest
+import ray
+from launchpad import address as lp_address
+
+from conftest import assert_nothing_left, launch_train, listening_addresses, load_config
+from distrl import cluster as cluster_lib
+from distrl.config import ConfigError
+from distrl.program import LaunchError
+
+PLACE = ["--config.ray.replay_resource=replay_host", "--config.ray.learner_resource=learner_host"]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    from ray.cluster_utils import Cluster  # noqa: PLC0415 - starts nothing until called
+
+    c = Cluster(initialize_head=True, head_node_args=dict(
+        num_cpus=0, resources={"replay_host": 1}, include_dashboard=False))
+    learner_node = c.add_node(num_cpus=2, resources={"learner_host": 1})
+    other_node = c.add_node(num_cpus=2)
+    c.wait_for_nodes()
+    ray.init(address=c.address)  # this test's own driver, to look at the cluster
+    try:
+        yield types.SimpleNamespace(
+            address=c.address, head=c.head_node.node_id, learner=learner_node.node_id,
+            other=other_node.node_id,
+        )
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+def _train_on(ray_cluster, args):
+    return launch_train(["--lp_launch_type=ray", f"--ray_address={ray_cluster.address}"] + args)
+
+
+def _watch(proc, run_dir, timeout_s=400):
+    """Waits for the launcher; returns ({node name: listening ips}, output)."""
+    listening, deadline = {}, time.time() + timeout_s
+    placement = run_dir / cluster_lib.PLACEMENT_FILE
+    while proc.poll() is None and time.time() < deadline:
+        if placement.exists():
+            nodes = json.loads(placement.read_text())
+            by_pid = {v["pid"]: name for name, v in nodes.items()}
+            for pid, ips in listening_addresses(_processes(by_pid)).items():
+                listening.setdefault(by_pid[pid], set()).update(ips)
+        time.sleep(0.3)
+    out, _ = proc.communicate(timeout=60)
+    return listening, out
+
+
+def _processes(pids):
+    found = []
+    for pid in pids:
+        try:
+            found.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def _nothing_left_on(ray_cluster, proc):
+    """No host actor is alive, no node process or host worker runs anywhere."""
+    assert_nothing_left(proc)
+    deadline = time.time() + 20
+    while True:
+        actors = [a for a in ray.util.list_named_actors(all_namespaces=True)
+                  if a["namespace"] == cluster_lib.NAMESPACE]
+        procs = []
+        for p in psutil.process_iter(["cmdline"]):
+            cmd = " ".join(p.info["cmdline"] or [])
+            if "process_entry.py" in cmd or "NodeHost" in cmd:
+                procs.append(cmd)
+        if not (actors or procs) or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    assert not actors, actors
+    assert not procs, procs
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.parametrize("config,num_actors", [("dqn", 2), ("ppo", 2), ("dqn", 4)])
+def test_runs_on_several_ray_nodes_to_success(ray_cluster, tmp_path, config, num_actors):
+    run_dir = tmp_path / "run"
+    proc = _train_on(ray_cluster, [
+        f"--config=configs/{config}.py", f"--config.num_actors={num_actors}",
+        f"--config.run_dir={run_dir}", "--config.budget.seconds=240", *PLACE,
+    ])
+    listening, out = _watch(proc, run_dir)
+    assert proc.returncode == 0, out[-4000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["stop_reason"] == "target_reached", result
+    assert result["evaluation"]["success_rate"] == 1.0
+
+    # Where each node ran, as its host actor's Ray runtime reported it.
+    where = json.loads((run_dir / cluster_lib.PLACEMENT_FILE).read_text())
+    actors = [f"actor/{i}" for i in range(num_actors)]
+    assert set(where) == {"replay", "counter", "learner", "evaluator", *actors}
+    assert where["replay"]["ray_node"] == ray_cluster.head
+    assert where["learner"]["ray_node"] == ray_cluster.learner
+    actor_nodes = {where[a]["ray_node"] for a in actors}
+    assert actor_nodes == {ray_cluster.learner, ray_cluster.other}, where  # spread, off the head
+
+    # Handles resolved to the serving node's host and port.
+    replay = f"{where['replay']['ip']}:{where['replay']['ports'][0]}"
+    for a in actors:
+        node_output = (run_dir / "logs" / "nodes" / "actor" / a.split("/")[1]).read_text()
+        assert f"Reverb client connecting to: {replay}" in node_output
+
+    # Each server listened on its host's cluster address, not on every interface.
+    for name in ("replay", "learner", "counter"):
+        ip = where[name]["ip"]
+        assert listening.get(name), (name, listening)
+        assert listening[name] <= {ip, f"::ffff:{ip}"}, (name, listening[name])
+    _nothing_left_on(ray_cluster, proc)
+
+
+def _wait_for_training(run_dir, proc, timeout_s=240):
+    deadline = time.time() + timeout_s
+    path = run_dir / "logs" / "evaluator.csv"
+    while time.time() < deadline and proc.poll() is None:
+        if path.exists() and len(path.read_text().splitlines()) >= 2:
+            return json.loads((run_dir / cluster_lib.PLACEMENT_FILE).read_text())
+        time.sleep(0.5)
+    raise AssertionError(f"training did not start: {proc.communicate(timeout=60)[0][-4000:]}")
+
+
+def _endless(run_dir):
+    return ["--config=configs/dqn.py", f"--config.run_dir={run_dir}", *PLACE,
+            "--config.evaluator.target_success=0", "--config.budget.env_steps=0",
+            "--config.budget.seconds=300"]
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_a_killed_node_is_reported_with_its_host_and_stops_the_program(ray_cluster, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _train_on(ray_cluster, _endless(run_dir))
+    where = _wait_for_training(run_dir, proc)
+    psutil.Process(where["actor/1"]["pid"]).kill()
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out[-4000:]
+    host = where["actor/1"]
+    assert "actor/1" in out and "failed; the program was stopped" in out, out[-4000:]
+    assert f"on host {host['hostname']} ({host['ip']}, Ray node {host['ray_node'][:12]})" in out
+    assert "exited with code -9" in (run_dir / "failures" / "actor_1.txt").read_text()
+    _nothing_left_on(ray_cluster, proc)
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_ctrl_c_on_the_driver_stops_every_node_on_every_ray_node(ray_cluster, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _train_on(ray_cluster, _endless(run_dir))
+    _wait_for_training(run_dir, proc)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-4000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["stop_reason"] == "stopped"  # the evaluator stopped cleanly and reported
+    _nothing_left_on(ray_cluster, proc)
+
+
+CLUSTER_BAD_INPUTS = [
+    (["--config.ray.replay_resource=tpu_host"],
+     "config.ray.replay_resource='tpu_host': no Ray node has that resource"),
+    (["--config.num_actors=5"],
+     "config.num_actors=5 x config.ray.actor_cpus=1.0 = 5 CPUs, but the Ray cluster fits 4"),
+    (["--config.ray.learner_device=gpu"], "config.ray.learner_device='gpu', but no Ray node has a GPU"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.parametrize("args,message", CLUSTER_BAD_INPUTS, ids=[a[0] for a, _ in CLUSTER_BAD_INPUTS])
+def test_a_program_the_cluster_cannot_hold_is_refused_before_any_node_starts(
+        ray_cluster, tmp_path, args, message):
+    run_dir = tmp_path / "run"
+    proc = _train_on(ray_cluster, ["--config=configs/dqn.py", f"--config.run_dir={run_dir}"] + args)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out[-2000:]
+    assert message in out and "Traceback" not in out, out[-2000:]
+    assert not run_dir.exists()  # nothing written: the same command can be fixed and rerun
+    _nothing_left_on(ray_cluster, proc)
+
+
+# Fast checks of the launcher's pure parts; no cluster.
+
+def test_host_port_address_formats_ipv4_and_ipv6_hosts():
+    assert cluster_lib.HostPortAddress("10.0.0.2", 4321).build() == "10.0.0.2:4321"
+    assert cluster_lib.HostPortAddress("fd00::2", 4321).build() == "[fd00::2]:4321"
+    assert lp_address.get_port_from_address("[fd00::2]:4321") == 4321
+
+
+def test_placement_options_follow_the_config():
+    config = load_config("dqn")
+    config.ray.learner_resource = "gpu_box"
+    assert cluster_lib.placement_options("actor", config, True) == dict(
+        num_cpus=1.0, scheduling_strategy="SPREAD")
+    assert cluster_lib.placement_options("learner", config, True) == dict(
+        num_cpus=0, resources={"gpu_box": 0.001}, num_gpus=1)
+    assert cluster_lib.placement_options("learner", config, False)["num_gpus"] == 0
+    config.ray.learner_device = "cpu"
+    assert cluster_lib.placement_options("learner", config, True)["num_gpus"] == 0
+    assert cluster_lib.placement_options("evaluator", config, True) == dict(num_cpus=0)
+
+
+def test_check_fits_counts_actors_per_node():
+    config = load_config("dqn")
+    config.num_actors, config.ray.actor_cpus = 3, 2.0
+    nodes = [{"CPU": 3.0}, {"CPU": 3.0}]  # one 2-CPU actor per node
+    with pytest.raises(ConfigError, match="fits 2 such actors"):
+        cluster_lib.check_fits(config, nodes)
+    config.num_actors = 2
+    cluster_lib.check_fits(config, nodes)
+    config.ray.actor_cpus = 4.0
+    with pytest.raises(ConfigError, match="largest Ray node has 3 CPUs"):
+        cluster_lib.check_fits(config, nodes)
+
+
+def test_check_address_fails_fast():
+    with pytest.raises(ConfigError, match="valid: HOST:PORT"):
+        cluster_lib.check_address("head-without-port")
+    start = time.time()
+    with pytest.raises(LaunchError, match="no Ray cluster answers at --ray_address=127.0.0.1:1"):
+        cluster_lib.check_address("127.0.0.1:1")
+    assert time.time() - start < 10
