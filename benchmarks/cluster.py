@@ -22,7 +22,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 from common import QUIET_ENV, ROOT
@@ -89,16 +88,17 @@ def main(argv=None) -> None:
     parser.add_argument("--config", default="ppo")
     parser.add_argument("--actors", default="2,4")
     parser.add_argument("--seconds", type=float, default=40.0)
+    parser.add_argument("--out", default=str(ROOT / "runs" / f"bench-cluster-{int(time.time())}"),
+                        help="where the runs' directories are kept")
     args = parser.parse_args(argv)
     cluster = start_cluster()
     rows = []
     try:
-        with tempfile.TemporaryDirectory(prefix="distrl-cluster-bench-") as out:
-            for actors in (int(a) for a in args.actors.split(",")):
-                for launch in ("local_mp", "ray"):
-                    rows.append(run_once(args.config, launch, actors, args.seconds,
-                                         cluster.address, out))
-                    print(json.dumps(rows[-1]), flush=True)
+        for actors in (int(a) for a in args.actors.split(",")):
+            for launch in ("local_mp", "ray"):
+                rows.append(run_once(args.config, launch, actors, args.seconds,
+                                     cluster.address, args.out))
+                print(json.dumps(rows[-1]), flush=True)
     finally:
         cluster.shutdown()
     local = {r["actors"]: r["env_steps_per_s"] for r in rows if r["launch"] == "local_mp"}

@@ -15,7 +15,8 @@ point, and changes only where each node runs and what its handles resolve to:
    the host), output in `<run_dir>/logs/nodes/<group>/<i>`. The servers bind the
    host's cluster address (`distrl.bindhost`).
 4. Watch and stop: a node's `lp.stop()` (the evaluator at its target or budget, a
-   failing node) touches its host's stop file (`lifecycle.stop_via_file`). On that,
+   failing node) touches its host's stop file (`lifecycle.stop_via_file`), which the
+   host watches locally (`NodeHost.watch`, one long call per node). On that,
    on a node exiting non-zero or its Ray node being lost (recorded in `failures/`
    with its host), and on Ctrl-C or SIGTERM here, every node gets SIGTERM, SIGKILL
    after `--lp_termination_notice_secs`, and every host actor is killed.
@@ -47,7 +48,9 @@ from distrl.program import LaunchError
 
 PLACEMENT_FILE = "placement.json"
 NAMESPACE = "distrl"
-_POLL_SECONDS = 0.25
+# A host runs one call at a time, so a stop waits for its node's current watch call:
+# this bounds that wait (and costs one small RPC per node per second).
+_WATCH_S = 1.0
 _PLACEMENT_TIMEOUT_S = 120.0
 _RPC_TIMEOUT_S = 30.0
 _TAIL_LINES = 20
@@ -199,7 +202,6 @@ class _Launch:
         self._envs = envs
         self._config = config
         self._run_dir = run_dir
-        self._exit_codes = {}
         run_name = os.path.basename(os.path.normpath(run_dir))
         self._actor_prefix = f"{run_name}-{int(time.time())}"
 
@@ -263,27 +265,42 @@ class _Launch:
             json.dump({n.name: n.where for n in self._nodes}, f, indent=2)
 
     def _watch(self) -> None:
-        """Returns once a node asked to stop, failed or was lost, or every node has exited."""
-        while True:
-            polls = [(n, n.host.poll.remote()) for n in self._nodes]
-            running = stop = False
-            for n, ref in polls:
+        """Returns once a node asked to stop, failed or was lost, or every node has exited.
+
+        One `watch` call per node is always in flight; each returns when its node exits
+        or asks to stop, or after _WATCH_S, and is then renewed. A call that has not come
+        back _RPC_TIMEOUT_S after that means its Ray node is lost.
+        """
+        pending = {}  # ObjectRef -> (node, when the call was made)
+
+        def renew(n):
+            pending[n.host.watch.remote(_WATCH_S)] = (n, time.monotonic())
+
+        for n in self._nodes:
+            renew(n)
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            for ref in ready:
+                n, _ = pending.pop(ref)
                 try:
-                    code, asked = ray.get(ref, timeout=_RPC_TIMEOUT_S)
-                except (ray.exceptions.RayError, TimeoutError) as err:
-                    self._record(n, f"its Ray node was lost or stopped answering ({type(err).__name__})")
-                    stop = True
-                    continue
-                stop |= asked
-                running |= code is None
-                if code is not None and code != 0 and n.name not in self._exit_codes:
-                    self._exit_codes[n.name] = code
+                    code, asked = ray.get(ref)
+                except ray.exceptions.RayError as err:
+                    self._record(n, f"its Ray node was lost ({type(err).__name__})")
+                    return
+                if asked:
+                    return
+                if code is not None and code != 0:
                     if not os.path.exists(lifecycle.failure_path(self._run_dir, n.name)):
                         self._record(n, f"exited with code {code}")
-                    stop = True
-            if stop or not running:
+                    return
+                if code is None:
+                    renew(n)
+            overdue = [n for n, t in pending.values()
+                       if time.monotonic() - t > _WATCH_S + _RPC_TIMEOUT_S]
+            for n in overdue:
+                self._record(n, f"its host stopped answering for {_RPC_TIMEOUT_S:.0f} s")
+            if overdue:
                 return
-            time.sleep(_POLL_SECONDS)
 
     def _stop(self) -> None:
         """Stops every node (SIGTERM, then SIGKILL) and kills every host actor."""

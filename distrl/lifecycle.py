@@ -12,7 +12,10 @@ node) touches the file its node host watches, and the launcher stops every node.
 """
 
 import contextlib
+import faulthandler
 import os
+import sys
+import threading
 import traceback
 
 import launchpad as lp
@@ -27,9 +30,37 @@ def should_stop() -> bool:
     return lp.wait_for_stop(0)
 
 
+# Launchpad kills a node 10 s after the stop; a node still running this long after it
+# prints every thread's stack into its output first, to show where it was stuck.
+STUCK_AFTER_STOP_S = 8.0
+
+
+class _StuckWatch:
+    """Arms faulthandler's stack dump when the stop begins; disarms when the body ends."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._done = False
+        stop_event = lp.stop_event()  # the worker manager is this thread's, so fetch it here
+        threading.Thread(target=self._arm, args=(stop_event,), name="stuck-watch",
+                         daemon=True).start()
+
+    def _arm(self, stop_event) -> None:
+        stop_event.wait()
+        with self._lock:
+            if not self._done:
+                faulthandler.dump_traceback_later(STUCK_AFTER_STOP_S, exit=False, file=sys.stderr)
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._done = True
+            faulthandler.cancel_dump_traceback_later()
+
+
 @contextlib.contextmanager
 def guard(name: str, run_dir: str):
     """Runs a node body; on an exception, records it and stops the program."""
+    watch = _StuckWatch()
     try:
         yield
     except Exception:
@@ -38,6 +69,8 @@ def guard(name: str, run_dir: str):
         record_failure(run_dir, name, text)
         lp.stop()
         raise
+    finally:
+        watch.disarm()
 
 
 def stop_via_file() -> None:

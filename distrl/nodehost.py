@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Optional
 
 import portpicker
@@ -23,6 +24,7 @@ from distrl import bindhost, lifecycle
 
 _PR_SET_PDEATHSIG = 1
 _HOST_PID_ENV = "DISTRL_NODE_HOST_PID"
+_WATCH_PERIOD_S = 0.05
 
 
 # Run in the node process before Launchpad's entry script: it gets SIGKILL when its
@@ -67,7 +69,10 @@ class NodeHost:
             f.write(payload)
         os.makedirs(os.path.dirname(output_path), exist_ok=True)
         bind = bindhost.environment(ray.util.get_node_ip_address())
-        env = {**os.environ, **env, **bind, lifecycle.STOP_FILE_ENV: self._stop_file,
+        # Ray forces OMP_NUM_THREADS=1 (or the actor's CPUs) on its workers; a node's
+        # threads are set by its group's env, as under local_mp.
+        inherited = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+        env = {**inherited, **env, **bind, lifecycle.STOP_FILE_ENV: self._stop_file,
                _HOST_PID_ENV: str(os.getpid())}
         command = [sys.executable, "-c", _BOOTSTRAP, _process_entry(),
                    f"--data_file={data_file}", "--lp_task_id=0"]
@@ -77,9 +82,16 @@ class NodeHost:
             )
         return self._process.pid
 
-    def poll(self):
-        """(exit code or None while running, whether the node asked to stop the program)."""
-        return self._process.poll(), os.path.exists(self._stop_file)
+    def watch(self, seconds: float):
+        """(exit code or None, whether the node asked to stop the program), as soon as the
+        node exits or asks, or after `seconds`. Checked here, locally, every 50 ms: the
+        launcher waits on one call per node instead of polling over the network."""
+        deadline = time.monotonic() + seconds
+        while True:
+            code, asked = self._process.poll(), os.path.exists(self._stop_file)
+            if code is not None or asked or time.monotonic() >= deadline:
+                return code, asked
+            time.sleep(_WATCH_PERIOD_S)
 
     def stop(self, grace_seconds: float) -> Optional[int]:
         """SIGTERM, then SIGKILL after the grace period; returns the exit code."""

@@ -62,15 +62,34 @@ def assert_nothing_left(proc):
 
 
 def listening_addresses(processes) -> dict:
-    """{pid: {listening TCP address ips}} of these psutil processes (those still alive)."""
+    """{pid: {listening TCP address ips}} of these psutil processes (those still alive).
+
+    psutil reads this network namespace's socket tables; a process in another one
+    (a Ray node in its own namespace) is asked through `nsenter ... ss` instead.
+    """
     found = {}
+    here = os.readlink("/proc/self/ns/net")
     for p in processes:
         try:
+            if os.readlink(f"/proc/{p.pid}/ns/net") != here:
+                found[p.pid] = _listening_in_netns(p.pid)
+                continue
             found[p.pid] = {c.laddr.ip for c in p.net_connections("tcp")
                             if c.status == psutil.CONN_LISTEN}
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+        except (OSError, psutil.NoSuchProcess, psutil.AccessDenied):
             pass
     return found
+
+
+def _listening_in_netns(pid: int) -> set:
+    out = subprocess.run(["nsenter", "-t", str(pid), "-n", "ss", "-ltnpH"],
+                         capture_output=True, text=True, check=True).stdout
+    ips = set()
+    for line in out.splitlines():
+        if f"pid={pid}," in line:
+            local = line.split()[3]  # "[::ffff:10.0.0.2]:4321", "10.0.0.2:4321", "*:4321"
+            ips.add(local.rsplit(":", 1)[0].strip("[]"))
+    return ips
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

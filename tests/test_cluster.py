@@ -1,8 +1,10 @@
 """--lp_launch_type=ray: the same program on a multi-node Ray cluster.
 
-The cluster is Ray's own `ray.cluster_utils.Cluster` on this machine, each Ray node
-its own raylet: a head with no CPUs that holds the "replay_host" resource, a worker
-with 2 CPUs that holds "learner_host", and a second worker with 2 CPUs. So the
+Three Ray nodes, each its own raylet: a head with no CPUs that holds the
+"replay_host" resource, a worker with 2 CPUs that holds "learner_host", and a
+second worker with 2 CPUs. As root (CI here), each worker is its own network host:
+a network namespace with its own address on a private bridge (`netns_cluster.py`);
+otherwise Ray's own `ray.cluster_utils.Cluster` on this machine's address. So the
 replay runs on the head, the learner on the first worker, and the actors (1 CPU
 each, spread) on both workers. Each run checks where every node actually ran (the
 Ray node its host actor reported), that handles resolved to those hosts, that the
@@ -19,6 +21,7 @@ import pytest
 import ray
 from launchpad import address as lp_address
 
+import netns_cluster
 from conftest import assert_nothing_left, launch_train, listening_addresses, load_config
 from distrl import cluster as cluster_lib
 from distrl.config import ConfigError
@@ -29,18 +32,31 @@ PLACE = ["--config.ray.replay_resource=replay_host", "--config.ray.learner_resou
 
 @pytest.fixture(scope="module")
 def ray_cluster():
+    """Three Ray nodes; each its own network host when this machine allows (root, `ip`)."""
+    head = dict(num_cpus=0, resources={"replay_host": 1})
+    workers = [dict(num_cpus=2, resources={"learner_host": 1}), dict(num_cpus=2)]
+    if netns_cluster.available():
+        c = netns_cluster.NetnsRayCluster(head, workers).start()
+        try:
+            ids = c.node_ids()
+            yield types.SimpleNamespace(
+                address=c.address, head=ids[c.head_ip], learner=ids[c.worker_ips[0]],
+                other=ids[c.worker_ips[1]], separate_hosts=True,
+            )
+        finally:
+            c.shutdown()
+        return
     from ray.cluster_utils import Cluster  # noqa: PLC0415 - starts nothing until called
 
-    c = Cluster(initialize_head=True, head_node_args=dict(
-        num_cpus=0, resources={"replay_host": 1}, include_dashboard=False))
-    learner_node = c.add_node(num_cpus=2, resources={"learner_host": 1})
-    other_node = c.add_node(num_cpus=2)
+    c = Cluster(initialize_head=True, head_node_args=dict(**head, include_dashboard=False))
+    learner_node = c.add_node(**workers[0])
+    other_node = c.add_node(**workers[1])
     c.wait_for_nodes()
     ray.init(address=c.address)  # this test's own driver, to look at the cluster
     try:
         yield types.SimpleNamespace(
             address=c.address, head=c.head_node.node_id, learner=learner_node.node_id,
-            other=other_node.node_id,
+            other=other_node.node_id, separate_hosts=False,
         )
     finally:
         ray.shutdown()
@@ -118,6 +134,8 @@ def test_runs_on_several_ray_nodes_to_success(ray_cluster, tmp_path, config, num
     assert where["learner"]["ray_node"] == ray_cluster.learner
     actor_nodes = {where[a]["ray_node"] for a in actors}
     assert actor_nodes == {ray_cluster.learner, ray_cluster.other}, where  # spread, off the head
+    if ray_cluster.separate_hosts:  # three addresses: a loopback address would not connect
+        assert len({where[a]["ip"] for a in actors} | {where["replay"]["ip"]}) == 3, where
 
     # Handles resolved to the serving node's host and port.
     replay = f"{where['replay']['ip']}:{where['replay']['ports'][0]}"

@@ -1,0 +1,175 @@
+"""A Ray cluster whose worker nodes are separate network hosts, all on this machine.
+
+Each worker Ray node runs in its own Linux network namespace with its own address
+on a private bridge: its loopback is its own, so a handle that resolved to
+"localhost" or to the wrong machine's address could not connect. The head runs in
+this namespace on the bridge's address (so the launcher, started here, is on the
+head's Ray node). Needs root and iproute2's `ip`; `available()` says whether both
+are there. Every process started is in a session of its own and is killed on
+`shutdown()`, which also deletes the namespaces and the bridge.
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+_RAY = os.path.join(os.path.dirname(sys.executable), "ray")
+_RAY_DIR = "/tmp/ray"  # Ray's default temp dir
+
+
+def available() -> bool:
+    return os.geteuid() == 0 and shutil.which("ip") is not None
+
+
+def _ip(*args, netns=None):
+    prefix = ["ip", "netns", "exec", netns] if netns else []
+    subprocess.run(prefix + ["ip", *args], check=True, capture_output=True, text=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+class NetnsRayCluster:
+    """head: Ray node args of the head; workers: one dict of `ray start` args per worker."""
+
+    def __init__(self, head: dict, workers: list):
+        tag = f"dr{os.getpid() % 100000}"
+        self._bridge = f"{tag}b"
+        self._namespaces = [f"{tag}n{i}" for i in range(len(workers))]
+        octet = 100 + os.getpid() % 150  # a /24 of our own, away from common ranges
+        self.head_ip = f"10.{octet}.77.1"
+        self.worker_ips = [f"10.{octet}.77.{11 + i}" for i in range(len(workers))]
+        self._head_args, self._worker_args = head, workers
+        self._procs = []
+        self._log_dir = tempfile.mkdtemp(prefix=f"{tag}-")
+        self.address = None
+
+    def start(self) -> "NetnsRayCluster":
+        """Starts the network and the Ray nodes; this process stays connected as a driver."""
+        import ray  # noqa: PLC0415
+
+        try:
+            self._network()
+            port = _free_port()
+            self.address = f"{self.head_ip}:{port}"
+            self._ray_start(None, ["--head", f"--port={port}", f"--node-ip-address={self.head_ip}",
+                                   "--include-dashboard=false", *self._flags(self._head_args)])
+            self._wait_for_head()
+            ray.init(address=self.address)  # this process's driver, to watch the cluster
+            for ns, ip, args in zip(self._namespaces, self.worker_ips, self._worker_args):
+                self._ray_start(ns, [f"--address={self.address}", f"--node-ip-address={ip}",
+                                     *self._flags(args)])
+            self._wait_for_nodes(1 + len(self._worker_args))
+        except BaseException:
+            self.shutdown()
+            raise
+        return self
+
+    def _network(self) -> None:
+        _ip("link", "add", self._bridge, "type", "bridge")
+        _ip("addr", "add", f"{self.head_ip}/24", "dev", self._bridge)
+        _ip("link", "set", self._bridge, "up")
+        for i, (ns, ip) in enumerate(zip(self._namespaces, self.worker_ips)):
+            veth = f"{self._bridge}v{i}"
+            _ip("netns", "add", ns)
+            _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            _ip("link", "set", veth, "master", self._bridge, "up")
+            _ip("addr", "add", f"{ip}/24", "dev", "eth0", netns=ns)
+            _ip("link", "set", "eth0", "up", netns=ns)
+            _ip("link", "set", "lo", "up", netns=ns)
+
+    @staticmethod
+    def _flags(args: dict) -> list:
+        flags = [f"--num-cpus={args.get('num_cpus', 0)}"]
+        if args.get("resources"):
+            flags.append(f"--resources={json.dumps(args['resources'])}")
+        return flags
+
+    def _ray_start(self, netns, args) -> None:
+        prefix = []
+        if netns:
+            # A worker machine has its own Ray directory (sockets, session files): a
+            # tmpfs over /tmp/ray, private to the namespace's mount table that
+            # `ip netns exec` makes. The rest of the file system stays shared.
+            prefix = ["ip", "netns", "exec", netns, "sh", "-c",
+                      f'mount -t tmpfs tmpfs {_RAY_DIR} && exec "$0" "$@"']
+        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+        log = open(os.path.join(self._log_dir, f"ray-start-{len(self._procs)}.log"), "w")
+        with log:
+            self._procs.append(subprocess.Popen(
+                prefix + [_RAY, "start", "--block", *args], env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            ))
+
+    def _wait_for_head(self, timeout_s: float = 60.0) -> None:
+        host, port = self.address.rsplit(":", 1)
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            self._check_running()
+            try:
+                socket.create_connection((host, int(port)), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError(f"the Ray head at {self.address} did not start")
+
+    def _wait_for_nodes(self, count: int, timeout_s: float = 90.0) -> None:
+        """Needs this process connected as a driver (ray.init)."""
+        import ray  # noqa: PLC0415
+
+        deadline = time.time() + timeout_s
+        while len([n for n in ray.nodes() if n["Alive"]]) < count:
+            self._check_running()
+            if time.time() > deadline:
+                raise RuntimeError(f"the Ray cluster at {self.address} did not reach {count} nodes")
+            time.sleep(0.5)
+
+    def _check_running(self) -> None:
+        for i, p in enumerate(self._procs):
+            if p.poll() is not None:
+                with open(os.path.join(self._log_dir, f"ray-start-{i}.log")) as f:
+                    tail = f.read()[-3000:]
+                raise RuntimeError(f"`ray start` exited with {p.returncode}: {p.args}\n{tail}")
+
+    def node_ids(self) -> dict:
+        """{ip: Ray node id} of the alive nodes (needs a connected driver)."""
+        import ray  # noqa: PLC0415
+
+        return {n["NodeManagerAddress"]: n["NodeID"] for n in ray.nodes() if n["Alive"]}
+
+    def shutdown(self) -> None:
+        import ray  # noqa: PLC0415
+
+        ray.shutdown()
+        sessions = [p.pid for p in self._procs]
+        for p in self._procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        deadline = time.time() + 15
+        while time.time() < deadline and any(p.poll() is None for p in self._procs):
+            time.sleep(0.2)
+        for proc in psutil.process_iter(["pid"]):  # raylets, GCS, workers: all in these sessions
+            try:
+                if os.getsid(proc.pid) in sessions:
+                    proc.kill()
+            except (ProcessLookupError, psutil.NoSuchProcess):
+                pass
+        for p in self._procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        for ns in self._namespaces:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        subprocess.run(["ip", "link", "del", self._bridge], capture_output=True)
+        shutil.rmtree(self._log_dir, ignore_errors=True)
