@@ -2,9 +2,9 @@
 
     .venv/bin/python benchmarks/cluster.py [--config=ppo] [--actors=2,4] [--seconds=40]
 
-Starts the cluster the cluster tests use (Ray's `cluster_utils.Cluster`: a head with
-no CPUs holding the replay, a 2-CPU worker holding the learner, a second 2-CPU
-worker; actors spread over both workers), then runs the same config for the same
+Starts the cluster the cluster tests use (a head with no CPUs holding the replay, a
+2-CPU worker holding the learner, a second 2-CPU worker, each worker its own network
+host in a namespace when run as root; actors spread over both workers), then runs the same config for the same
 wall-clock budget under each launch type and actor count, interleaved, in this one
 process: `local_mp` with N actors, then Ray with N actors, for each N. Every run has
 no target (it runs its whole budget), so the rates compare like with like.
@@ -30,15 +30,25 @@ TRAIN = [sys.executable, str(ROOT / "launch" / "train.py")]
 PLACE = ["--config.ray.replay_resource=replay_host", "--config.ray.learner_resource=learner_host"]
 
 
+HEAD = dict(num_cpus=0, resources={"replay_host": 1})
+WORKERS = [dict(num_cpus=2, resources={"learner_host": 1}), dict(num_cpus=2)]
+
+
 def start_cluster():
+    """(cluster, what it is): the cluster of tests/test_cluster.py, each worker its own
+    network host when this machine allows it, else Ray's cluster_utils on one address."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import netns_cluster  # noqa: PLC0415 - the tests' helper
+
+    if netns_cluster.available():
+        return netns_cluster.NetnsRayCluster(HEAD, WORKERS).start(), "network namespaces"
     from ray.cluster_utils import Cluster  # noqa: PLC0415 - only this benchmark needs Ray
 
-    c = Cluster(initialize_head=True, head_node_args=dict(
-        num_cpus=0, resources={"replay_host": 1}, include_dashboard=False))
-    c.add_node(num_cpus=2, resources={"learner_host": 1})
-    c.add_node(num_cpus=2)
+    c = Cluster(initialize_head=True, head_node_args=dict(**HEAD, include_dashboard=False))
+    for worker in WORKERS:
+        c.add_node(**worker)
     c.wait_for_nodes()
-    return c
+    return c, "one address (cluster_utils)"
 
 
 def steady_rates(run_dir: str) -> dict:
@@ -91,7 +101,7 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default=str(ROOT / "runs" / f"bench-cluster-{int(time.time())}"),
                         help="where the runs' directories are kept")
     args = parser.parse_args(argv)
-    cluster = start_cluster()
+    cluster, kind = start_cluster()
     rows = []
     try:
         for actors in (int(a) for a in args.actors.split(",")):
@@ -103,7 +113,7 @@ def main(argv=None) -> None:
         cluster.shutdown()
     local = {r["actors"]: r["env_steps_per_s"] for r in rows if r["launch"] == "local_mp"}
     print(f"\n{args.config}, {args.seconds:.0f} s budget per run, one machine "
-          f"({os.cpu_count()} cores); Ray: 3 Ray nodes, actors on 2")
+          f"({os.cpu_count()} cores); Ray: 3 Ray nodes ({kind}), actors on 2")
     print("| launch | actors | actor Ray nodes | start-up s | env steps/s | updates/s "
           "| vs local_mp | wall s |")
     print("|---|---|---|---|---|---|---|---|")

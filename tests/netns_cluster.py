@@ -67,6 +67,7 @@ class NetnsRayCluster:
                                    "--include-dashboard=false", *self._flags(self._head_args)])
             self._wait_for_head()
             ray.init(address=self.address)  # this process's driver, to watch the cluster
+            os.makedirs(_RAY_DIR, exist_ok=True)  # the mount point of the workers' tmpfs
             for ns, ip, args in zip(self._namespaces, self.worker_ips, self._worker_args):
                 self._ray_start(ns, [f"--address={self.address}", f"--node-ip-address={ip}",
                                      *self._flags(args)])
