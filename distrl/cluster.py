@@ -82,7 +82,8 @@ class _Node:
 
     def describe(self) -> str:
         w = self.where or {}
-        return f"{self.name} on host {w.get('hostname')} ({w.get('ip')}, Ray node {w.get('ray_node', '?')[:12]})"
+        ray_node = w.get("ray_node", "?")[:12]
+        return f"{self.name} on host {w.get('hostname')} ({w.get('ip')}, Ray node {ray_node})"
 
 
 def placement_options(label: str, config, cluster_has_gpu: bool) -> dict:

@@ -20,6 +20,7 @@ import traceback
 
 import launchpad as lp
 from absl import logging
+from launchpad import context as lp_context
 
 FAILURES_DIR = "failures"
 STOP_FILE_ENV = "DISTRL_STOP_FILE"
@@ -68,7 +69,13 @@ def guard(name: str, run_dir: str):
         logging.error("node %s failed; stopping the program:\n%s", name, text)
         record_failure(run_dir, name, text)
         lp.stop()
-        raise
+        # A node process exits non-zero. Under test_mt the node is a thread of the
+        # test process, and Launchpad's test harness answers a thread that raised by
+        # SIGQUIT-killing that whole process 3 s later, unless the test's own cleanup
+        # ran first (a race the failing-node test lost under load): the failure is
+        # recorded and the program stopping, so the thread just ends.
+        if lp_context.get_context().launch_type is not lp_context.LaunchType.TEST_MULTI_THREADING:
+            raise
     finally:
         watch.disarm()
 

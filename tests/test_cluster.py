@@ -185,11 +185,12 @@ def test_a_killed_node_is_reported_with_its_host_and_stops_the_program(ray_clust
 
 @pytest.mark.slow
 @pytest.mark.cluster
-def test_ctrl_c_on_the_driver_stops_every_node_on_every_ray_node(ray_cluster, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_to_the_driver_stops_every_node_on_every_ray_node(ray_cluster, tmp_path, sig):
     run_dir = tmp_path / "run"
     proc = _train_on(ray_cluster, _endless(run_dir))
     _wait_for_training(run_dir, proc)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out[-4000:]
     result = json.loads((run_dir / "result.json").read_text())
