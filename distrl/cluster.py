@@ -305,7 +305,7 @@ class _Launch:
 
     def _stop(self) -> None:
         """Stops every node (SIGTERM, then SIGKILL) and kills every host actor."""
-        placed = [n for n in self._nodes if n.host is not None]
+        placed = [n for n in self._nodes if n.where is not None]  # the others never ran
         grace = _termination_notice_secs()
         start = time.time()
         refs = [n.host.stop.remote(grace) for n in placed]
@@ -316,8 +316,9 @@ class _Launch:
                              n.name, code, time.time() - start)
             except (ray.exceptions.RayError, TimeoutError) as err:
                 logging.warning("distrl: stopping %s: %s", n.name, err)
-        for n in placed:
-            ray.kill(n.host, no_restart=True)
+        for n in self._nodes:
+            if n.host is not None:
+                ray.kill(n.host, no_restart=True)
 
     def _record(self, n: _Node, why: str) -> None:
         """A failure report for a node that died without writing one: its output's tail."""
