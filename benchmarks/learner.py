@@ -12,6 +12,7 @@ same functions for the learner ceilings of `make bench`.
 """
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -109,26 +110,15 @@ def sweep(
     envs_per_chunk: int = 64,
 ) -> list:
     """Rows for every device x algorithm x size (PPO: M chunks of [T, B] -> [T, M*B])."""
+    sizes = [("dqn", f"[{n}]", functools.partial(dqn_update_rate, obs_size, n))
+             for n in dqn_batches]
+    sizes += [("ppo", f"[{t}, {m * envs_per_chunk}]",
+               functools.partial(ppo_update_rate, obs_size, t, m * envs_per_chunk))
+              for m in ppo_chunks]
     rows = []
     for device in _devices():
-        for n in dqn_batches:
-            rows.append(
-                dict(
-                    device=_name(device),
-                    algo="dqn",
-                    batch=f"[{n}]",
-                    **dqn_update_rate(obs_size, n, device, seconds),
-                )
-            )
-        for m in ppo_chunks:
-            rows.append(
-                dict(
-                    device=_name(device),
-                    algo="ppo",
-                    batch=f"[{t}, {m * envs_per_chunk}]",
-                    **ppo_update_rate(obs_size, t, m * envs_per_chunk, device, seconds),
-                )
-            )
+        for algo, batch, rate in sizes:
+            rows.append(dict(device=_name(device), algo=algo, batch=batch, **rate(device, seconds)))
     return rows
 
 

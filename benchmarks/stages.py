@@ -71,46 +71,32 @@ def stage_program(configs, run_dir: str, warmup: float, window: float):
             "run_dir": node_dir,
             "start_time": time.time(),
         }
-        with p.group("actor"):
-            p.add_node(
-                lp.CourierNode(
-                    nodes.StageActor,
-                    gate_dir=run_dir,
-                    gate=f"{algo}-actor",
-                    **nodes.node_kwargs(Actor, **known),
+        # Each stage node: the real node class behind a gate, and the plan entry that
+        # opens the gate, times the counter it drives, and closes it again.
+        for role, stage_node, real_node, counter_key in (
+            ("actor", nodes.StageActor, Actor, "env_steps"),
+            ("learner", nodes.StageLearner, Learner, "learner_steps"),
+        ):
+            gate = f"{algo}-{role}"
+            with p.group(role):
+                p.add_node(
+                    lp.CourierNode(
+                        stage_node, gate_dir=run_dir, gate=gate,
+                        **nodes.node_kwargs(real_node, **known),
+                    )
                 )
+            plan.append(
+                {
+                    "name": gate,
+                    "replay": algo,
+                    "touch": gate + nodes.GO,
+                    "wait_for": [counter_key],
+                    "warmup": warmup,
+                    "window": window,
+                    "after": gate + nodes.STOP,
+                    "then_quiet": counter_key,
+                }
             )
-        with p.group("learner"):
-            p.add_node(
-                lp.CourierNode(
-                    nodes.StageLearner,
-                    gate_dir=run_dir,
-                    gate=f"{algo}-learner",
-                    **nodes.node_kwargs(Learner, **known),
-                )
-            )
-        plan += [
-            {
-                "name": f"{algo}-actor",
-                "replay": algo,
-                "touch": f"{algo}-actor" + nodes.GO,
-                "wait_for": ["env_steps"],
-                "warmup": warmup,
-                "window": window,
-                "after": f"{algo}-actor" + nodes.STOP,
-                "then_quiet": "env_steps",
-            },
-            {
-                "name": f"{algo}-learner",
-                "replay": algo,
-                "touch": f"{algo}-learner" + nodes.GO,
-                "wait_for": ["learner_steps"],
-                "warmup": warmup,
-                "window": window,
-                "after": f"{algo}-learner" + nodes.STOP,
-                "then_quiet": "learner_steps",
-            },
-        ]
     with p.group("counter"):
         p.add_node(lp.MultiThreadingColocation(colocated))
     return p, counter, replays, plan

@@ -92,6 +92,17 @@ def _config():
     return config, bool(resume)
 
 
+# What ends a launch with a message instead of a result: (error, message prefix,
+# exit status); the first that matches wins (a CheckpointError is a ConfigError).
+_EXITS = (
+    (checkpoint.CheckpointError, "cannot resume: ", 2),
+    (config_lib.ConfigError, "bad config: ", 2),
+    (program.LaunchError, "cannot launch: ", 1),
+    (program.NodeFailure, "", 1),
+)
+_ERRORS = tuple(kind for kind, _, _ in _EXITS)
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -101,18 +112,10 @@ def main(argv):
         config, resume = _config()
         result, run_dir = program.run(config, launch_type, _TERMINAL.value, resume=resume,
                                       ray_address=_RAY_ADDRESS.value)
-    except checkpoint.CheckpointError as err:
-        print(f"distrl: cannot resume: {err}", file=sys.stderr)
-        return 2
-    except config_lib.ConfigError as err:
-        print(f"distrl: bad config: {err}", file=sys.stderr)
-        return 2
-    except program.LaunchError as err:
-        print(f"distrl: cannot launch: {err}", file=sys.stderr)
-        return 1
-    except program.NodeFailure as err:
-        print(f"distrl: {err}", file=sys.stderr)
-        return 1
+    except _ERRORS as err:
+        prefix, status = next((p, s) for kind, p, s in _EXITS if isinstance(err, kind))
+        print(f"distrl: {prefix}{err}", file=sys.stderr)
+        return status
     except KeyboardInterrupt:
         return 130
     if result is None:
