@@ -82,9 +82,12 @@ def listening_addresses(processes) -> dict:
 
 
 def _listening_in_netns(pid: int) -> set:
-    out = subprocess.run(["nsenter", "-t", str(pid), "-n", "ss", "-ltnpH"],
-                         capture_output=True, text=True, check=True).stdout
+    done = subprocess.run(["nsenter", "-t", str(pid), "-n", "ss", "-ltnpH"],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:  # the process (and its namespace's last user) just exited
+        return set()
     ips = set()
+    out = done.stdout
     for line in out.splitlines():
         if f"pid={pid}," in line:
             local = line.split()[3]  # "[::ffff:10.0.0.2]:4321", "10.0.0.2:4321", "*:4321"
