@@ -179,7 +179,7 @@ def run(config, launch_type: str = "local_mp", terminal: str = "output_to_files"
         with _temp_files_in(run_dir):
             manager = lp.launch(program, launch_type="local_mp", terminal=terminal,
                                 local_resources=local_resources(run_dir))
-        manager.wait()
+        _wait(manager)
     return _outcome(run_dir)
 
 
@@ -222,7 +222,21 @@ def _run_to_files(program, run_dir: str, config, stream) -> None:
             manager = lp.launch(program, launch_type="local_mp", terminal="output_to_files",
                                 local_resources=local_resources(run_dir))
         with progress.ProgressLine(run_dir, config, stream):
-            manager.wait()
+            _wait(manager)
+
+
+def _wait(manager) -> None:
+    """Waits for a local_mp program's node processes; the launcher outlives a forced stop.
+
+    Launchpad's launcher SIGKILLs every node still running 10 s after the stop, and
+    then its own process too. A node whose main thread sits in a long native call
+    (seen: a resumed learner still starting up when the evaluator, already at its
+    target, stopped the program) runs no Python signal handler in time, and the
+    launcher died with it (exit -9, no summary, no plots). Only the nodes are killed
+    now; Launchpad names them in logs/nodes/launcher. `_kill_main_thread` is private.
+    """
+    manager._kill_main_thread = False
+    manager.wait()
 
 
 def _outcome(run_dir: str):

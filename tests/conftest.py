@@ -29,11 +29,13 @@ def run_dir(tmp_path):
     return str(tmp_path / "run")
 
 
-def launch_train(args, **kwargs) -> subprocess.Popen:
-    """launch/train.py with `args`, in a new session, output (stdout + stderr) piped."""
+def launch_train(args, executable_args=None, **kwargs) -> subprocess.Popen:
+    """launch/train.py (or `executable_args`, a script of the test's own) with `args`,
+    in a new session, output (stdout + stderr) piped."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    command = [sys.executable, *executable_args] if executable_args else TRAIN
     return subprocess.Popen(
-        TRAIN + args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        command + args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True, **kwargs,
     )
 

@@ -114,3 +114,41 @@ def test_signal_stops_every_node(tmp_path, sig, terminal):
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode != 0, "".join(lines) + out
     assert_nothing_left(proc)
+
+
+_STUCK_NODE_PROGRAM = '''
+import signal, time
+import launchpad as lp
+from absl import app
+from distrl import program
+
+def stuck():  # a node whose main thread never runs Python's SIGTERM handler
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+    time.sleep(120)
+
+def stopper():
+    time.sleep(3)
+    lp.stop()
+
+def main(_):
+    p = lp.Program("stuck")
+    with p.group("stuck"):
+        p.add_node(lp.PyNode(stuck))
+    with p.group("stopper"):
+        p.add_node(lp.PyNode(stopper))
+    program._wait(lp.launch(p, launch_type="local_mp", terminal="current_terminal"))
+    print("launcher survived", flush=True)
+
+app.run(main)
+'''
+
+
+@pytest.mark.slow
+def test_a_node_that_ignores_the_stop_is_killed_and_the_launcher_survives(tmp_path):
+    script = tmp_path / "stuck.py"
+    script.write_text(_STUCK_NODE_PROGRAM)
+    proc = launch_train([], executable_args=[str(script)])
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out[-3000:]
+    assert "did not terminate in time: ['stuck/0']" in out and "launcher survived" in out
+    assert_nothing_left(proc)
