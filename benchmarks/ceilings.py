@@ -20,7 +20,7 @@ from benchmarks import tables
 from benchmarks.common import measure_rate
 from distrl import agents, replay, rollout
 from distrl import config as config_lib
-from distrl.actor import make_item_fn
+from distrl.nodes.actor import make_item_fn
 
 _EPSILON = 0.1  # a mid-training exploration rate; it changes no shapes
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # CPU-side processes of the benchmark (Reverb server child, one-thread checks) keep
-# TensorFlow quiet; the env of a Launchpad node is set by distrl.program.
+# TensorFlow quiet; the env of a Launchpad node is set by distrl.program.launcher.
 QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
 
 

@@ -2,8 +2,8 @@
 
 - `FixedParams`: serves the initial params as `get_params() -> (0, params)`, the one
   method an Actor needs from a learner, so an actor can run with no learner.
-- `StageActor` / `StageLearner`: the real `distrl.actor.Actor` and
-  `distrl.learner.Learner`, unchanged, except that each starts when a file appears
+- `StageActor` / `StageLearner`: the real `distrl.nodes.actor.Actor` and
+  `distrl.nodes.learner.Learner`, unchanged, except that each starts when a file appears
   and stops when another one does (Launchpad cannot start or stop one node of a
   running program). That lets one program time each actor alone, then each
   learner alone on the table its actor filled, one after another.
@@ -15,10 +15,11 @@ import os
 import jax
 import launchpad as lp
 
-from distrl import agents, lifecycle
+from distrl import agents
 from distrl import config as config_lib
-from distrl.actor import Actor
-from distrl.learner import Learner
+from distrl.nodes.actor import Actor
+from distrl.nodes.learner import Learner
+from distrl.program import lifecycle
 
 GO, STOP, PID = ".go", ".stop", ".pid"
 _POLL_S = 0.2

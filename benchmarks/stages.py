@@ -7,7 +7,7 @@ subprocess of its own session (so that every node it starts can be killed):
   `FixedParams`, one real Actor (`StageActor`) and the real Learner held at a gate
   (`GatedLearner`). Phase 1 times the actor alone; then the actor is stopped and the
   learner released, and phase 2 times the learner on the table the actor filled.
-- `--mode=e2e`: `distrl.program.make_program(config)` itself, unchanged.
+- `--mode=e2e`: `distrl.program.topology.make_program(config)` itself, unchanged.
 In both, a `benchmarks.monitor.Monitor` in the launcher process waits until the
 counts move, waits `warmup` seconds more (compilation, first params), records
 snapshots over `window` seconds, and then stops the program. Rates come from those
@@ -34,10 +34,10 @@ from benchmarks.common import (
 )
 from benchmarks.monitor import Monitor
 from distrl import config as config_lib
-from distrl import program as program_lib
-from distrl.actor import Actor
-from distrl.counter import Counter
-from distrl.learner import Learner
+from distrl.nodes.actor import Actor
+from distrl.nodes.counter import Counter
+from distrl.nodes.learner import Learner
+from distrl.program import launcher, topology
 
 
 def stage_program(configs, run_dir: str, warmup: float, window: float):
@@ -104,7 +104,7 @@ def stage_program(configs, run_dir: str, warmup: float, window: float):
 
 def e2e_program(config, run_dir: str, warmup: float, window: float):
     """distrl's own program (`make_program`), timed over one window once it runs."""
-    p = program_lib.make_program(config, run_dir, time.time())
+    p = topology.make_program(config, run_dir, time.time())
     counter = p.groups["counter"][0].create_handle()
     replays = {"main": p.groups["replay"][0].create_handle()}
     plan = [
@@ -125,7 +125,7 @@ def launch_and_measure(
     """Runs a program under local_mp with distrl's per-group process settings, times
     it from this (the launcher) process, writes the snapshots (and returns them),
     then stops the program."""
-    resources = program_lib.local_resources()
+    resources = launcher.local_resources()
     resources = {group: r for group, r in resources.items() if group in p.groups}
     counter.set_client_kwargs(call_timeout=datetime.timedelta(seconds=3))
     manager = lp.launch(

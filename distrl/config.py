@@ -69,7 +69,7 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             replay=True,  # checkpoint Reverb's tables along with the learner
         )
     )
-    # Placement under --lp_launch_type=ray (distrl.cluster); ignored by local launches.
+    # Placement under --lp_launch_type=ray (distrl.program.ray.cluster); ignored by local launches.
     c.ray = ml_collections.ConfigDict(
         dict(
             actor_cpus=1.0,  # CPUs each actor reserves; actors spread over the Ray nodes

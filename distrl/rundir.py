@@ -12,7 +12,7 @@ Everything a run writes lands in one directory (default `runs/<algorithm>-<time>
     tb/<node>/              TensorBoard event files of the same metrics
     checkpoints/learner/    learner checkpoints (see distrl.checkpoint)
     checkpoints/replay/     Reverb's checkpoints of the replay tables
-    plots/                  learning curves and the learned policy (distrl.plots)
+    plots/                  learning curves and the learned policy (distrl.analysis.plots)
     failures/<node>.txt     tracebacks of nodes that failed
     tmp/                    temp files of launchpad and the nodes (local_mp); empty
                             after a clean exit, leftovers of a killed launch

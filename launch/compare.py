@@ -24,8 +24,8 @@ import time
 
 from absl import app, flags
 
-from distrl import compare, compare_report, plots
 from distrl import config as config_lib
+from distrl.analysis import compare, compare_report, plots
 
 _CONFIGS = flags.DEFINE_list(
     "configs", ["dqn", "ppo", "a2c"], "Config names (configs/<name>.py) or config file paths."

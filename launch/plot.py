@@ -11,7 +11,7 @@ import sys
 
 from absl import app
 
-from distrl import plots
+from distrl.analysis import plots
 
 
 def main(argv):

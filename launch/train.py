@@ -18,13 +18,13 @@ import os
 import pathlib
 import sys
 
+import launchpad  # noqa: F401 - defines --lp_launch_type
 from absl import app, flags
 from ml_collections import config_flags
 
-import launchpad  # noqa: F401 - defines --lp_launch_type
-
-from distrl import checkpoint, program, progress
+from distrl import checkpoint
 from distrl import config as config_lib
+from distrl.program import errors, launcher, progress
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -59,7 +59,7 @@ _TERMINAL = flags.DEFINE_enum(
     "or every node's output printed here.",
 )
 # Launchpad defines --lp_launch_type (default local_mt) with its own launchers only;
-# distrl runs local_mp unless told, and adds "ray" (distrl.cluster).
+# distrl runs local_mp unless told, and adds "ray" (distrl.program.ray.cluster).
 flags.DEFINE_string(  # a string: distrl's own check names the valid ones (exit 2)
     "lp_launch_type", "local_mp",
     f"One of {config_lib.LAUNCH_TYPES}. local_mp: a process per node on this machine; "
@@ -97,8 +97,8 @@ def _config():
 _EXITS = (
     (checkpoint.CheckpointError, "cannot resume: ", 2),
     (config_lib.ConfigError, "bad config: ", 2),
-    (program.LaunchError, "cannot launch: ", 1),
-    (program.NodeFailure, "", 1),
+    (errors.LaunchError, "cannot launch: ", 1),
+    (errors.NodeFailure, "", 1),
 )
 _ERRORS = tuple(kind for kind, _, _ in _EXITS)
 
@@ -110,7 +110,7 @@ def main(argv):
     launch_type = getattr(launch_type, "value", launch_type)
     try:
         config, resume = _config()
-        result, run_dir = program.run(config, launch_type, _TERMINAL.value, resume=resume,
+        result, run_dir = launcher.run(config, launch_type, _TERMINAL.value, resume=resume,
                                       ray_address=_RAY_ADDRESS.value)
     except _ERRORS as err:
         prefix, status = next((p, s) for kind, p, s in _EXITS if isinstance(err, kind))

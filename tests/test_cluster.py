@@ -16,16 +16,16 @@ import signal
 import time
 import types
 
+import netns_cluster
 import psutil
 import pytest
 import ray
+from conftest import assert_nothing_left, launch_train, listening_addresses, load_config
 from launchpad import address as lp_address
 
-import netns_cluster
-from conftest import assert_nothing_left, launch_train, listening_addresses, load_config
-from distrl import cluster as cluster_lib
 from distrl.config import ConfigError
-from distrl.program import LaunchError
+from distrl.program.errors import LaunchError
+from distrl.program.ray import cluster as cluster_lib
 
 PLACE = ["--config.ray.replay_resource=replay_host", "--config.ray.learner_resource=learner_host"]
 

@@ -24,8 +24,10 @@ import psutil
 import pytest
 from conftest import ROOT, load_config
 
-from distrl import agents, checkpoint, metrics, program, progress, rundir
+from distrl import agents, checkpoint, metrics, rundir
 from distrl import config as config_lib
+from distrl.program import launcher as program
+from distrl.program import progress
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 NODES = ("actor_0", "actor_1", "learner", "evaluator", "replay")
@@ -194,7 +196,7 @@ def test_resume_continues_counters_and_keeps_learning(short_run, tmp_path):
 
 
 def test_a_resumed_learner_starts_from_the_checkpointed_state(short_run):
-    from distrl.learner import Learner
+    from distrl.nodes.learner import Learner
 
     _, run_dir, _ = short_run
     config = rundir.load_config(str(run_dir))

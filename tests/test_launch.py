@@ -10,9 +10,7 @@ import signal
 import time
 
 import pytest
-
 from conftest import assert_nothing_left, launch_train, listening_addresses, session_processes
-
 
 BAD_INPUTS = [
     (["--config.algorithm=sarsa"], "config.algorithm='sarsa' is unknown; valid: a2c"),
@@ -120,7 +118,7 @@ _STUCK_NODE_PROGRAM = '''
 import signal, time
 import launchpad as lp
 from absl import app
-from distrl import program
+from distrl.program import launcher as program
 
 def stuck():  # a node whose main thread never runs Python's SIGTERM handler
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])

@@ -8,9 +8,10 @@ import json
 import os
 
 import pytest
-
 from conftest import load_config
-from distrl import program
+
+from distrl.program import errors
+from distrl.program import launcher as program
 
 
 def _run(config_name: str, run_dir: str, **budget):
@@ -45,7 +46,7 @@ def test_learner_step_budget_stops_the_program(run_dir):
 
 
 def test_a_failing_node_stops_the_program_and_is_named(run_dir, monkeypatch):
-    from distrl import learner
+    from distrl.nodes import learner
 
     def broken_update(*args, **kwargs):
         raise RuntimeError("injected learner failure")
@@ -53,6 +54,6 @@ def test_a_failing_node_stops_the_program_and_is_named(run_dir, monkeypatch):
     monkeypatch.setattr(learner.replay, "to_learner_batch", broken_update)
     config = load_config("ppo")
     config.run_dir = run_dir
-    with pytest.raises(program.NodeFailure, match="learner") as info:
+    with pytest.raises(errors.NodeFailure, match="learner") as info:
         program.run(config, "test_mt")
     assert "injected learner failure" in info.value.failures["learner"]

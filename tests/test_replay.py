@@ -12,7 +12,7 @@ import reverb
 
 from distrl import agents, replay, rollout
 from distrl import config as config_lib
-from distrl.actor import make_item_fn
+from distrl.nodes.actor import make_item_fn
 
 ALGORITHMS = sorted(agents.PRESETS)
 

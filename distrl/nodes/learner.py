@@ -22,9 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
-from distrl import agents, checkpoint, lifecycle, metrics, replay
+from distrl import agents, checkpoint, metrics, replay
 from distrl import config as config_lib
 from distrl.agents import dqn
+from distrl.program import lifecycle
 
 _REPORT_SECONDS = 0.5
 

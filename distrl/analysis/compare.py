@@ -29,7 +29,7 @@ import numpy as np
 from distrl import config as config_lib
 from distrl import metrics, rundir
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
 
 
 @dataclasses.dataclass

@@ -15,13 +15,13 @@ import os
 import time
 
 import jax
-import launchpad as lp
 from absl import logging
 
-from distrl import agents, evaluation, lifecycle, metrics
+from distrl import agents, evaluation, metrics
 from distrl import config as config_lib
-from distrl.replay_monitor import ReplayMonitor
-from distrl.variables import ParamsClient
+from distrl.nodes.replay_monitor import ReplayMonitor
+from distrl.nodes.variables import ParamsClient
+from distrl.program import lifecycle
 
 
 def stop_reason(config, success_rate: float, counts, elapsed: float):
@@ -102,7 +102,7 @@ class Evaluator:
         log.close()
         monitor.close()
         if reason != "stopped":
-            lp.stop()
+            lifecycle.request_stop()
 
     def _loop(self, evaluate, source, log, monitor):
         """Evaluates until there is a stop reason; returns (reason, report, counts)."""
@@ -119,7 +119,7 @@ class Evaluator:
             monitor.maybe_log(row["env_steps"])
             print(progress_line(elapsed, counts, report), flush=True)
             reason = stop_reason(c, report.success_rate, counts, elapsed)
-            if reason is None and lp.wait_for_stop(c.evaluator.every_seconds):
+            if reason is None and lifecycle.should_stop(c.evaluator.every_seconds):
                 reason = "stopped"  # a signal, Ctrl-C, or a failed node
             if reason is not None:
                 return reason, report, counts

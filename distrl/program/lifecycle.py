@@ -7,7 +7,7 @@ therefore runs its body inside `guard(name, run_dir)`: an exception is written t
 whole program.
 
 Under `--lp_launch_type=ray` a node's stop request cannot signal a launcher on
-another machine: `stop_via_file` (the program stopper `distrl.cluster` gives each
+another machine: `stop_via_file` (the program stopper `distrl.program.ray.cluster` gives each
 node) touches the file its node host watches, and the launcher stops every node.
 """
 
@@ -22,13 +22,22 @@ import launchpad as lp
 from absl import logging
 from launchpad import context as lp_context
 
+from distrl.program.ray import STOP_FILE_ENV
+
 FAILURES_DIR = "failures"
-STOP_FILE_ENV = "DISTRL_STOP_FILE"
 
 
-def should_stop() -> bool:
-    """True once the program is stopping (budget, target, signal or failure)."""
-    return lp.wait_for_stop(0)
+def should_stop(wait_seconds: float = 0.0) -> bool:
+    """True once the program is stopping (budget, target, signal or failure).
+
+    Waits up to `wait_seconds` for the stop first (0: answers at once).
+    """
+    return lp.wait_for_stop(wait_seconds)
+
+
+def request_stop() -> None:
+    """Stops the whole program (every node), from any node."""
+    lp.stop()
 
 
 # Launchpad kills a node 10 s after the stop; a node still running this long after it

@@ -16,10 +16,11 @@ import time
 import jax
 from absl import logging
 
-from distrl import agents, lifecycle, metrics, replay, rollout
+from distrl import agents, metrics, replay, rollout
 from distrl import config as config_lib
 from distrl.agents import nstep
-from distrl.variables import ParamsClient
+from distrl.nodes.variables import ParamsClient
+from distrl.program import lifecycle
 
 _REPORT_SECONDS = 0.5
 

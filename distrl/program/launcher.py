@@ -1,17 +1,15 @@
-"""Stage 7 of the data flow: the Launchpad program, and running it.
+"""Stage 7 of the data flow, the launcher: prepare, launch, wait, outcome.
 
-The one module that knows Launchpad's API. `make_program` wires the node groups
-(replay, counter, learner, actor x N, evaluator); `run` validates the config (and,
-when resuming, the checkpoint), prepares the run directory (`distrl.rundir`),
-launches under `local_mp` (a process per node, output in the run directory, one
-progress line in the terminal), on a Ray cluster (`distrl.cluster`) or under
-`test_mt` (a thread per node, for tests), waits
-for every node to exit, draws the plots and returns the evaluator's `result.json`.
+`run` validates the config (and, when resuming, the checkpoint), prepares the run
+directory (`distrl.rundir`), launches `topology.make_program(config)` under
+`local_mp` (a process per node, output in the run directory, one progress line in
+the terminal), on a Ray cluster (`distrl.program.ray.cluster`) or under `test_mt`
+(a thread per node, for tests), waits for every node to exit, draws the plots and
+returns the evaluator's `result.json`. The only module that touches Launchpad's
+private API (`_wait`, `_run_to_files`).
 """
 
 import contextlib
-import datetime
-import functools
 import json
 import os
 import shutil
@@ -25,14 +23,12 @@ from absl import logging
 from launchpad.launch.run_locally import launch_local_output_to_files as output_to_files
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 
-from distrl import bindhost, checkpoint, lifecycle, plots, progress, replay, rundir
+from distrl import checkpoint, rundir
 from distrl import config as config_lib
-from distrl.actor import Actor
-from distrl.counter import Counter
-from distrl.evaluator import Evaluator
-from distrl.learner import Learner
-
-_RPC_TIMEOUT = datetime.timedelta(seconds=3)
+from distrl.analysis import plots
+from distrl.program import bindhost, lifecycle, progress
+from distrl.program.errors import NodeFailure
+from distrl.program.topology import make_program
 
 # CPU-side nodes share the machine's cores with each other and the learner: one
 # XLA/TF thread each keeps them from oversubscribing it, and JAX_PLATFORMS=cpu keeps
@@ -44,66 +40,6 @@ _CPU_NODE_ENV = {
     "TF_NUM_INTEROP_THREADS": "1",
     "TF_CPP_MIN_LOG_LEVEL": "2",
 }
-
-
-class LaunchError(RuntimeError):
-    """The program could not be started where asked (e.g. no Ray cluster, nodes not placed)."""
-
-
-class NodeFailure(RuntimeError):
-    """One or more nodes raised; the program was stopped. Maps node name -> traceback."""
-
-    def __init__(self, failures, run_dir: str):
-        self.failures = failures
-        names = ", ".join(failures)
-        last_lines = "\n".join(
-            f"  {name}: {text.strip().splitlines()[-1]}" for name, text in failures.items()
-        )
-        super().__init__(
-            f"node(s) {names} failed; the program was stopped.\n{last_lines}\n"
-            f"Tracebacks: {os.path.join(run_dir, lifecycle.FAILURES_DIR)}"
-        )
-
-
-def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.Program:
-    """The distributed experiment of `config` as one `lp.Program`.
-
-    `restored` is the manifest of the checkpoint a resumed run continues (None for
-    a fresh run): the counter starts from its totals, the learner from its state,
-    and each actor from its share of its env steps.
-    """
-    obs_size = config_lib.make_env(config).obs_size
-    counts = dict(restored["counts"]) if restored else {}
-    program = lp.Program("distrl")
-    with program.group("replay"):
-        replay_handle = program.add_node(lp.ReverbNode(
-            functools.partial(replay.make_tables, config, obs_size),
-            checkpoint_ctor=functools.partial(
-                replay.make_checkpointer, os.path.join(run_dir, "checkpoints", "replay")
-            ),
-        ))
-    with program.group("counter"):
-        counter = program.add_node(lp.CourierNode(Counter, counts))
-    with program.group("learner"):
-        learner = program.add_node(lp.CourierNode(
-            Learner, config, replay_handle, counter, run_dir, start_time, restored is not None
-        ))
-    # Bounded RPCs: a call to a node that has already stopped fails instead of
-    # blocking its caller (and, through courier's client teardown, its exit). Counts
-    # are fire-and-forget and the counter starts first, so they need not wait for it.
-    counter.set_client_kwargs(call_timeout=_RPC_TIMEOUT, wait_for_ready=False)
-    learner.set_client_kwargs(call_timeout=_RPC_TIMEOUT)
-    start_steps = int(counts.get("env_steps", 0)) // config.num_actors
-    with program.group("actor"):
-        for actor_id in range(config.num_actors):
-            program.add_node(lp.CourierNode(
-                Actor, config, actor_id, replay_handle, learner, counter, run_dir, start_steps
-            ))
-    with program.group("evaluator"):
-        program.add_node(lp.CourierNode(
-            Evaluator, config, learner, counter, replay_handle, run_dir, start_time, counts
-        ))
-    return program
 
 
 def node_envs(run_dir: Optional[str] = None) -> dict:
@@ -156,14 +92,14 @@ def run(config, launch_type: str = "local_mp", terminal: str = "output_to_files"
     writing one. Raises ConfigError before anything starts when the config, or
     the checkpoint to resume, cannot work. Plots are drawn into `<run_dir>/plots/`.
     Under launch type "ray" the nodes run on the Ray cluster at `ray_address`
-    (`distrl.cluster`; "auto": the cluster this machine belongs to).
+    (`distrl.program.ray.cluster`; "auto": the cluster this machine belongs to).
     """
     if launch_type not in config_lib.LAUNCH_TYPES:
         raise config_lib.ConfigError(
             f"launch type {launch_type!r} is unknown; valid: {config_lib.LAUNCH_TYPES}"
         )
     if launch_type == "ray":
-        from distrl import cluster  # noqa: PLC0415 - Ray is imported only to launch on it
+        from distrl.program.ray import cluster  # noqa: PLC0415 - Ray is imported only to launch on it
 
         config_lib.validate(config)  # a bad config is reported before joining the cluster
         with cluster.connected(ray_address, config):

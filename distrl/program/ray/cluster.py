@@ -13,7 +13,7 @@ point, and changes only where each node runs and what its handles resolve to:
 3. Start: each node's function is pickled the way `local_mp` pickles it, and its host
    runs Launchpad's own `process_entry.py` on it in a child process (which dies with
    the host), output in `<run_dir>/logs/nodes/<group>/<i>`. The servers bind the
-   host's cluster address (`distrl.bindhost`).
+   host's cluster address (`distrl.program.bindhost`).
 4. Watch and stop: a node's `lp.stop()` (the evaluator at its target or budget, a
    failing node) touches its host's stop file (`lifecycle.stop_via_file`), which the
    host watches locally (`NodeHost.watch`, one long call per node). On that,
@@ -42,9 +42,11 @@ from launchpad import address as lp_address
 from launchpad import context as lp_context
 from launchpad.launch import serialization
 
-from distrl import lifecycle, nodehost, progress, rundir
+from distrl import rundir
 from distrl.config import ConfigError
-from distrl.program import LaunchError
+from distrl.program import lifecycle, progress
+from distrl.program.errors import LaunchError
+from distrl.program.ray import nodehost
 
 PLACEMENT_FILE = "placement.json"
 NAMESPACE = "distrl"

@@ -8,7 +8,7 @@ finished or killed run):
 - `plots/policy.png`: the value estimate of every cell as a heat map, the greedy
   action as an arrow, holes and the goal marked, from `result.json`.
 `plot_comparison` overlays several configs' curves with their spread across seeds
-(mean line, min-max band) for `distrl.compare`.
+(mean line, min-max band) for `distrl.analysis.compare`.
 
 Matplotlib's object API with the Agg canvas: no pyplot global state, no display.
 """

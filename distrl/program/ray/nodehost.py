@@ -1,6 +1,6 @@
 """The Ray actor that runs one Launchpad node on the Ray node it was placed on.
 
-Kept apart from `distrl.cluster` so that a Ray worker hosting a node imports only
+Kept apart from `distrl.program.ray.cluster` so that a Ray worker hosting a node imports only
 Ray, Launchpad's entry point location and the bind shim, not the learning stack:
 the node itself runs in a child process, started exactly as `local_mp` starts one
 (Launchpad's `process_entry.py` on the pickled node function).
@@ -20,7 +20,8 @@ from typing import Optional
 import portpicker
 import ray
 
-from distrl import bindhost, lifecycle
+from distrl.program import bindhost
+from distrl.program.ray import STOP_FILE_ENV
 
 _PR_SET_PDEATHSIG = 1
 _HOST_PID_ENV = "DISTRL_NODE_HOST_PID"
@@ -72,7 +73,7 @@ class NodeHost:
         # Ray forces OMP_NUM_THREADS=1 (or the actor's CPUs) on its workers; a node's
         # threads are set by its group's env, as under local_mp.
         inherited = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-        env = {**inherited, **env, **bind, lifecycle.STOP_FILE_ENV: self._stop_file,
+        env = {**inherited, **env, **bind, STOP_FILE_ENV: self._stop_file,
                _HOST_PID_ENV: str(os.getpid())}
         command = [sys.executable, "-c", _BOOTSTRAP, _process_entry(),
                    f"--data_file={data_file}", "--lp_task_id=0"]

@@ -1,6 +1,6 @@
 """Stage 8, analysis: the comparison's tables as markdown (and its per-run CSV).
 
-`aggregate` reduces the per-run rows of `distrl.compare.summarize` to one row per
+`aggregate` reduces the per-run rows of `distrl.analysis.compare.summarize` to one row per
 config (mean and min-max over seeds); `markdown` writes the report a researcher
 can paste into an appendix: the setup, the summary table, the definitions, the
 curves figure and a per-run table.
@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from distrl import progress
+from distrl.program import progress
 
 SUMMARY_COLUMNS = (
     ("steps_to_target", "env steps to target", "count"),

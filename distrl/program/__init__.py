@@ -1,0 +1,6 @@
+"""Stage 7 of the data flow: everything that knows Launchpad.
+
+`topology` builds the program, `launcher` runs it on this machine, `ray/` on a Ray
+cluster; `lifecycle` is the nodes' side (stop requests, failures); `rundir`-level
+helpers for the terminal (`progress`) and where servers listen (`bindhost`).
+"""

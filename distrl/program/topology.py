@@ -1,0 +1,62 @@
+"""Stage 7 of the data flow: the topology, `make_program(config) -> lp.Program`.
+
+Wires the node groups (replay, counter, learner, actor x N, evaluator) with
+Launchpad's public API only; launching it is `distrl.program.launcher`'s job (on
+this machine) or `distrl.program.ray.cluster`'s (on a Ray cluster).
+"""
+
+import datetime
+import functools
+import os
+
+import launchpad as lp
+
+from distrl import config as config_lib
+from distrl import replay
+from distrl.nodes.actor import Actor
+from distrl.nodes.counter import Counter
+from distrl.nodes.evaluator import Evaluator
+from distrl.nodes.learner import Learner
+
+_RPC_TIMEOUT = datetime.timedelta(seconds=3)
+
+
+def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.Program:
+    """The distributed experiment of `config` as one `lp.Program`.
+
+    `restored` is the manifest of the checkpoint a resumed run continues (None for
+    a fresh run): the counter starts from its totals, the learner from its state,
+    and each actor from its share of its env steps.
+    """
+    obs_size = config_lib.make_env(config).obs_size
+    counts = dict(restored["counts"]) if restored else {}
+    program = lp.Program("distrl")
+    with program.group("replay"):
+        replay_handle = program.add_node(lp.ReverbNode(
+            functools.partial(replay.make_tables, config, obs_size),
+            checkpoint_ctor=functools.partial(
+                replay.make_checkpointer, os.path.join(run_dir, "checkpoints", "replay")
+            ),
+        ))
+    with program.group("counter"):
+        counter = program.add_node(lp.CourierNode(Counter, counts))
+    with program.group("learner"):
+        learner = program.add_node(lp.CourierNode(
+            Learner, config, replay_handle, counter, run_dir, start_time, restored is not None
+        ))
+    # Bounded RPCs: a call to a node that has already stopped fails instead of
+    # blocking its caller (and, through courier's client teardown, its exit). Counts
+    # are fire-and-forget and the counter starts first, so they need not wait for it.
+    counter.set_client_kwargs(call_timeout=_RPC_TIMEOUT, wait_for_ready=False)
+    learner.set_client_kwargs(call_timeout=_RPC_TIMEOUT)
+    start_steps = int(counts.get("env_steps", 0)) // config.num_actors
+    with program.group("actor"):
+        for actor_id in range(config.num_actors):
+            program.add_node(lp.CourierNode(
+                Actor, config, actor_id, replay_handle, learner, counter, run_dir, start_steps
+            ))
+    with program.group("evaluator"):
+        program.add_node(lp.CourierNode(
+            Evaluator, config, learner, counter, replay_handle, run_dir, start_time, counts
+        ))
+    return program
