@@ -1,5 +1,5 @@
 # distrl: every target sets up .venv first (once, or again when the pins change).
-#   make test    set up, then run the test suite
+#   make test    set up, lint (ruff), then run the test suite
 #   make run     set up, then train the default experiment (DQN, 4x4, 2 actors, local_mp)
 #   make bench   set up, then run the benchmarks
 # Python 3.10 is found from $PYTHON, then python3.10 on PATH, then pyenv.
@@ -9,7 +9,7 @@ PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS  ?=
 
-.PHONY: setup test test-fast run bench clean
+.PHONY: setup lint test test-fast run bench clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,10 @@ $(STAMP): requirements.lock pyproject.toml .ci/find_python.sh
 	$(PY) -m pip install -q -r requirements.lock; \
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .; \
 	touch $(STAMP)
+
+# ruff's lint rules and formatting (pyproject.toml), then the whole suite.
+lint: setup
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
 test: setup
 	$(PY) -m pytest $(ARGS)
