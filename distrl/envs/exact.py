@@ -172,11 +172,14 @@ class Answer(NamedTuple):
         """E.g. 'exact success 0.874, optimal 0.890: 98.2%; V(S) 0.512, V*(S) 0.530'."""
         return (
             f"exact success {self.success:.3f}, optimal {self.optimal_success:.3f}: "
-            f"{100 * self.ratio:.1f}%; exact V(S) {self.value:+.3f}, V*(S) {self.optimal_value:+.3f}"
+            f"{100 * self.ratio:.1f}%; exact V(S) {self.value:+.3f}, "
+            f"V*(S) {self.optimal_value:+.3f}"
         )
 
 
-def answer(env: gridworld.GridWorld, actions, discount: float, best: Optimum | None = None) -> Answer:
+def answer(
+    env: gridworld.GridWorld, actions, discount: float, best: Optimum | None = None
+) -> Answer:
     """The exact figures at S for `actions` [S]; pass `best` to reuse a computed optimum."""
     best = optimum(env, discount) if best is None else best
     mine = evaluate_policy(env, actions, discount)
