@@ -96,6 +96,7 @@ class TrainResult(NamedTuple):
     eval_episodes: int = 0
     target: float = 0.0  # the success the run had to confirm
     exact: dict | None = None  # evaluation.exact_answer of the final greedy policy
+    history: tuple = ()  # (env steps, seconds, exact success) after each jitted call
 
 
 def _flatten_tb(tree):
@@ -149,9 +150,8 @@ def _evaluate(env, agent, cfg: LocalConfig, target: float, params, key):
         return evaluation.run_episodes(env, act, params, key, 1, exact=True)
     screen_key, confirm_key = jax.random.split(key)
     screen = evaluation.run_episodes(env, act, params, screen_key, cfg.eval_envs)
-    touches = (screen.success_rate >= target) & ~evaluation.confirmed(screen, target)
     return jax.lax.cond(
-        touches,
+        evaluation.touches(screen, target, cfg.confirm_envs),
         lambda: evaluation.run_episodes(env, act, params, confirm_key, cfg.confirm_envs),
         lambda: screen,
     )
@@ -166,7 +166,7 @@ def _train_call(env, agent, cfg: LocalConfig, target: float, carry: TrainCarry, 
     stop_at = carry.iterations + cfg.iterations_per_call
 
     def running(c):
-        solved = evaluation.confirmed(c.evaluation, target)
+        solved = evaluation.confirmed(c.evaluation, target, cfg.confirm_envs)
         return (c.iterations < stop_at) & (c.env_steps < cfg.max_env_steps) & ~solved
 
     def body(c):
@@ -228,20 +228,27 @@ def _compile(init_fn, call_fn, init_key, key, opt_level):
     return compiled["init"], call_compiled
 
 
-def _loop(step, carry: TrainCarry, key, cfg: LocalConfig, target, log, start: float):
-    """Calls the compiled step until solved or out of budget; returns (carry, grids)."""
+def _loop(step, carry: TrainCarry, key, cfg: LocalConfig, target, log, start: float, judge):
+    """Calls the compiled step until solved or out of budget.
+
+    judge(params) -> the greedy policy's exact success. Returns (carry, grids, history):
+    history holds (env steps, seconds, exact success) after each call.
+    """
+    history = []
     while True:
         key, call_key = jax.random.split(key)
         carry, grids = step(carry, call_key)
         ev, steps = jax.device_get((carry.evaluation, carry.env_steps))
+        seconds = time.perf_counter() - start
+        history.append((int(steps), seconds, judge(carry.state.params)))
         if log:
             log(
                 f"env_steps={steps} updates={int(carry.state.step)} success={ev.success_rate:.3f} "
                 f"[{ev.success_low:.3f}, {ev.success_high:.3f}]/{ev.episodes:.0f} "
-                f"return={ev.mean_return:+.2f} t={time.perf_counter() - start:.2f}s"
+                f"exact={history[-1][2]:.3f} return={ev.mean_return:+.2f} t={seconds:.2f}s"
             )
-        if evaluation.confirmed(ev, target) or steps >= cfg.max_env_steps:
-            return carry, grids
+        if evaluation.confirmed(ev, target, cfg.confirm_envs) or steps >= cfg.max_env_steps:
+            return carry, grids, history
 
 
 def train(cfg: LocalConfig = LocalConfig(), agent_config=None, log=None) -> TrainResult:
@@ -268,11 +275,16 @@ def train(cfg: LocalConfig = LocalConfig(), agent_config=None, log=None) -> Trai
         cfg.xla_opt_level,
     )
     compile_time = time.perf_counter() - start
-    carry, grids = _loop(step, init_fn(init_key), key, cfg, target, log, start)
+    discount = agent.config.discount
+
+    def judge(params):
+        return evaluation.exact_answer(env, agent, params, discount, best)["success"]
+
+    carry, grids, history = _loop(step, init_fn(init_key), key, cfg, target, log, start, judge)
     ev = _final_evaluation(env, agent, cfg, carry, key)
     wall_time = time.perf_counter() - start
     return TrainResult(
-        solved=bool(evaluation.confirmed(ev, target)),
+        solved=bool(evaluation.confirmed(ev, target, cfg.confirm_envs)),
         env_steps=int(carry.env_steps),
         updates=int(carry.state.step),
         iterations=int(carry.iterations),
@@ -288,7 +300,8 @@ def train(cfg: LocalConfig = LocalConfig(), agent_config=None, log=None) -> Trai
         success_high=float(ev.success_high),
         eval_episodes=int(ev.episodes),
         target=float(target),
-        exact=evaluation.exact_answer(env, agent, carry.state.params, agent.config.discount, best),
+        exact=evaluation.exact_answer(env, agent, carry.state.params, discount, best),
+        history=tuple(history),
     )
 
 

@@ -155,3 +155,26 @@ def test_stop_rule_ignores_a_lucky_small_sample():
     assert abs(large.success_rate - 0.740) < 0.015 and large.success_high < 0.76
     assert evaluator_node.stop_reason(config, large, {}, 0.0) is None
     assert evaluator_node.stop_reason(config, large, {}, 0.0, target=0.7) == "target_reached"
+
+
+def test_a_small_evaluation_never_stops_a_run_even_when_its_bound_clears():
+    """95 of 100 episodes: Wilson's lower bound 0.888 clears a 0.872 target, but a
+    trainer that evaluates hundreds of times sees such a sample by chance (seen: a
+    policy of exact success 0.848 stopped a run). Only confirm_envs episodes count."""
+    from distrl.nodes import evaluator as evaluator_node
+
+    low, high = evaluation.wilson_interval(95, 100)
+    small = evaluation.EvalResult(0.95, 0.9, 20.0, 100.0, float(low), float(high))
+    assert small.success_low >= 0.872
+    assert not evaluation.confirmed(small, 0.872, min_episodes=10_000)
+    assert evaluation.touches(small, 0.872, 10_000)
+    config = ml_collections.ConfigDict(
+        dict(
+            evaluator=dict(target_success=0.872, confirm_envs=10_000),
+            budget=dict(env_steps=0, learner_steps=0, seconds=0),
+        )
+    )
+    assert evaluator_node.stop_reason(config, small, {}, 0.0) is None
+    low, high = evaluation.wilson_interval(8850, 10_000)
+    large = evaluation.EvalResult(0.885, 0.8, 30.0, 10_000.0, float(low), float(high))
+    assert evaluator_node.stop_reason(config, large, {}, 0.0) == "target_reached"

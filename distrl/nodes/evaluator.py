@@ -45,12 +45,14 @@ def target_for(config, best) -> float:
 def stop_reason(config, report, counts, elapsed: float, target=None):
     """Why the run should end now, or None: target first, then each budget.
 
-    The target counts only when the success interval's lower bound reaches it
-    (`evaluation.confirmed`); target None means config.evaluator.target_success.
+    The target counts only when the success interval's lower bound reaches it in an
+    exact evaluation or one of `confirm_envs` episodes (`evaluation.confirmed`);
+    target None means config.evaluator.target_success.
     """
     budget = config.budget
     target = config.evaluator.target_success if target is None else target
-    if target and evaluation.confirmed(report, target):
+    confirm_envs = config.evaluator.get("confirm_envs", 10_000)
+    if target and evaluation.confirmed(report, target, confirm_envs):
         return "target_reached"
     if budget.env_steps and counts.get("env_steps", 0) >= budget.env_steps:
         return "env_step_budget"
@@ -153,14 +155,14 @@ class Evaluator:
         """
         c = self._config
         evaluate, confirm, judge = evaluators
+        confirm_envs = c.evaluator.get("confirm_envs", 10_000)
         key = jax.random.PRNGKey(c.seed + 7)
         rates, counts = metrics.RateWindow(), self._initial_counts
         while True:
             key, eval_key, confirm_key = jax.random.split(key, 3)
             report = jax.device_get(evaluate(source.params, eval_key))
-            if target and report.success_rate >= target and not evaluation.confirmed(
-                report, target
-            ):  # touches the target: many more episodes decide, not this sample
+            if target and evaluation.touches(report, target, confirm_envs):
+                # many more episodes decide, not this sample
                 report = jax.device_get(confirm(source.params, confirm_key))
             counts = self._read_counts(counts)
             elapsed = time.time() - self._start
@@ -173,7 +175,7 @@ class Evaluator:
             if reason is None and lifecycle.should_stop(c.evaluator.every_seconds):
                 reason = "stopped"  # a signal, Ctrl-C, or a failed node
             if reason is not None:
-                if report.episodes < c.evaluator.get("confirm_envs", 10_000):
+                if report.episodes < confirm_envs:
                     report = jax.device_get(confirm(source.params, confirm_key))
                 return reason, report, counts
             source.refresh_now()
