@@ -59,7 +59,16 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
         )
     )
     c.evaluator = ml_collections.ConfigDict(
-        dict(num_envs=64, every_seconds=1.0, target_success=1.0, sampled=False)
+        dict(
+            num_envs=1000,  # episodes per evaluation (1 on a deterministic map: exact)
+            every_seconds=1.0,
+            target_success=1.0,  # stop once the success interval's lower bound reaches it
+            # > 0: the target is this fraction of the exact optimal success (envs.exact's
+            # pi* for the agent's discount) instead of target_success
+            target_of_optimal=0.0,
+            confirm_envs=10_000,  # episodes of the confirming evaluation near the target
+            sampled=False,
+        )
     )
     c.budget = ml_collections.ConfigDict(dict(env_steps=2_000_000, learner_steps=0, seconds=300.0))
     c.log = ml_collections.ConfigDict(dict(every_seconds=2.0))  # between a node's metric rows
@@ -214,6 +223,11 @@ def _validate_budget_and_evaluator(config) -> None:
     e, bud = config.evaluator, config.budget
     _check(e.num_envs >= 1, f"config.evaluator.num_envs={e.num_envs}; need >= 1")
     _check(e.every_seconds > 0, f"config.evaluator.every_seconds={e.every_seconds}; need > 0")
+    _check(e.confirm_envs >= 1, f"config.evaluator.confirm_envs={e.confirm_envs}; need >= 1")
+    _check(
+        0.0 <= e.target_of_optimal <= 1.0,
+        f"config.evaluator.target_of_optimal={e.target_of_optimal}; need 0..1 (0 disables)",
+    )
     _check(
         0.0 <= e.target_success <= 1.0,
         f"config.evaluator.target_success={e.target_success}; need 0..1 (0 disables)",
@@ -221,7 +235,8 @@ def _validate_budget_and_evaluator(config) -> None:
     for name in ("env_steps", "learner_steps", "seconds"):
         _check(bud[name] >= 0, f"config.budget.{name}={bud[name]}; need >= 0 (0 = no limit)")
     _check(
-        bud.env_steps or bud.learner_steps or bud.seconds or e.target_success,
+        bud.env_steps or bud.learner_steps or bud.seconds or e.target_success
+        or e.target_of_optimal,
         "config.budget sets no limit and config.evaluator.target_success is 0: "
         "the run would never stop; set one of them",
     )

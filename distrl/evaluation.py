@@ -2,7 +2,11 @@
 
 Shared by the single-process trainer and the distributed evaluator. `run_episodes`
 plays one episode on each of B envs in a single jitted `lax.while_loop` (bounded by
-the env's time limit); `value_grid` asks the agent for V (or max Q) and its greedy
+the env's time limit) and reports the success rate with its Wilson interval (exact,
+a zero-width interval, on a deterministic map with a greedy policy, where one
+episode is all there is); `confirmed` is the stop rule every trainer uses: the
+interval's lower bound must reach the target. `value_grid` asks the agent for V
+(or max Q) and its greedy
 action in every cell, and `render_values` / `render_arrows` print them the way the
 series did (H and G shown as letters).
 """
@@ -14,9 +18,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from distrl.envs import GridWorld
+from distrl.envs import GridWorld, exact
 
 ARROWS = "<v>^"  # indexed by action: 0=LEFT 1=DOWN 2=RIGHT 3=UP
+
+
+WILSON_Z = 1.96  # the 95% two-sided normal quantile
 
 
 class EvalResult(NamedTuple):
@@ -25,6 +32,44 @@ class EvalResult(NamedTuple):
     success_rate: jnp.ndarray  # fraction of episodes that ended on G
     mean_return: jnp.ndarray
     mean_length: jnp.ndarray
+    episodes: jnp.ndarray  # B, the episodes behind these figures
+    success_low: jnp.ndarray  # 95% Wilson interval of the success probability
+    success_high: jnp.ndarray  # (both = success_rate when the episodes are deterministic)
+
+
+def wilson_interval(successes, n, z: float = WILSON_Z):
+    """(low, high): the Wilson score interval of a binomial proportion. Jittable.
+
+    Unlike the normal approximation it stays inside [0, 1] and is not empty at 0 or n
+    successes: 64 of 64 gives (0.943, 1.0), 1 of 1 gives (0.207, 1.0).
+    """
+    n = jnp.maximum(jnp.asarray(n, jnp.float32), 1.0)
+    p = jnp.asarray(successes, jnp.float32) / n
+    z2 = z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * jnp.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return jnp.clip(centre - half, 0.0, 1.0), jnp.clip(centre + half, 0.0, 1.0)
+
+
+def is_deterministic(env: GridWorld, greedy: bool = True) -> bool:
+    """True when every evaluation episode is the same: no slip and a greedy policy."""
+    return greedy and not env.slippery
+
+
+def confirmed(result, target: float, min_episodes: int = 0):
+    """The stop rule: the success interval's lower bound reaches `target` (jittable).
+
+    Only an exact evaluation (zero width) or one of at least `min_episodes` episodes
+    counts: a trainer evaluates hundreds of times, and 1 in 40 of the 95% intervals
+    of small routine evaluations lies wholly above the truth by chance.
+    """
+    exact = result.success_low == result.success_high
+    return (result.success_low >= target) & (exact | (result.episodes >= min_episodes))
+
+
+def touches(result, target: float, min_episodes: int):
+    """True when `result` reaches `target` but is too small to count: confirm it."""
+    return (result.success_rate >= target) & ~confirmed(result, target, min_episodes)
 
 
 class _EpisodeCarry(NamedTuple):
@@ -56,10 +101,14 @@ def _episode_step(env: GridWorld, act: Callable, params, epsilon, carry: _Episod
     )
 
 
-def run_episodes(env: GridWorld, act: Callable, params, key, num_envs: int, epsilon=0.0):
+def run_episodes(
+    env: GridWorld, act: Callable, params, key, num_envs: int, epsilon=0.0, exact=False
+):
     """One episode per env from S, until all are done -> EvalResult. Jittable.
 
     act(params, key, obs [B, O], epsilon) -> actions [B]; see `make_act`.
+    exact: the episodes are deterministic (see `is_deterministic`), so the success
+    rate is the success probability and its interval has zero width.
     """
     reset_keys = jax.random.split(key, num_envs)
     state, _ = jax.vmap(env.reset)(reset_keys)
@@ -70,11 +119,21 @@ def run_episodes(env: GridWorld, act: Callable, params, key, num_envs: int, epsi
         lambda c: _episode_step(env, act, params, epsilon, c),
         carry,
     )
+    rate = jnp.mean(carry.success.astype(jnp.float32))
+    low, high = (rate, rate) if exact else wilson_interval(jnp.sum(carry.success), num_envs)
     return EvalResult(
-        success_rate=jnp.mean(carry.success.astype(jnp.float32)),
+        success_rate=rate,
         mean_return=jnp.mean(carry.episode_return),
         mean_length=jnp.mean(carry.episode_length.astype(jnp.float32)),
+        episodes=jnp.float32(num_envs),
+        success_low=low,
+        success_high=high,
     )
+
+
+def episodes_needed(env: GridWorld, num_envs: int, greedy: bool = True) -> int:
+    """Episodes per evaluation: one where they are all alike, else `num_envs`."""
+    return 1 if is_deterministic(env, greedy) else num_envs
 
 
 def make_act(agent, greedy: bool = True) -> Callable:
@@ -85,11 +144,16 @@ def make_act(agent, greedy: bool = True) -> Callable:
 
 
 def make_evaluator(env: GridWorld, agent, num_envs: int, greedy: bool = True) -> Callable:
-    """Jitted `evaluate(params, key, epsilon=0.0) -> EvalResult` on `num_envs` envs."""
+    """Jitted `evaluate(params, key, epsilon=0.0) -> EvalResult` on `num_envs` envs.
+
+    On a deterministic map with a greedy policy it plays one episode: it is exact.
+    """
     act = make_act(agent, greedy)
+    exact = is_deterministic(env, greedy)
+    n = episodes_needed(env, num_envs, greedy)
 
     def evaluate(params, key, epsilon=0.0):
-        return run_episodes(env, act, params, key, num_envs, epsilon)
+        return run_episodes(env, act, params, key, n, epsilon, exact=exact)
 
     return jax.jit(evaluate)
 
@@ -142,3 +206,39 @@ def report(env: GridWorld, agent=None, params=None, grids=None) -> str:
         f"values:\n{render_values(values, env.desc)}\n"
         f"greedy policy:\n{render_arrows(actions, env.desc)}"
     )
+
+
+def exact_answer(env: GridWorld, agent, params, discount: float, best=None) -> dict:
+    """The greedy policy's exact figures at S against the optimum's (`envs.exact`).
+
+    Returns a JSON-ready dict: `exact.Answer`'s fields, its ratio, the agent's own
+    value estimate V(S) (`learned_value`) and the discount they are for.
+    """
+    values, actions = value_grid(env, agent, params)
+    result = exact.answer(env, actions.reshape(-1), discount, best)
+    return dict(
+        result._asdict(),
+        ratio=result.ratio,
+        learned_value=float(values.reshape(-1)[env.start_cell]),
+        discount=float(discount),
+    )
+
+
+def describe_exact(answer: dict) -> str:
+    """'exact success 0.874, optimal 0.890: 98.2%; V(S) learned +0.51, exact +0.50, V* +0.53'."""
+    return (
+        f"exact success {answer['success']:.3f}, optimal {answer['optimal_success']:.3f}: "
+        f"{100 * answer['ratio']:.1f}% (best any policy: {answer['max_success']:.3f}); "
+        f"V(S) learned {answer['learned_value']:+.3f}, exact {answer['value']:+.3f}, "
+        f"V*(S) {answer['optimal_value']:+.3f} (discount {answer['discount']:g})"
+    )
+
+
+def describe_success(result) -> str:
+    """'success 0.874 [0.853, 0.893] (1000 episodes)', or '(exact)' for one alike episode."""
+    r = result._asdict() if hasattr(result, "_asdict") else result
+    rate, low, high = (float(r[k]) for k in ("success_rate", "success_low", "success_high"))
+    episodes = int(r["episodes"])
+    if low == high:
+        return f"success {rate:.3f} (exact: deterministic, {episodes} episode)"
+    return f"success {rate:.3f} [{low:.3f}, {high:.3f}] (95% Wilson, {episodes} episodes)"

@@ -3,9 +3,13 @@
 It uses exactly the agents' `update` and `policy` and the shared rollout: B envs
 for T steps per iteration, then (DQN) add n-step transitions to a circular replay
 buffer held in JAX arrays (`distrl.agents.replay_buffer`) and take a few updates,
-or (AC/PPO) update on the chunk itself. Iterations, updates and the greedy evaluation that decides when
-to stop are fused into ONE jitted call (a `lax.while_loop` that runs up to
+or (AC/PPO) update on the chunk itself. Iterations, updates and the greedy evaluation
+that decides when to stop are fused into ONE jitted call (a `lax.while_loop` that runs up to
 `iterations_per_call` iterations); Python only loops over those calls and logs.
+The run is solved when the greedy success interval's lower bound reaches the
+target (an evaluation that touches it is confirmed by `confirm_envs` episodes);
+the final figures are a `confirm_envs`-episode evaluation and the exact success
+of the greedy policy against the optimum's (`envs.exact`).
 
     python -m distrl.local --algo ppo          # prints env steps, time, grids
 """
@@ -23,7 +27,7 @@ import jax.numpy as jnp
 from distrl import agents, evaluation, rollout
 from distrl.agents import nstep
 from distrl.agents.replay_buffer import ReplayBuffer, replay_add, replay_init, replay_sample
-from distrl.envs import make_env
+from distrl.envs import exact, make_env
 from distrl.types import QTransition, Transition
 
 # Presets whose advantages need whole episodes inside a chunk: default T for them.
@@ -40,9 +44,12 @@ class LocalConfig:
     num_envs: int = 16  # B
     rollout_length: int = 0  # T; 0: LONG_CHUNKS for the preset, else 16
     max_env_steps: int = 200_000  # budget
-    target_success: float = 1.0  # stop once the greedy success rate reaches this
+    target_success: float = 1.0  # stop once the success interval's lower bound reaches this
+    # > 0: the target is this fraction of the exact optimal success (envs.exact's pi*)
+    target_of_optimal: float = 0.0
     eval_every: int = 1  # iterations between greedy evaluations
-    eval_envs: int = 8
+    eval_envs: int = 100  # episodes per evaluation (1 on a deterministic map: exact)
+    confirm_envs: int = 10_000  # episodes that confirm an evaluation touching the target
     iterations_per_call: int = 200  # iterations per jitted call (logs in between)
     seed: int = 0
     # XLA backend optimisation level for the compiled step; -1: XLA's default (2).
@@ -79,11 +86,17 @@ class TrainResult(NamedTuple):
     episodes: int
     wall_time: float  # seconds, including compilation
     compile_time: float  # seconds spent tracing and compiling (init and fused step)
-    success_rate: float
+    success_rate: float  # the final evaluation: confirm_envs episodes (1 if deterministic)
     mean_return: float
     mean_length: float
     params: Any
     report: str  # value and arrow grids
+    success_low: float = 0.0  # its 95% Wilson interval
+    success_high: float = 0.0
+    eval_episodes: int = 0
+    target: float = 0.0  # the success the run had to confirm
+    exact: dict | None = None  # evaluation.exact_answer of the final greedy policy
+    history: tuple = ()  # (env steps, seconds, exact success) after each jitted call
 
 
 def _flatten_tb(tree):
@@ -130,17 +143,30 @@ def _iteration(env, agent, cfg: LocalConfig, c: TrainCarry, key) -> TrainCarry:
     )
 
 
-def _train_call(env, agent, cfg: LocalConfig, carry: TrainCarry, key):
-    """Up to `iterations_per_call` iterations; stops early on budget or success.
+def _evaluate(env, agent, cfg: LocalConfig, target: float, params, key):
+    """The greedy evaluation: eval_envs episodes, and confirm_envs more if they touch target."""
+    act = evaluation.make_act(agent, greedy=True)
+    if evaluation.is_deterministic(env):  # one episode is exact
+        return evaluation.run_episodes(env, act, params, key, 1, exact=True)
+    screen_key, confirm_key = jax.random.split(key)
+    screen = evaluation.run_episodes(env, act, params, screen_key, cfg.eval_envs)
+    return jax.lax.cond(
+        evaluation.touches(screen, target, cfg.confirm_envs),
+        lambda: evaluation.run_episodes(env, act, params, confirm_key, cfg.confirm_envs),
+        lambda: screen,
+    )
+
+
+def _train_call(env, agent, cfg: LocalConfig, target: float, carry: TrainCarry, key):
+    """Up to `iterations_per_call` iterations; stops early on budget or confirmed success.
 
     Returns (carry, (values [O], greedy actions [O])) - the grids ride along so that
     the report needs no extra compile.
     """
     stop_at = carry.iterations + cfg.iterations_per_call
-    act = evaluation.make_act(agent, greedy=True)
 
     def running(c):
-        solved = c.evaluation.success_rate >= cfg.target_success
+        solved = evaluation.confirmed(c.evaluation, target, cfg.confirm_envs)
         return (c.iterations < stop_at) & (c.env_steps < cfg.max_env_steps) & ~solved
 
     def body(c):
@@ -150,9 +176,7 @@ def _train_call(env, agent, cfg: LocalConfig, carry: TrainCarry, key):
         return jax.lax.cond(
             due,
             lambda c_: c_._replace(
-                evaluation=evaluation.run_episodes(
-                    env, act, c_.state.params, eval_key, cfg.eval_envs
-                )
+                evaluation=_evaluate(env, agent, cfg, target, c_.state.params, eval_key)
             ),
             lambda c_: c_,
             c,
@@ -187,7 +211,7 @@ def init_carry(env, agent, cfg: LocalConfig, key) -> TrainCarry:
         jnp.int32(env_steps),
         jnp.int32(0),
         jnp.int32(0),
-        evaluation.EvalResult(zero, zero, zero),
+        evaluation.EvalResult(zero, zero, zero, zero, zero, zero),
     )
 
 
@@ -204,23 +228,31 @@ def _compile(init_fn, call_fn, init_key, key, opt_level):
     return compiled["init"], call_compiled
 
 
-def _loop(step, carry: TrainCarry, key, cfg: LocalConfig, log, start: float):
-    """Calls the compiled step until solved or out of budget; returns (carry, grids)."""
+def _loop(step, carry: TrainCarry, key, cfg: LocalConfig, target, log, start: float, judge):
+    """Calls the compiled step until solved or out of budget.
+
+    judge(params) -> the greedy policy's exact success. Returns (carry, grids, history):
+    history holds (env steps, seconds, exact success) after each call.
+    """
+    history = []
     while True:
         key, call_key = jax.random.split(key)
         carry, grids = step(carry, call_key)
         ev, steps = jax.device_get((carry.evaluation, carry.env_steps))
+        seconds = time.perf_counter() - start
+        history.append((int(steps), seconds, judge(carry.state.params)))
         if log:
             log(
-                f"env_steps={steps} updates={int(carry.state.step)} success={ev.success_rate:.2f} "
-                f"return={ev.mean_return:+.2f} t={time.perf_counter() - start:.2f}s"
+                f"env_steps={steps} updates={int(carry.state.step)} success={ev.success_rate:.3f} "
+                f"[{ev.success_low:.3f}, {ev.success_high:.3f}]/{ev.episodes:.0f} "
+                f"exact={history[-1][2]:.3f} return={ev.mean_return:+.2f} t={seconds:.2f}s"
             )
-        if ev.success_rate >= cfg.target_success or steps >= cfg.max_env_steps:
-            return carry, grids
+        if evaluation.confirmed(ev, target, cfg.confirm_envs) or steps >= cfg.max_env_steps:
+            return carry, grids, history
 
 
 def train(cfg: LocalConfig = LocalConfig(), agent_config=None, log=None) -> TrainResult:
-    """Trains until the greedy success rate reaches the target or the budget ends.
+    """Trains until the success interval's lower bound reaches the target or the budget ends.
 
     agent_config: a config dataclass (default: the preset named by cfg.algo).
     log: optional callable(str) for a line per jitted call.
@@ -230,20 +262,29 @@ def train(cfg: LocalConfig = LocalConfig(), agent_config=None, log=None) -> Trai
         cfg = dataclasses.replace(cfg, rollout_length=LONG_CHUNKS.get(cfg.algo, 16))
     env = make_env(cfg.map_name, slippery=cfg.slippery)
     agent = agents.make_agent(agent_config or agents.make_config(cfg.algo), env)
+    best = exact.optimum(env, agent.config.discount)
+    target = cfg.target_success
+    if cfg.target_of_optimal:
+        target = cfg.target_of_optimal * float(best.success[env.start_cell])
     init_key, key = jax.random.split(jax.random.PRNGKey(cfg.seed))
     init_fn, step = _compile(
         functools.partial(init_carry, env, agent, cfg),
-        functools.partial(_train_call, env, agent, cfg),
+        functools.partial(_train_call, env, agent, cfg, target),
         init_key,
         key,
         cfg.xla_opt_level,
     )
     compile_time = time.perf_counter() - start
-    carry, grids = _loop(step, init_fn(init_key), key, cfg, log, start)
+    discount = agent.config.discount
+
+    def judge(params):
+        return evaluation.exact_answer(env, agent, params, discount, best)["success"]
+
+    carry, grids, history = _loop(step, init_fn(init_key), key, cfg, target, log, start, judge)
+    ev = _final_evaluation(env, agent, cfg, carry, key)
     wall_time = time.perf_counter() - start
-    ev = jax.device_get(carry.evaluation)
     return TrainResult(
-        solved=bool(ev.success_rate >= cfg.target_success),
+        solved=bool(evaluation.confirmed(ev, target, cfg.confirm_envs)),
         env_steps=int(carry.env_steps),
         updates=int(carry.state.step),
         iterations=int(carry.iterations),
@@ -255,7 +296,23 @@ def train(cfg: LocalConfig = LocalConfig(), agent_config=None, log=None) -> Trai
         mean_length=float(ev.mean_length),
         params=carry.state.params,
         report=evaluation.report(env, grids=grids),
+        success_low=float(ev.success_low),
+        success_high=float(ev.success_high),
+        eval_episodes=int(ev.episodes),
+        target=float(target),
+        exact=evaluation.exact_answer(env, agent, carry.state.params, discount, best),
+        history=tuple(history),
     )
+
+
+def _final_evaluation(env, agent, cfg: LocalConfig, carry: TrainCarry, key):
+    """The last evaluation if it already holds confirm_envs episodes (or is exact), else a
+    fresh one of confirm_envs episodes: the figure a run reports is never a small sample."""
+    ev = jax.device_get(carry.evaluation)
+    if evaluation.is_deterministic(env) or ev.episodes >= cfg.confirm_envs:
+        return ev
+    evaluate = evaluation.make_evaluator(env, agent, cfg.confirm_envs)
+    return jax.device_get(evaluate(carry.state.params, jax.random.fold_in(key, 2**31 - 1)))
 
 
 def main(argv=None) -> TrainResult:
@@ -275,9 +332,12 @@ def main(argv=None) -> TrainResult:
     print(
         f"{cfg.algo} on {cfg.map_name}: solved={result.solved} env_steps={result.env_steps} "
         f"updates={result.updates} episodes={result.episodes} wall={result.wall_time:.2f}s "
-        f"(compile {result.compile_time:.2f}s) success={result.success_rate:.2f} "
-        f"return={result.mean_return:+.2f} length={result.mean_length:.1f}"
+        f"(compile {result.compile_time:.2f}s) success={result.success_rate:.3f} "
+        f"[{result.success_low:.3f}, {result.success_high:.3f}]/{result.eval_episodes} "
+        f"target={result.target:.3f} return={result.mean_return:+.2f} "
+        f"length={result.mean_length:.1f}"
     )
+    print(evaluation.describe_exact(result.exact))
     print(result.report)
     return result
 

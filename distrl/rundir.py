@@ -40,6 +40,8 @@ RESUMABLE = (
     "ray.",
     "budget.",
     "evaluator.target_success",
+    "evaluator.target_of_optimal",
+    "evaluator.confirm_envs",
     "evaluator.every_seconds",
     "log.",
     "checkpoint.every_seconds",

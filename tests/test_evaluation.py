@@ -2,7 +2,9 @@
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
+import pytest
 
 from distrl import agents, evaluation
 from distrl.agents.base import Agent
@@ -39,9 +41,9 @@ def test_episodes_known_outcomes():
     result = evaluate(ROUTE)
     assert (result.success_rate, result.mean_return, result.mean_length) == (1.0, 1.0, 6.0)
     down = np.full(16, 1, np.int32)  # S -> 4 -> 8 -> 12 (H)
-    assert tuple(evaluate(down)) == (0.0, -1.0, 3.0)
+    assert tuple(evaluate(down))[:3] == (0.0, -1.0, 3.0)
     left = np.zeros(16, np.int32)  # bumps the wall until the time limit
-    assert tuple(evaluate(left, num_envs=2)) == (0.0, 0.0, 100.0)
+    assert tuple(evaluate(left, num_envs=2))[:3] == (0.0, 0.0, 100.0)
 
 
 def test_render_tiny_grid():
@@ -74,3 +76,105 @@ def test_value_grid_of_a_tabular_dqn():
     values, actions = evaluation.value_grid(ENV, agent, {"table": {"w": table}})
     np.testing.assert_allclose(values.reshape(-1), np.arange(16) * 4 + 3)
     np.testing.assert_array_equal(actions, 0)
+
+
+# -- success intervals and the stop rule -------------------------------------------
+
+
+def _wilson_by_hand(k, n, z=1.96):
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return centre - half, centre + half
+
+
+def test_wilson_interval_known_values():
+    # 64 of 64: the lower bound is n / (n + z^2); 0 of n mirrors it.
+    low, high = evaluation.wilson_interval(64, 64)
+    assert float(low) == pytest.approx(64 / (64 + 1.96**2), abs=1e-6) and float(high) == 1.0
+    low, high = evaluation.wilson_interval(0, 64)
+    assert float(low) == 0.0 and float(high) == pytest.approx(1.96**2 / (64 + 1.96**2), abs=1e-6)
+    for k, n in [(874, 1000), (3, 10), (8900, 10000)]:
+        low, high = evaluation.wilson_interval(k, n)
+        want = _wilson_by_hand(k, n)
+        assert (float(low), float(high)) == pytest.approx(want, abs=1e-5)
+        assert float(low) < k / n < float(high)
+    # Tighter with more episodes: 10,000 episodes pin 0.89 to about +-0.006.
+    low, high = evaluation.wilson_interval(8900, 10000)
+    assert float(high) - float(low) < 0.013
+
+
+def test_wilson_interval_covers_the_truth():
+    """95% intervals from 2,000 binomial draws cover p about 95% of the time."""
+    rng = np.random.default_rng(0)
+    for p, n in [(0.74, 100), (0.89, 1000), (0.98, 64)]:
+        k = rng.binomial(n, p, size=2000)
+        low, high = evaluation.wilson_interval(jnp.asarray(k), n)
+        coverage = np.mean((np.asarray(low) <= p) & (p <= np.asarray(high)))
+        assert 0.92 < coverage < 0.985, (p, n, coverage)
+
+
+def test_deterministic_map_one_episode_is_exact():
+    result = evaluate(ROUTE, num_envs=64)
+    assert int(result.episodes) == 1  # every episode would be this one
+    assert result.success_low == result.success_high == result.success_rate == 1.0
+    assert evaluation.confirmed(result, 1.0)
+    slippery = make_env("4x4", slippery=True)
+    assert not evaluation.is_deterministic(slippery)
+    assert evaluation.episodes_needed(slippery, 64) == 64
+    assert evaluation.episodes_needed(ENV, 64, greedy=False) == 64
+
+
+def test_stop_rule_ignores_a_lucky_small_sample():
+    """Slippery 4x4's optimal policy succeeds with exactly 0.740. Among many 8-episode
+    evaluations some reach 1.0, but the stop rule (lower bound >= target 0.9) never
+    fires on them, nor on 10,000 episodes of the same policy."""
+    from distrl.envs import exact
+    from distrl.nodes import evaluator as evaluator_node
+
+    env = make_env("4x4", slippery=True)
+    best = exact.optimum(env, 0.99)
+    assert best.success[0] == pytest.approx(0.740, abs=1e-3)
+    agent = table_agent(best.policy)
+    small = jax.jit(jax.vmap(evaluation.make_evaluator(env, agent, 8), in_axes=(None, 0)))
+    reports = jax.device_get(small(None, jax.random.split(jax.random.PRNGKey(0), 200)))
+    lucky = reports.success_rate >= 0.9
+    assert lucky.sum() >= 5  # 0.740^8 + 8 * 0.740^7 * 0.26 ~ 0.24 of them
+    assert not np.any(reports.success_low[lucky] >= 0.9)
+    config = ml_collections.ConfigDict(
+        dict(
+            evaluator=dict(target_success=0.9),
+            budget=dict(env_steps=0, learner_steps=0, seconds=0),
+        )
+    )
+    one = jax.tree.map(lambda x: x[np.flatnonzero(lucky)[0]], reports)
+    assert one.success_rate >= 0.9
+    assert evaluator_node.stop_reason(config, one, {}, 0.0) is None
+    evaluate = evaluation.make_evaluator(env, agent, 10_000)
+    large = jax.device_get(evaluate(None, jax.random.PRNGKey(1)))
+    assert abs(large.success_rate - 0.740) < 0.015 and large.success_high < 0.76
+    assert evaluator_node.stop_reason(config, large, {}, 0.0) is None
+    assert evaluator_node.stop_reason(config, large, {}, 0.0, target=0.7) == "target_reached"
+
+
+def test_a_small_evaluation_never_stops_a_run_even_when_its_bound_clears():
+    """95 of 100 episodes: Wilson's lower bound 0.888 clears a 0.872 target, but a
+    trainer that evaluates hundreds of times sees such a sample by chance (seen: a
+    policy of exact success 0.848 stopped a run). Only confirm_envs episodes count."""
+    from distrl.nodes import evaluator as evaluator_node
+
+    low, high = evaluation.wilson_interval(95, 100)
+    small = evaluation.EvalResult(0.95, 0.9, 20.0, 100.0, float(low), float(high))
+    assert small.success_low >= 0.872
+    assert not evaluation.confirmed(small, 0.872, min_episodes=10_000)
+    assert evaluation.touches(small, 0.872, 10_000)
+    config = ml_collections.ConfigDict(
+        dict(
+            evaluator=dict(target_success=0.872, confirm_envs=10_000),
+            budget=dict(env_steps=0, learner_steps=0, seconds=0),
+        )
+    )
+    assert evaluator_node.stop_reason(config, small, {}, 0.0) is None
+    low, high = evaluation.wilson_interval(8850, 10_000)
+    large = evaluation.EvalResult(0.885, 0.8, 30.0, 10_000.0, float(low), float(high))
+    assert evaluator_node.stop_reason(config, large, {}, 0.0) == "target_reached"

@@ -68,3 +68,35 @@ def test_main_prints_summary(capsys):
     result = local.main(["--algo", "tabular", "--max-env-steps", "20000", "--quiet"])
     out = capsys.readouterr().out
     assert result.solved and "tabular on 4x4: solved=True" in out and "greedy policy:" in out
+
+
+def test_deterministic_map_evaluates_one_exact_episode():
+    result = local.train(local.LocalConfig(algo="tabular", max_env_steps=30_000, seed=0))
+    assert result.solved and result.eval_episodes == 1
+    assert result.success_low == result.success_high == 1.0
+    assert result.exact["success"] == 1.0 and result.exact["ratio"] == 1.0
+    assert result.exact["optimal_value"] == pytest.approx(0.9**5)  # 6 steps, discount 0.9
+
+
+def test_slippery_stop_rule_needs_the_lower_bound():
+    """Slippery 4x4: no policy reaches 0.9 (the best is 0.744), and 8-episode screens of
+    near-optimal policies often show 1.0; the run must still not count as solved."""
+    cfg = local.LocalConfig(
+        algo="tabular", slippery=True, max_env_steps=40_000, target_success=0.9, eval_envs=8,
+        confirm_envs=2000, seed=0,
+    )
+    result = local.train(cfg)
+    assert not result.solved and result.env_steps >= 40_000
+    assert result.eval_episodes == 2000 and result.success_high < 0.9
+    assert result.exact["max_success"] < 0.745
+
+
+def test_slippery_target_of_optimal_is_confirmed_and_exact():
+    cfg = local.LocalConfig(
+        algo="tabular", slippery=True, max_env_steps=400_000, target_of_optimal=0.95, seed=0
+    )
+    result = local.train(cfg)
+    assert result.solved, result
+    assert result.target == pytest.approx(0.95 * result.exact["optimal_success"])
+    assert result.eval_episodes == 10_000 and result.success_low >= result.target
+    assert result.exact["success"] >= result.target - 0.02  # the exact figure agrees

@@ -57,3 +57,38 @@ def test_a_failing_node_stops_the_program_and_is_named(run_dir, monkeypatch):
     with pytest.raises(errors.NodeFailure, match="learner") as info:
         program.run(config, "test_mt")
     assert "injected learner failure" in info.value.failures["learner"]
+
+
+def test_slippery_result_carries_interval_and_exact_answers(run_dir):
+    """Slippery 4x4 (pi* succeeds with 0.740 for discount 0.9): the run stops only once
+    the success interval's lower bound reaches 90% of the optimum, and result.json, the
+    metrics and the summary carry the interval and the exact figures."""
+    from distrl import metrics
+    from distrl.program import progress
+
+    config = load_config("tabular_q")
+    config.env.slippery = True
+    config.run_dir = run_dir
+    config.evaluator.update(dict(num_envs=500, confirm_envs=5000, target_of_optimal=0.9))
+    config.budget.update(dict(env_steps=3_000_000, seconds=150.0))
+    result, out_dir = program.run(config, "test_mt")
+    ev, answer = result["evaluation"], result["exact"]
+    assert answer["discount"] == 0.9
+    assert answer["optimal_success"] == pytest.approx(0.740, abs=1e-3)
+    assert answer["max_success"] >= answer["horizon_success"] >= answer["optimal_success"]
+    assert result["stop_reason"] == "target_reached", result
+    target = 0.9 * answer["optimal_success"]
+    assert ev["episodes"] == 5000 and ev["success_low"] >= target  # confirmed, not lucky
+    assert ev["success_low"] < ev["success_rate"] < ev["success_high"]
+    assert ev["success_high"] - ev["success_low"] < 0.03
+    # The exact success of the final greedy policy agrees with the 5000 episodes.
+    assert answer["success"] == pytest.approx(ev["success_rate"], abs=0.03)
+    assert answer["ratio"] == pytest.approx(answer["success"] / answer["optimal_success"])
+    assert answer["optimal_value"] == pytest.approx(0.051, abs=1e-3)
+    assert isinstance(answer["learned_value"], float)
+    rows = metrics.read_csv(metrics.csv_path(out_dir, "evaluator"))
+    for column in ("success_low", "success_high", "exact_success", "optimal_success"):
+        assert column in rows, column
+    text = progress.summary(result, out_dir)
+    assert "95% Wilson, 5000 episodes" in text and "optimal 0.740" in text
+    assert os.path.exists(os.path.join(out_dir, "plots", "curves.png"))

@@ -2,8 +2,9 @@
 
 Everything is drawn from a run directory alone (so `launch/plot.py` can redraw a
 finished or killed run):
-- `plots/curves.png`: greedy success rate and mean return against env steps and
-  against wall time, from `logs/evaluator.csv`; a resumed run's launches are
+- `plots/curves.png`: greedy success rate (with its 95% interval, the exact success
+  of the greedy policy and the optimum's, where logged) and mean return against
+  env steps and against wall time, from `logs/evaluator.csv`; a resumed run's launches are
   drawn as separate segments with the resume points marked.
 - `plots/policy.png`: the value estimate of every cell as a heat map, the greedy
   action as an arrow, holes and the goal marked, from `result.json`.
@@ -61,12 +62,29 @@ def plot_curves(data, title: str, path: str) -> str:
         for (x_key, x_label), ax in zip(X_AXES, row):
             for i, idx in enumerate(parts):
                 ax.plot(data[x_key][idx], data[y_key][idx], color="C0", lw=1.5, marker="o", ms=2)
+                if y_key == "success_rate":
+                    _success_extras(ax, data, x_key, idx, label=i == 0)
                 if i:
                     ax.axvline(data[x_key][idx[0]], color="0.5", ls=":", lw=1)
+            if y_key == "success_rate" and "exact_success" in data:
+                ax.legend(loc="lower right", fontsize=7)
             ax.set(xlabel=x_label, ylabel=y_label)
             ax.grid(alpha=0.3)
     fig.suptitle(title + ("\n(dotted lines: where the run was resumed)" if len(parts) > 1 else ""))
     return _save(fig, path)
+
+
+def _success_extras(ax, data, x_key: str, idx, label: bool) -> None:
+    """The 95% interval as a band, the exact success and the optimum's, where logged."""
+    x = data[x_key][idx]
+    if "success_low" in data:
+        ax.fill_between(x, data["success_low"][idx], data["success_high"][idx], color="C0",
+                        alpha=0.2, lw=0, label="95% interval" if label else None)
+    if "exact_success" in data:
+        ax.plot(x, data["exact_success"][idx], color="C2", lw=1.2,
+                label="exact success" if label else None)
+        ax.plot(x, data["optimal_success"][idx], color="C3", lw=1, ls="--",
+                label="optimal (pi*)" if label else None)
 
 
 def plot_policy(result, path: str) -> str:
@@ -85,7 +103,14 @@ def plot_policy(result, path: str) -> str:
             _draw_cell(ax, r, c, ch, int(actions[r, c]))
     ax.set(xticks=range(values.shape[1]), yticks=range(values.shape[0]))
     success = (result.get("evaluation") or {}).get("success_rate")
-    note = f" (success {success:.2f})" if success is not None else ""
+    note = f" (success {success:.3f})" if success is not None else ""
+    answer = result.get("exact")
+    if answer:
+        note += (
+            f"\nexact {answer['success']:.3f} of optimal {answer['optimal_success']:.3f}"
+            f" ({100 * answer['ratio']:.1f}%); V(S) {answer['learned_value']:+.3f},"
+            f" V*(S) {answer['optimal_value']:+.3f}"
+        )
     ax.set_title("greedy policy and values" + note)
     return _save(fig, path)
 

@@ -1,13 +1,18 @@
 """Stage 6 of the data flow: the evaluator node, which also decides when to stop.
 
 Every `every_seconds` it pulls the learner's latest params, runs greedy episodes on
-B envs in one jitted call, reads the counter, writes a row to `logs/evaluator.csv`
+B envs in one jitted call (one episode on a deterministic map, where it is exact),
+scores the greedy policy exactly against the optimum (`envs.exact`), reads the
+counter, writes a row to `logs/evaluator.csv`
 (the source of learning curves and of the launcher's progress line) and prints one
 progress line to its own output. It also logs the replay table's numbers
-(`ReplayMonitor`). When the target success rate is reached or a budget (env
-steps, learner steps, wall time) is spent, it writes `result.json` (with the value
-grid and greedy actions as arrays), prints the final success rate, value grid and
-policy arrows, and stops the whole program.
+(`ReplayMonitor`). The target counts as reached only when the success interval's
+lower bound reaches it: an evaluation whose rate touches the target is confirmed
+by `confirm_envs` more episodes first, so one lucky sample never ends a run. When
+the target is reached or a budget (env steps, learner steps, wall time) is spent,
+it writes `result.json` (the interval, the exact figures, the value grid and
+greedy actions as arrays), prints the final success rate, value grid and policy
+arrows, and stops the whole program.
 """
 
 import json
@@ -19,15 +24,35 @@ from absl import logging
 
 from distrl import agents, evaluation, metrics
 from distrl import config as config_lib
+from distrl.envs import exact
 from distrl.nodes.replay_monitor import ReplayMonitor
 from distrl.nodes.variables import ParamsClient
 from distrl.program import lifecycle
 
 
-def stop_reason(config, success_rate: float, counts, elapsed: float):
-    """Why the run should end now, or None: target first, then each budget."""
-    target, budget = config.evaluator.target_success, config.budget
-    if target and success_rate >= target:
+def target_for(config, best) -> float:
+    """The success the run stops at: a fraction of the optimum's, or target_success.
+
+    best: `exact.Optimum` for the agent's discount (None: target_success alone).
+    """
+    e = config.evaluator
+    fraction = e.get("target_of_optimal", 0.0)
+    if fraction and best is not None:
+        return float(fraction * best.success[config_lib.make_env(config).start_cell])
+    return float(e.target_success)
+
+
+def stop_reason(config, report, counts, elapsed: float, target=None):
+    """Why the run should end now, or None: target first, then each budget.
+
+    The target counts only when the success interval's lower bound reaches it in an
+    exact evaluation or one of `confirm_envs` episodes (`evaluation.confirmed`);
+    target None means config.evaluator.target_success.
+    """
+    budget = config.budget
+    target = config.evaluator.target_success if target is None else target
+    confirm_envs = config.evaluator.get("confirm_envs", 10_000)
+    if target and evaluation.confirmed(report, target, confirm_envs):
         return "target_reached"
     if budget.env_steps and counts.get("env_steps", 0) >= budget.env_steps:
         return "env_step_budget"
@@ -46,14 +71,16 @@ def progress_line(elapsed: float, counts, report) -> str:
         f"[{elapsed:6.1f}s] env steps {steps:>10,.0f} ({steps / max(elapsed, 1e-9):>9,.0f}/s)"
         f"  updates {updates:>7,.0f} ({updates / max(elapsed, 1e-9):>6,.0f}/s)"
         f"  v{counts.get('param_version', 0):.0f}"
-        f"  success {report.success_rate:.2f}  return {report.mean_return:+.2f}"
+        f"  success {report.success_rate:.3f} [{report.success_low:.3f}, {report.success_high:.3f}]"
+        f"  return {report.mean_return:+.2f}"
         f"  length {report.mean_length:5.1f}"
     )
 
 
-def eval_row(counts, report, rates, elapsed: float) -> dict:
-    """One evaluator metrics row: progress, throughput and the greedy evaluation."""
-    return dict(
+def eval_row(counts, report, rates, elapsed: float, answer=None) -> dict:
+    """One evaluator metrics row: progress, throughput, the greedy evaluation and,
+    given `answer` (`evaluation.exact_answer`), the exact success and the optimum's."""
+    row = dict(
         elapsed=elapsed,
         env_steps=counts.get("env_steps", 0),
         env_steps_per_s=rates.get("env_steps", 0.0),
@@ -62,9 +89,15 @@ def eval_row(counts, report, rates, elapsed: float) -> dict:
         updates_per_s=rates.get("learner_steps", 0.0),
         param_version=counts.get("param_version", 0),
         success_rate=report.success_rate,
+        success_low=report.success_low,
+        success_high=report.success_high,
+        eval_episodes=report.episodes,
         mean_return=report.mean_return,
         mean_length=report.mean_length,
     )
+    if answer is not None:
+        row.update(exact_success=answer["success"], optimal_success=answer["optimal_success"])
+    return row
 
 
 class Evaluator:
@@ -88,40 +121,62 @@ class Evaluator:
         c = self._config
         env = config_lib.make_env(c)
         agent = agents.make_agent(config_lib.make_agent_config(c), env)
-        evaluate = evaluation.make_evaluator(
-            env, agent, c.evaluator.num_envs, greedy=not c.evaluator.sampled
+        greedy = not c.evaluator.sampled
+        evaluate = evaluation.make_evaluator(env, agent, c.evaluator.num_envs, greedy)
+        confirm = evaluation.make_evaluator(
+            env, agent, c.evaluator.get("confirm_envs", 10_000), greedy
+        )
+        best = exact.optimum(env, agent.config.discount)
+        judge = lambda params: evaluation.exact_answer(  # noqa: E731
+            env, agent, params, agent.config.discount, best
         )
         source = ParamsClient(self._learner)
         log = metrics.MetricsLogger(self._run_dir, "evaluator")
         monitor = ReplayMonitor(self._replay, self._run_dir, c.log.every_seconds)
+        target = target_for(c, best)
         if source.wait_first(lifecycle.should_stop):
-            reason, report, counts = self._loop(evaluate, source, log, monitor)
+            reason, report, counts = self._loop(
+                (evaluate, confirm, judge), source, log, monitor, target
+            )
         else:
             reason, report, counts = "stopped", None, {}
-        self._finish(reason, env, agent, source, report, counts, monitor.summary())
+        answer = judge(source.params) if report is not None else None
+        self._finish(reason, env, agent, source, report, counts, monitor.summary(), answer)
         log.close()
         monitor.close()
         if reason != "stopped":
             lifecycle.request_stop()
 
-    def _loop(self, evaluate, source, log, monitor):
-        """Evaluates until there is a stop reason; returns (reason, report, counts)."""
+    def _loop(self, evaluators, source, log, monitor, target):
+        """Evaluates until there is a stop reason; returns (reason, report, counts).
+
+        evaluators: (evaluate, confirm, judge): the routine evaluation, the large
+        confirming one (also the final report's), and the exact figures' function.
+        """
         c = self._config
+        evaluate, confirm, judge = evaluators
+        confirm_envs = c.evaluator.get("confirm_envs", 10_000)
         key = jax.random.PRNGKey(c.seed + 7)
         rates, counts = metrics.RateWindow(), self._initial_counts
         while True:
-            key, eval_key = jax.random.split(key)
+            key, eval_key, confirm_key = jax.random.split(key, 3)
             report = jax.device_get(evaluate(source.params, eval_key))
+            if target and evaluation.touches(report, target, confirm_envs):
+                # many more episodes decide, not this sample
+                report = jax.device_get(confirm(source.params, confirm_key))
             counts = self._read_counts(counts)
             elapsed = time.time() - self._start
-            row = eval_row(counts, report, rates.rates(counts), elapsed)
+            answer = judge(source.params)
+            row = eval_row(counts, report, rates.rates(counts), elapsed, answer)
             log.write(row["env_steps"], row)
             monitor.maybe_log(row["env_steps"])
             print(progress_line(elapsed, counts, report), flush=True)
-            reason = stop_reason(c, report.success_rate, counts, elapsed)
+            reason = stop_reason(c, report, counts, elapsed, target)
             if reason is None and lifecycle.should_stop(c.evaluator.every_seconds):
                 reason = "stopped"  # a signal, Ctrl-C, or a failed node
             if reason is not None:
+                if report.episodes < confirm_envs:
+                    report = jax.device_get(confirm(source.params, confirm_key))
                 return reason, report, counts
             source.refresh_now()
 
@@ -133,13 +188,14 @@ class Evaluator:
             logging.info("evaluator: counter did not answer (%s)", err)
             return previous
 
-    def _finish(self, reason, env, agent, source, report, counts, replay_summary) -> None:
+    def _finish(self, reason, env, agent, source, report, counts, replay_summary, answer):
         result = dict(
             stop_reason=reason,
             wall_seconds=time.time() - self._start,
             param_version=source.version,
             counts=counts,
             evaluation=report._asdict() if report is not None else None,
+            exact=answer,
             replay=replay_summary,
             map=list(env.desc),
         )
@@ -149,8 +205,9 @@ class Evaluator:
             grids = evaluation.report(env, grids=(values, actions))
             result.update(grids=grids, values=values.tolist(), actions=actions.tolist())
             text += [
-                f"success rate {report.success_rate:.3f}  mean return {report.mean_return:+.3f}"
-                f"  mean length {report.mean_length:.1f}  (greedy, {self._config.evaluator.num_envs} episodes)",
+                f"{evaluation.describe_success(report)}  mean return {report.mean_return:+.3f}"
+                f"  mean length {report.mean_length:.1f}  (greedy)",
+                evaluation.describe_exact(answer),
                 f"env steps {counts.get('env_steps', 0):,.0f}  learner updates "
                 f"{counts.get('learner_steps', 0):,.0f}",
                 grids,

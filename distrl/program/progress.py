@@ -4,7 +4,8 @@ Under local_mp the launcher process only waits while the nodes run (each node's
 own output goes to `<run_dir>/logs/nodes/`). `ProgressLine` reads the evaluator's
 latest metrics row (`logs/evaluator.csv`) once a second and shows one line:
 elapsed time, env steps and env steps/s, learner updates and updates/s, the
-latest greedy success rate, and what is left of the budget. On a terminal the
+latest greedy success rate (with the exact one where logged), and what is left of
+the budget. On a terminal the
 line is redrawn in place; into a file or a pipe a plain line is printed every
 `plain_every` seconds instead, so logs stay readable. `summary` is the text the
 launcher prints when the run is over.
@@ -14,7 +15,7 @@ import os
 import threading
 import time
 
-from distrl import metrics, rundir
+from distrl import evaluation, metrics, rundir
 
 _CLEAR_LINE = "\r\x1b[K"
 
@@ -36,7 +37,9 @@ def budget_left(config, row) -> str:
         parts.append(f"{human(max(b.learner_steps - row['learner_steps'], 0))} updates")
     if b.seconds:
         parts.append(f"{max(b.seconds - row['elapsed'], 0):.0f} s")
-    if config.evaluator.target_success:
+    if config.evaluator.get("target_of_optimal"):
+        parts.append(f"or {100 * config.evaluator.target_of_optimal:.0f}% of optimal success")
+    elif config.evaluator.target_success:
         parts.append(f"or success {config.evaluator.target_success:.2f}")
     return ", ".join(parts)
 
@@ -49,8 +52,15 @@ def format_line(row, config, launcher_seconds: float) -> str:
         f"[{row['elapsed']:5.0f}s] env steps {human(row['env_steps']):>6}"
         f" ({human(row['env_steps_per_s'])}/s)"
         f"  updates {human(row['learner_steps']):>6} ({human(row['updates_per_s'])}/s)"
-        f"  success {row['success_rate']:.2f}  left: {budget_left(config, row)}"
+        f"  success {row['success_rate']:.3f}{_exact_note(row)}  left: {budget_left(config, row)}"
     )
+
+
+def _exact_note(row) -> str:
+    """' (exact 0.874 of 0.890)' when the row carries the exact figures, else ''."""
+    if row.get("exact_success") is None or row.get("optimal_success") is None:
+        return ""
+    return f" (exact {row['exact_success']:.3f} of {row['optimal_success']:.3f})"
 
 
 class ProgressLine:
@@ -120,10 +130,16 @@ def summary(result, run_dir: str) -> str:
     counts, ev = result.get("counts", {}), result.get("evaluation")
     lines = [f"distrl: run ended ({result['stop_reason']}) after {result['wall_seconds']:.1f} s"]
     if ev:
+        if "success_low" in ev:  # runs before the interval was recorded lack it
+            success = evaluation.describe_success(ev)
+        else:
+            success = f"success rate {ev['success_rate']:.3f}"
         lines.append(
-            f"success rate {ev['success_rate']:.3f}  mean return {ev['mean_return']:+.3f}"
+            f"{success}  mean return {ev['mean_return']:+.3f}"
             f"  mean length {ev['mean_length']:.1f}  (greedy evaluation)"
         )
+    if result.get("exact"):
+        lines.append(evaluation.describe_exact(result["exact"]))
     spi = result.get("replay", {}).get("samples_per_insert")
     # The counter hears from the learner every 0.5 s; the evaluated params' version
     # is exact, so a run shorter than that report period is not shown as ~0 updates.

@@ -1,0 +1,194 @@
+"""Exact answers for a GridWorld by dynamic programming over its own transition tables.
+
+The gridworld is tabular, so the success probability and the discounted value of a
+policy, and the best achievable ones, can be computed exactly instead of estimated
+from episodes. Everything here is numpy on the host; the tables are the env's own
+(`gridworld._build_tables`: walls, absorbing H/G, rewards for the cell a step lands
+on), with FrozenLake's slip (the intended direction or either perpendicular one,
+1/3 each) and the time limit H: an episode from S gets at most H steps.
+
+Conventions, for discount gamma and k steps left (k = H at the start):
+  value_k(s)   = E[sum_t gamma^t r_t] over the next k steps (0 on H and G: they end it)
+  success_k(s) = P(reaching G within k steps)
+
+`evaluate_policy` scores a stationary deterministic policy (one action per cell, e.g.
+the greedy policy of a learned Q or logits table). `optimum` gives the reference a
+learned policy is measured against and two bounds beside it:
+  - pi* (`policy`, `success`, `value`): the optimal stationary policy of the discounted
+    problem (value iteration to convergence), scored exactly within the time limit.
+    An agent sees only its cell and bootstraps through the time limit, so this is
+    the policy it converges to; "optimal success" and V* in reports mean pi*'s.
+  - the time-aware optimum (`horizon_success`, `horizon_value`): finite-horizon value
+    iteration, whose policy depends on the steps left (no cell-only policy can
+    follow it); its value bounds every policy's.
+  - `max_success`: the best success probability of any policy within H steps.
+The discount changes pi*: on slippery 8x8 (H = 200, rewards +1/-1/0) pi* succeeds
+with 0.890 for gamma 0.99 but 0.876 for gamma 0.9, the time-aware optimum for gamma
+0.99 with 0.908, and the best any policy can do is 0.913.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from distrl.envs import gridworld
+
+_TIE = 1e-9  # values this close count as tied (float64 sums of a few hundred terms)
+
+
+class Dynamics(NamedTuple):
+    """One step from every (cell, action): K equally-likely outcomes (K = 3 slippery, else 1)."""
+
+    next_cell: np.ndarray  # int64 [S, A, K]
+    prob: np.ndarray  # float64 [S, A, K]
+    reward: np.ndarray  # float64 [S, A, K]: reward for the cell landed on
+    terminal: np.ndarray  # bool [S]: H or G (the episode ends on landing there)
+    goal: np.ndarray  # bool [S]: G
+
+
+class PolicyValue(NamedTuple):
+    """A stationary policy's exact figures for every cell with H steps left."""
+
+    success: np.ndarray  # float64 [S]
+    value: np.ndarray  # float64 [S]
+
+
+def dynamics(env: gridworld.GridWorld) -> Dynamics:
+    """The env's transition tables as outcome arrays (see `Dynamics`)."""
+    tables = gridworld._build_tables(env.desc, env.rewards)
+    moves = tables.next_cell.reshape(env.num_cells, gridworld.NUM_ACTIONS)
+    rewards = tables.reward.reshape(env.num_cells, gridworld.NUM_ACTIONS)
+    actions = np.arange(gridworld.NUM_ACTIONS)
+    offsets = (-1, 0, 1) if env.slippery else (0,)
+    directions = np.stack([(actions + o) % gridworld.NUM_ACTIONS for o in offsets], -1)  # [A, K]
+    next_cell = moves[:, directions].astype(np.int64)  # [S, A, K]
+    reward = rewards[:, directions].astype(np.float64)
+    prob = np.full(next_cell.shape, 1.0 / len(offsets))
+    return Dynamics(next_cell, prob, reward, np.asarray(tables.terminal), env.goal_mask().ravel())
+
+
+def _backup(d: Dynamics, gamma: float, value: np.ndarray, success: np.ndarray):
+    """One step of lookahead: (q_value [S, A], q_success [S, A]) from k-1 to k steps left."""
+    alive = ~d.terminal[d.next_cell]  # [S, A, K]: the episode goes on after landing
+    q_value = np.sum(d.prob * (d.reward + gamma * alive * value[d.next_cell]), -1)
+    q_success = np.sum(d.prob * (d.goal[d.next_cell] + alive * success[d.next_cell]), -1)
+    return q_value, q_success
+
+
+def evaluate_policy(env: gridworld.GridWorld, actions, discount: float) -> PolicyValue:
+    """Exact success probability and discounted value of `actions` [S] (one per cell)."""
+    d = dynamics(env)
+    actions = np.asarray(actions, np.int64).reshape(env.num_cells)
+    cells = np.arange(env.num_cells)
+    value, success = np.zeros(env.num_cells), np.zeros(env.num_cells)
+    for _ in range(env.time_limit):
+        q_value, q_success = _backup(d, discount, value, success)
+        value, success = q_value[cells, actions], q_success[cells, actions]
+        value[d.terminal], success[d.terminal] = 0.0, 0.0
+    return PolicyValue(success, value)
+
+
+class Optimum(NamedTuple):
+    """The optimum for every cell with H steps left (see module docstring)."""
+
+    policy: np.ndarray  # int64 [S]: pi*, the optimal stationary policy for the discount
+    success: np.ndarray  # float64 [S]: pi*'s success probability within the time limit
+    value: np.ndarray  # float64 [S]: V*, pi*'s discounted value within the time limit
+    horizon_success: np.ndarray  # float64 [S]: the time-aware optimum's success
+    horizon_value: np.ndarray  # float64 [S]: the time-aware optimum's value (>= V*)
+    max_success: np.ndarray  # float64 [S]: the best success probability of any policy
+
+
+def _best(q_value: np.ndarray, q_success: np.ndarray) -> np.ndarray:
+    """Actions [S] that maximise q_value, ties (up to float noise) broken by q_success."""
+    tied = q_value >= q_value.max(-1, keepdims=True) - _TIE
+    return np.argmax(np.where(tied, q_success, -np.inf), -1)
+
+
+def stationary_optimum(env: gridworld.GridWorld, discount: float, tol: float = 1e-12,
+                       max_iterations: int = 100_000) -> np.ndarray:
+    """pi* [S]: value iteration to convergence over the infinite-horizon discounted problem.
+
+    This is the policy an agent that sees only the cell converges to: the learners
+    bootstrap through the time limit, so they learn these Q values.
+    """
+    d = dynamics(env)
+    cells = np.arange(env.num_cells)
+    value, success = np.zeros(env.num_cells), np.zeros(env.num_cells)
+    for _ in range(max_iterations):
+        q_value, q_success = _backup(d, discount, value, success)
+        action = _best(q_value, q_success)
+        new_value, success = q_value[cells, action], q_success[cells, action]
+        new_value[d.terminal], success[d.terminal] = 0.0, 0.0
+        converged = np.max(np.abs(new_value - value)) < tol
+        value = new_value
+        if converged:
+            break
+    return action
+
+
+def _horizon_optimum(env: gridworld.GridWorld, discount: float):
+    """Finite-horizon value iteration: (value [S], its success [S], max success [S])."""
+    d = dynamics(env)
+    cells = np.arange(env.num_cells)
+    value, success, best = (np.zeros(env.num_cells) for _ in range(3))
+    for _ in range(env.time_limit):
+        q_value, q_success = _backup(d, discount, value, success)
+        action = _best(q_value, q_success)
+        value, success = q_value[cells, action], q_success[cells, action]
+        # Max success: the same backup with reward 1 for G only and no discount.
+        best = _backup(d, 1.0, np.zeros(env.num_cells), best)[1].max(-1)
+        for array in (value, success, best):
+            array[d.terminal] = 0.0
+    return value, success, best
+
+
+def optimum(env: gridworld.GridWorld, discount: float) -> Optimum:
+    """pi* and its exact figures, the time-aware optimum and the max success (all [S])."""
+    policy = stationary_optimum(env, discount)
+    mine = evaluate_policy(env, policy, discount)
+    horizon_value, horizon_success, best = _horizon_optimum(env, discount)
+    return Optimum(policy, mine.success, mine.value, horizon_success, horizon_value, best)
+
+
+class Answer(NamedTuple):
+    """What a run reports at S: the policy's exact figures against pi*'s (see `optimum`)."""
+
+    success: float  # the policy's exact success probability within the time limit
+    value: float  # the policy's exact discounted value V^pi(S) within the time limit
+    optimal_success: float  # pi*'s success probability
+    optimal_value: float  # V*(S), pi*'s value
+    horizon_success: float  # the time-aware optimum's success
+    max_success: float  # the best success probability of any policy
+
+    @property
+    def ratio(self) -> float:
+        """success / optimal_success (1.0 when the optimum itself is 0)."""
+        return self.success / self.optimal_success if self.optimal_success > 0 else 1.0
+
+    def describe(self) -> str:
+        """E.g. 'exact success 0.874, optimal 0.890: 98.2%; V(S) 0.512, V*(S) 0.530'."""
+        return (
+            f"exact success {self.success:.3f}, optimal {self.optimal_success:.3f}: "
+            f"{100 * self.ratio:.1f}%; exact V(S) {self.value:+.3f}, "
+            f"V*(S) {self.optimal_value:+.3f}"
+        )
+
+
+def answer(
+    env: gridworld.GridWorld, actions, discount: float, best: Optimum | None = None
+) -> Answer:
+    """The exact figures at S for `actions` [S]; pass `best` to reuse a computed optimum."""
+    best = optimum(env, discount) if best is None else best
+    mine = evaluate_policy(env, actions, discount)
+    s = env.start_cell
+    return Answer(
+        float(mine.success[s]),
+        float(mine.value[s]),
+        float(best.success[s]),
+        float(best.value[s]),
+        float(best.horizon_success[s]),
+        float(best.max_success[s]),
+    )
