@@ -214,6 +214,19 @@ def publish(results, run_dir: str) -> str:
     return f"{header}\n\n{table}"
 
 
+def _checked_sets(parser, items) -> dict:
+    """The --set overrides, each applied to the configs once before anything starts; a
+    bad one ends the command with a one-line message (exit 2)."""
+    try:
+        sets = parse_sets(items)
+        for algo in rows.ALGOS:
+            load_config(algo, overrides_for(sets, algo))
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        parser.error(f"--set: {err}; expected [dqn:|ppo:]config.path=value, e.g. "
+                     "actor.num_envs=256")
+    return sets
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short windows and caps")
@@ -231,19 +244,20 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.report:
         results = read_json(args.report)
+        if results is None:
+            parser.error(f"--report={args.report}: no such file")
         print(publish(results, os.path.dirname(os.path.abspath(args.report))))
         return 0
     names = [n for n in args.only.split(",") if n] or list(SECTIONS)
     unknown = sorted(set(names) - set(SECTIONS))
     if unknown:
         parser.error(f"unknown section(s) {unknown}; valid: {', '.join(SECTIONS)}")
+    sets = _checked_sets(parser, args.set)
     run_dir = os.path.abspath(
         args.out or os.path.join(ROOT, "runs", f"bench-{time.strftime('%Y%m%d-%H%M%S')}")
     )
     os.makedirs(run_dir, exist_ok=True)
-    bench = Bench(
-        run_dir, SETTINGS["quick" if args.quick else "full"], args.budget, parse_sets(args.set)
-    )
+    bench = Bench(run_dir, SETTINGS["quick" if args.quick else "full"], args.budget, sets)
     start = time.time()
     run_sections(bench, [n for n in SECTIONS if n in names])
     bench.results["meta"]["total_seconds"] = time.time() - start

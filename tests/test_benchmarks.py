@@ -100,3 +100,13 @@ def test_node_memory_names_each_node_by_its_output_file(tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_bad_override_exits_2_before_anything_is_written(tmp_path, capsys):
+    out = tmp_path / "bench"
+    for bad in ("--set=actor.nope=3", "--set=actor.num_envs", "--set=actor.num_envs=many"):
+        with pytest.raises(SystemExit) as exited:
+            run.main(["--only=ceilings", f"--out={out}", bad])
+        assert exited.value.code == 2
+        assert "--set" in capsys.readouterr().err
+    assert not out.exists()
