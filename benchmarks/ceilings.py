@@ -81,7 +81,7 @@ def reverb_ceilings(work: ActorWork, address: str, seconds: float) -> dict:
     """Insert and read ceilings against the (empty, unlimited) table at `address`."""
     config = work.config
     obs_size = config_lib.make_env(config).obs_size
-    is_replay = config_lib.is_replay(config_lib.make_agent_config(config))
+    is_replay = tables.is_replay(config)
     chunks = [work.items() for _ in range(5)][1:]  # a DQN first chunk is short if n > 1
     client = reverb.Client(address)
     writer = replay.Writer(client, lambda: False)
@@ -135,17 +135,3 @@ def measure_all(configs, seconds: float) -> dict:
                 "reverb": reverb_ceilings(work, addresses[name], seconds),
             }
     return out
-
-
-def _demo():  # pragma: no cover - a quick manual check: python -m benchmarks.ceilings
-    import time
-
-    from benchmarks.common import load_config
-
-    start = time.perf_counter()
-    print(measure_all({n: load_config(n) for n in ("dqn", "ppo")}, 1.5))
-    print(f"{time.perf_counter() - start:.1f} s")
-
-
-if __name__ == "__main__":
-    _demo()

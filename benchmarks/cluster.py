@@ -4,8 +4,8 @@
 
 Starts the cluster the cluster tests use (a head with no CPUs holding the replay, a
 2-CPU worker holding the learner, a second 2-CPU worker, each worker its own network
-host in a namespace when run as root; actors spread over both workers), then runs the same config for the same
-wall-clock budget under each launch type and actor count, interleaved, in this one
+host in a namespace when run as root; actors spread over both workers), then runs
+the same config for the same wall-clock budget under each launch type and actor count, interleaved, in this one
 process: `local_mp` with N actors, then Ray with N actors, for each N. Every run has
 no target (it runs its whole budget), so the rates compare like with like.
 
@@ -24,27 +24,29 @@ import subprocess
 import sys
 import time
 
-from common import QUIET_ENV, ROOT
+if __package__ in (None, ""):  # `python benchmarks/cluster.py`: make `benchmarks` importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.common import QUIET_ENV, ROOT
 
 TRAIN = [sys.executable, str(ROOT / "launch" / "train.py")]
 PLACE = ["--config.ray.replay_resource=replay_host", "--config.ray.learner_resource=learner_host"]
 
 
-HEAD = dict(num_cpus=0, resources={"replay_host": 1})
-WORKERS = [dict(num_cpus=2, resources={"learner_host": 1}), dict(num_cpus=2)]
+HEAD = {"num_cpus": 0, "resources": {"replay_host": 1}}
+WORKERS = [{"num_cpus": 2, "resources": {"learner_host": 1}}, {"num_cpus": 2}]
 
 
 def start_cluster():
     """(cluster, what it is): the cluster of tests/test_cluster.py, each worker its own
     network host when this machine allows it, else Ray's cluster_utils on one address."""
     sys.path.insert(0, str(ROOT / "tests"))
-    import netns_cluster  # noqa: PLC0415 - the tests' helper
+    import netns_cluster  # the tests' helper
 
     if netns_cluster.available():
         return netns_cluster.NetnsRayCluster(HEAD, WORKERS).start(), "network namespaces"
-    from ray.cluster_utils import Cluster  # noqa: PLC0415 - only this benchmark needs Ray
+    from ray.cluster_utils import Cluster  # only this benchmark needs Ray
 
-    c = Cluster(initialize_head=True, head_node_args=dict(**HEAD, include_dashboard=False))
+    c = Cluster(initialize_head=True, head_node_args={**HEAD, "include_dashboard": False})
     for worker in WORKERS:
         c.add_node(**worker)
     c.wait_for_nodes()
@@ -58,12 +60,12 @@ def steady_rates(run_dir: str) -> dict:
     going = [r for r in rows if r["env_steps"] > 0]
     first, last = going[0], going[-1]
     span = last["elapsed"] - first["elapsed"]
-    return dict(
-        startup_s=first["elapsed"],
-        env_steps_per_s=(last["env_steps"] - first["env_steps"]) / span,
-        updates_per_s=(last["learner_steps"] - first["learner_steps"]) / span,
-        rows=len(going),
-    )
+    return {
+        "startup_s": first["elapsed"],
+        "env_steps_per_s": (last["env_steps"] - first["env_steps"]) / span,
+        "updates_per_s": (last["learner_steps"] - first["learner_steps"]) / span,
+        "rows": len(going),
+    }
 
 
 def run_once(config: str, launch: str, actors: int, seconds: float, address: str, out: str):
@@ -78,7 +80,7 @@ def run_once(config: str, launch: str, actors: int, seconds: float, address: str
         args += [f"--ray_address={address}", *PLACE]
     start = time.time()
     done = subprocess.run(TRAIN + args, cwd=ROOT, env={**os.environ, **QUIET_ENV},
-                          capture_output=True, text=True, timeout=seconds + 300)
+                          capture_output=True, text=True, timeout=seconds + 300, check=False)
     wall = time.time() - start
     if done.returncode != 0:
         raise RuntimeError(f"{launch} x{actors} exited {done.returncode}:\n{done.stdout[-3000:]}"

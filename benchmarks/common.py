@@ -29,12 +29,9 @@ def load_config(name: str, overrides: dict[str, object] | None = None):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     config = module.get_config()
-    for path, value in (overrides or {}).items():
-        *parents, leaf = path.split(".")
-        node = config
-        for part in parents:
-            node = node[part]
-        node[leaf] = value
+    config.lock()  # an override of a field the config lacks is an error, not a new field
+    config.update_from_flattened_dict(dict(overrides or {}))
+    config.unlock()
     return config
 
 

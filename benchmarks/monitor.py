@@ -4,11 +4,16 @@ Runs in the Launchpad launcher process (addresses are bound there before the nod
 start, so handles dereference to live clients), which keeps the measured program's
 own process count unchanged. A plan is a list of phases; each phase waits for
 counts to move, warms up, records snapshots every 0.2 s over a window, and may
-open or close a gate (a file that `benchmarks.nodes` nodes watch).
+open or close a gate (a file that `benchmarks.nodes` nodes watch). Every poll also
+notes when each count and each watched file was first seen (`first_seen`, seconds
+since this process started: the command), which gives the start-up figures;
+`node_memory` reads the memory of the program's node processes.
 """
 
 import os
 import time
+
+import psutil
 
 from benchmarks import tables
 
@@ -24,26 +29,36 @@ class Monitor:
     start before timing starts, at most `timeout` s); `warmup` and `window`
     (seconds); `after` (a gate file to create when the window ends) with
     `then_quiet` (a count that must then stop moving, e.g. env_steps once the
-    actor was told to stop).
+    actor was told to stop); `watch` ({name: path}, files whose first appearance
+    is noted from the start of the run).
     """
 
-    def __init__(self, counter, replay_clients, gate_dir: str):
-        self._counter = counter
-        self._replays = replay_clients  # name -> reverb.Client; a phase names its own
+    def __init__(self, counter, replays, gate_dir: str):
+        # Launchpad handles, dereferenced on use and again after a failed call: a gRPC
+        # channel that failed while its server was starting backs off for up to
+        # minutes, which would hide when the server came up.
+        self._handles = dict(replays, counter=counter)  # a phase names its replay
+        self._clients = {}
         self._gate_dir = gate_dir
+        self._watch = {}  # name -> path whose first appearance is noted (phases' `watch`)
+        self._origin = psutil.Process().create_time()
+        self.first_seen = {}  # count or watched name -> seconds after the command
 
     def run(self, plan) -> dict:
-        """{'phases': {name: {'start_delay', 'snapshots'} | {'error'}}, 'error': str | None}."""
+        """{'phases': {name: {'start_delay', 'snapshots'} | {'error'}}, 'error': str | None,
+        'first_seen': {count or watched name: seconds after the command}}."""
         phases, error = {}, None
+        for phase in plan:
+            self._watch.update(phase.get("watch", {}))
         try:
             for phase in plan:
                 phases[phase["name"]] = self._run_phase(phase)
         except Exception as err:  # noqa: BLE001 - keep what was measured
             error = f"{type(err).__name__}: {err}"
-        return {"phases": phases, "error": error}
+        return {"phases": phases, "error": error, "first_seen": self.first_seen}
 
     def _run_phase(self, phase) -> dict:
-        self.phase = phase  # for subclasses that act during a window
+        self.phase = phase  # also for subclasses that act during a window
         baseline = self._counts()
         if phase.get("touch"):
             self._touch(phase["touch"])
@@ -52,7 +67,7 @@ class Monitor:
             return {"error": f"{phase['wait_for']} did not move in {timeout} s"}
         ready = time.time()
         time.sleep(phase["warmup"])
-        snapshots = self._record(phase["window"], self._replays[phase["replay"]])
+        snapshots = self._record(phase["window"], phase["replay"])
         if phase.get("after"):
             self._touch(phase["after"])
             self._wait_quiet(phase["then_quiet"])
@@ -61,16 +76,39 @@ class Monitor:
     def _touch(self, name: str) -> None:
         open(os.path.join(self._gate_dir, name), "w").close()
 
-    def _counts(self) -> dict:
+    def _counts(self, replay: str = "") -> dict:
+        """The counter's counts, plus the table counts of Reverb server `replay` as
+        table_*; a server that does not answer (still starting) is left out."""
+        counts = self._call("counter", lambda client: client.get_counts())
+        if replay:
+            table = self._call(replay, tables.table_counts)
+            counts.update({f"table_{k}": v for k, v in table.items()})
+        self._note_first(counts)
+        return counts
+
+    def _call(self, name: str, fn) -> dict:
+        """fn(client of `name`), or {} (and a fresh client next time) if it fails."""
         try:
-            return self._counter.get_counts()
-        except Exception:  # noqa: BLE001 - the counter may still be starting
+            if name not in self._clients:
+                self._clients[name] = self._handles[name].dereference()
+            return fn(self._clients[name])
+        except Exception:  # noqa: BLE001 - the server may still be starting
+            self._clients.pop(name, None)
             return {}
+
+    def _note_first(self, counts: dict) -> None:
+        now = time.time() - self._origin
+        for name, value in counts.items():
+            if value and name != "counter_seconds":
+                self.first_seen.setdefault(name, now)
+        for name, path in self._watch.items():
+            if name not in self.first_seen and os.path.exists(path):
+                self.first_seen[name] = now
 
     def _wait_for(self, keys, baseline, timeout: float) -> bool:
         deadline = time.time() + timeout
         while time.time() < deadline:
-            counts = self._counts()
+            counts = self._counts(self.phase["replay"])
             if all(counts.get(k, 0) > baseline.get(k, 0) for k in keys):
                 return True
             time.sleep(POLL_S)
@@ -79,13 +117,9 @@ class Monitor:
     def _record(self, seconds: float, replay) -> list:
         snapshots, end = [], time.time() + seconds
         while time.time() < end:
-            counts = self._counts()
-            if not counts:  # no answer this time: skip rather than record zeros
-                time.sleep(POLL_S)
-                continue
-            snap = dict(counts, time=time.time())
-            snap.update({f"table_{k}": v for k, v in tables.table_counts(replay).items()})
-            snapshots.append(snap)
+            counts = self._counts(replay)
+            if "table_inserts" in counts and "counter_seconds" in counts:  # else skip
+                snapshots.append(dict(counts, time=time.time()))
             time.sleep(POLL_S)
         return snapshots
 
@@ -98,3 +132,23 @@ class Monitor:
             elif time.time() - since > quiet_s:
                 return
             time.sleep(POLL_S)
+
+
+def node_memory(log_dir: str) -> dict:
+    """{'<group>/<i>': {'rss_gb', 'hwm_gb', 'pss_gb', 'uss_gb'}} of this process's node
+    children, each known by its output file `<log_dir>/<group>/<i>` (Launchpad's
+    output_to_files). hwm is the peak RSS (VmHWM); PSS splits shared pages among the
+    processes sharing them, USS counts only a process's own."""
+    out = {}
+    for child in psutil.Process().children():
+        try:
+            name = os.path.relpath(os.readlink(f"/proc/{child.pid}/fd/1"), log_dir)
+            info = child.memory_full_info()
+            with open(f"/proc/{child.pid}/status") as f:
+                hwm_kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+        except (psutil.Error, OSError, StopIteration):
+            continue  # gone, or not a node
+        if not name.startswith(".."):
+            out[name] = {"rss_gb": info.rss / 2**30, "hwm_gb": hwm_kb / 2**20,
+                         "pss_gb": info.pss / 2**30, "uss_gb": info.uss / 2**30}
+    return out

@@ -87,23 +87,21 @@ class _Gate:
         lp.wait_for_stop()
 
 
-class StageActor(Actor):
-    """The real Actor, started and stopped by the files of `gate`."""
+def _gated(cls):
+    """`cls` (a node class whose body is `run()`), started and stopped by the files of
+    a gate; importable by name from this module, so Launchpad pickles it by reference."""
 
-    def __init__(self, *args, gate_dir: str, gate: str, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._gate = _Gate(gate_dir, gate)
+    class Gated(cls):
+        def __init__(self, *args, gate_dir: str, gate: str, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._gate = _Gate(gate_dir, gate)
 
-    def run(self) -> None:
-        self._gate.run(super().run)
+        def run(self) -> None:
+            self._gate.run(super().run)
+
+    Gated.__name__ = Gated.__qualname__ = f"Stage{cls.__name__}"
+    return Gated
 
 
-class StageLearner(Learner):
-    """The real Learner, started and stopped by the files of `gate`."""
-
-    def __init__(self, *args, gate_dir: str, gate: str, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._gate = _Gate(gate_dir, gate)
-
-    def run(self) -> None:
-        self._gate.run(super().run)
+StageActor = _gated(Actor)  # the real Actor behind a gate
+StageLearner = _gated(Learner)  # the real Learner behind a gate

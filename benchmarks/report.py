@@ -1,25 +1,16 @@
-"""The benchmark table: a row is (figure, ceiling, ratio, target, PASS/MISS).
+"""The benchmark table's rows: figure, ceiling, ratio, goal, and whether the goal holds.
 
-`Row` and the targets of issue 6 live here, with `fmt` and `to_markdown`;
-`benchmarks.rows.build_rows(results)` makes the rows from `run.py`'s results.
+`benchmarks.rows` declares which rows there are and computes them from `run.py`'s
+results; this module formats them (`fmt`, `to_markdown`).
 """
 
 import dataclasses
 
-# Targets of issue 6 (2-core machine; ratios from the same run).
-ACTOR_VS_ROLLOUT = 0.50
-DQN_TO_REVERB = 100_000.0
-PPO_E2E_VS_LEARNER = 0.85
-DQN_E2E_VS_MIN = 0.50
-SOLVE_MP_S = 15.0
-SOLVE_LOCAL_S = 3.0
-E2E_VS_PEER = 20.0
-
 
 @dataclasses.dataclass
 class Row:
-    """One line of the table. `ratio` is figure / ceiling; `target` applies to it
-    (kind 'ratio>=') or to the figure itself ('figure>=', 'figure<=')."""
+    """One line of the table. `ratio` is figure / ceiling. `goal` is text such as
+    '>= 0.8x' (on the ratio: it ends in 'x') or '<= 10 s' (on the figure)."""
 
     section: str
     name: str
@@ -27,8 +18,7 @@ class Row:
     unit: str
     ceiling: float | None = None
     ceiling_name: str = ""
-    target_kind: str = ""  # "" | "ratio>=" | "figure>=" | "figure<="
-    target: float | None = None
+    goal: str = ""
     note: str = ""
 
     @property
@@ -39,32 +29,26 @@ class Row:
 
     @property
     def status(self) -> str:
-        if not self.target_kind:
+        """'PASS' or 'MISS' against the goal; '' without a goal, '—' without a figure."""
+        if not self.goal:
             return ""
-        value = self.ratio if self.target_kind == "ratio>=" else self.figure
+        op, number = self.goal.split()[:2]
+        value = self.ratio if number.endswith("x") else self.figure
         if value is None:
-            return "MISS"
-        ok = value <= self.target if self.target_kind == "figure<=" else value >= self.target
-        return "PASS" if ok else "MISS"
-
-    @property
-    def target_text(self) -> str:
-        if not self.target_kind:
-            return ""
-        what, op = (
-            self.target_kind[:-2],
-            self.target_kind[-2:].replace(">=", "≥").replace("<=", "≤"),
-        )
-        return f"{what} {op} {fmt(self.target, 'x' if what == 'ratio' else self.unit)}"
+            return "—"
+        target = float(number.rstrip("x"))
+        return "PASS" if (value <= target if op == "<=" else value >= target) else "MISS"
 
     def as_dict(self) -> dict:
         return dict(dataclasses.asdict(self), ratio=self.ratio, status=self.status)
 
 
 def fmt(value, unit: str = "") -> str:
-    """1234567 -> '1.23 M', 0.512 -> '0.512', None -> '—'."""
+    """1234567 -> '1.23 M', 0.512 -> '0.512', 0.25 'share' -> '25%', None -> '—'."""
     if value is None:
         return "—"
+    if isinstance(value, str):
+        return value
     if unit == "x":
         return f"{value:.2f}x" if value < 100 else f"{value:,.0f}x"
     if unit == "s":
@@ -78,16 +62,17 @@ def fmt(value, unit: str = "") -> str:
 
 
 def to_markdown(rows) -> str:
-    """The table as GitHub markdown."""
+    """The table as GitHub markdown: one line per row, the goal and PASS/MISS beside it."""
     lines = [
-        "| section | row | figure | ceiling | ratio | target | status | details |",
+        "| section | row | figure | ceiling | ratio | goal | holds | details |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
+        figure = fmt(row.figure, row.unit) + ("" if row.unit == "s" else f" {row.unit}")
         ceiling = f"{fmt(row.ceiling, row.unit)} ({row.ceiling_name})" if row.ceiling else ""
+        ratio = fmt(row.ratio, "x") if row.ratio is not None else ""
         lines.append(
-            f"| {row.section} | {row.name} | {fmt(row.figure, row.unit)} {'' if row.unit == 's' else row.unit} "
-            f"| {ceiling} | {fmt(row.ratio, 'x') if row.ratio is not None else ''} "
-            f"| {row.target_text} | {row.status} | {row.note} |"
+            f"| {row.section} | {row.name} | {figure} | {ceiling} | {ratio} "
+            f"| {row.goal} | {row.status} | {row.note} |"
         )
     return "\n".join(lines)

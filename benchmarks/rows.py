@@ -1,338 +1,190 @@
-"""The rows of the benchmark table, one function per section, from run.py's results.
+"""The rows of the benchmark table, declared as data, and the one function that computes them.
 
-Every ratio divides two figures measured in the same run. Sections that did not
-run (or failed) give rows with no figure, so the table always has the same shape.
+A row names where its figure sits in `run.py`'s results (a dotted path such as
+'stages.dqn.actor.env_steps_per_s'), its unit, where its ceilings sit (the lowest
+one measured counts), its goal (issue 14's table: '>= 0.8x' on the ratio, '<= 10 s'
+on the figure) and a note template ('{path}' or '{path:unit}' are filled in from the
+results). A row with '<algo>' or '<role>' in a field stands for one row per
+algorithm or node group (`expand`). Every ratio
+divides two figures of the same run. Sections that did not run (or failed) give
+rows with no figure and the error as the note, so the table keeps its shape.
 """
 
-from benchmarks.report import (
-    ACTOR_VS_ROLLOUT,
-    DQN_E2E_VS_MIN,
-    DQN_TO_REVERB,
-    E2E_VS_PEER,
-    PPO_E2E_VS_LEARNER,
-    SOLVE_LOCAL_S,
-    SOLVE_MP_S,
-    Row,
-    fmt,
+import dataclasses
+import re
+
+from benchmarks.report import Row, fmt
+
+ALGOS = ("dqn", "ppo")
+ROLES = ("replay", "counter", "learner", "actor", "evaluator")  # node groups of make_program
+E2E_ACTORS = 2  # the end-to-end program's actors (issue 14's rows)
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """One declared row (see the module docstring). `only_if`: a path that must hold
+    a true value for the figure to count (a time to solve counts once it solved)."""
+
+    section: str
+    label: str
+    figure: str = ""
+    unit: str = ""
+    ceiling: tuple = ()
+    ceiling_name: str = ""
+    goal: str = ""
+    note: str = ""
+    only_if: str = ""
+
+
+_PLACEHOLDERS = {"<algo>": ALGOS, "<role>": ROLES}
+
+
+def expand(spec: Spec) -> list:
+    """`spec` once per value of each placeholder it uses ('<algo>': dqn, ppo; '<role>':
+    the node groups), in that order."""
+    specs = [spec]
+    for placeholder, values in _PLACEHOLDERS.items():
+        if placeholder in repr(spec):
+            specs = [_fill(s, placeholder, value) for s in specs for value in values]
+    return specs
+
+
+def _fill(spec: Spec, placeholder: str, value: str) -> Spec:
+    def sub(x):
+        if isinstance(x, tuple):
+            return tuple(sub(y) for y in x)
+        return x.replace(placeholder, value)
+
+    return Spec(**{k: sub(v) for k, v in dataclasses.asdict(spec).items()})
+
+
+_E2E_NOTE = (
+    "{e2e.<algo>.updates_per_s} upd/s, {e2e.<algo>.samples_per_s} samples/s, "
+    "SPI {e2e.<algo>.samples_per_insert}, lag {e2e.<algo>.mean_version_lag}, "
+    "learner waits {e2e.<algo>.wait_share:share}, "
+    "actors blocked {e2e.<algo>.actor_blocked_share:share}"
 )
 
+ROWS = [
+    # 1. Each stage's work alone, in the bench process.
+    Spec("1 ceilings", "<algo> rollout {ceilings.<algo>.rollout.shape} (no I/O)",
+         figure="ceilings.<algo>.rollout.steps_per_s", unit="env steps/s"),
+    Spec("1 ceilings", "<algo> actor compute (rollout + items + device_get)",
+         figure="ceilings.<algo>.actor_compute.steps_per_s", unit="env steps/s",
+         ceiling=("ceilings.<algo>.rollout.steps_per_s",), ceiling_name="rollout",
+         goal=">= 0.8x"),
+    Spec("1 ceilings", "<algo> update {ceilings.<algo>.update.batch} (device batches)",
+         figure="ceilings.<algo>.update.updates_per_s", unit="updates/s",
+         note="{ceilings.<algo>.update.samples_per_s} samples/s"),
+    Spec("1 ceilings", "<algo> Reverb insert (replay.Writer, server in a child process)",
+         figure="ceilings.<algo>.reverb.insert_steps_per_s", unit="transitions/s",
+         note="{ceilings.<algo>.reverb.insert_items_per_s} items/s"),
+    Spec("1 ceilings", "<algo> Reverb read (replay.make_dataset + to_learner_batch)",
+         figure="ceilings.<algo>.reverb.read_samples_per_s", unit="samples/s",
+         note="{ceilings.<algo>.reverb.read_batches_per_s} batches/s"),
+    # 2. The real Actor alone and the real Learner alone, under local_mp.
+    Spec("2 stages", "<algo> 1 actor alone: env steps/s",
+         figure="stages.<algo>.actor.env_steps_per_s", unit="env steps/s",
+         ceiling=("ceilings.<algo>.rollout.steps_per_s",), ceiling_name="rollout",
+         goal=">= 0.5x",
+         note="blocked on Reverb {stages.<algo>.actor.blocked_share:share}, "
+         "{stages.<algo>.actor.items_per_s} items/s, "
+         "{stages.<algo>.actor.transitions_to_reverb_per_s} transitions/s into Reverb "
+         "(insert ceiling {ceilings.<algo>.reverb.insert_steps_per_s})"),
+    *[Spec("2 stages", f"{algo} learner alone (pre-filled table): updates/s",
+           figure=f"stages.{algo}.learner.updates_per_s", unit="updates/s",
+           ceiling=(f"ceilings.{algo}.update.updates_per_s",), ceiling_name="update",
+           goal=goal,
+           note=f"waits for data {{stages.{algo}.learner.wait_share:share}}, "
+           f"{{stages.{algo}.learner.samples_per_s}} samples/s")
+      for algo, goal in (("dqn", ">= 0.7x"), ("ppo", ""))],
+    # 3. distrl's own program (make_program), 2 actors, under local_mp.
+    Spec("3 end to end", f"dqn {E2E_ACTORS} actors, SPI 1: env steps/s",
+         figure="e2e.dqn.env_steps_per_s", unit="env steps/s",
+         ceiling=("ceilings.dqn.rollout.steps_per_s", "ceilings.dqn.update.samples_per_s"),
+         ceiling_name="min(rollout, update samples/s)", goal=">= 0.5x",
+         note=_E2E_NOTE.replace("<algo>", "dqn")),
+    Spec("3 end to end", f"ppo {E2E_ACTORS} actors: learner updates/s",
+         figure="e2e.ppo.updates_per_s", unit="updates/s",
+         ceiling=("ceilings.ppo.update.updates_per_s",), ceiling_name="update", goal=">= 0.85x",
+         note="{e2e.ppo.env_steps_per_s} env steps/s; " + _E2E_NOTE.replace("<algo>", "ppo")),
+    # 4. Start-up and memory of the same end-to-end program.
+    Spec("4 start-up", "<algo>: command to the first actor insert",
+         figure="e2e.<algo>.startup.first_insert", unit="s",
+         note="first env steps counted at {e2e.<algo>.startup.first_env_steps:s}"),
+    Spec("4 start-up", "<algo>: command to the first learner update",
+         figure="e2e.<algo>.startup.first_update", unit="s",
+         note="first sample at {e2e.<algo>.startup.first_sample:s}"),
+    Spec("4 start-up", f"<algo>: command to every node stepping ({E2E_ACTORS} actors)",
+         figure="e2e.<algo>.startup.every_node", unit="s",
+         note="last actor's first rollout {e2e.<algo>.startup.actors:s}, "
+         "first evaluation {e2e.<algo>.startup.first_eval:s}"),
+    Spec("4 memory", "<algo> <role> process: peak RSS",
+         figure="e2e.<algo>.memory.<role>.hwm_gb", unit="GB",
+         note="at the window's end: RSS {e2e.<algo>.memory.<role>.rss_gb}, "
+         "PSS {e2e.<algo>.memory.<role>.pss_gb}, USS {e2e.<algo>.memory.<role>.uss_gb} GB"),
+    Spec("4 memory", "<algo> all node processes: PSS at the window's end",
+         figure="e2e.<algo>.memory.total.pss_gb", unit="GB",
+         note="RSS {e2e.<algo>.memory.total.rss_gb} GB over "
+         "{e2e.<algo>.memory.total.count} processes"),
+    # 5. Time to solve: launch/train.py from its command to its exit.
+    Spec("5 time to solve", "<algo> 4x4, 2 actors, local_mp: start to exit",
+         figure="solve.<algo>.wall", unit="s", goal="<= 10 s",
+         note="{solve.<algo>.summary}", only_if="solve.<algo>.reached"),
+    Spec("5 time to solve", "<algo> 4x4, 2 actors: command to first evaluation",
+         figure="solve.<algo>.up_at", unit="s", goal="<= 5 s"),
+    Spec("5 time to solve",
+         "<algo> 8x8 slippery, 2 actors: to 95% of optimal ({slippery.optimal.target})",
+         figure="slippery.<algo>.wall", unit="s",
+         note="{slippery.<algo>.summary}", only_if="slippery.<algo>.reached"),
+]
 
-def _get(tree, *path):
-    """tree[path[0]][path[1]]..., or None where any level is missing."""
-    for key in path:
+
+def get(tree, path: str):
+    """tree['a']['b'] for 'a.b', or None where any level is missing."""
+    for key in path.split("."):
         if not isinstance(tree, dict) or tree.get(key) is None:
             return None
         tree = tree[key]
     return tree
 
 
-def ceiling_rows(r) -> list:
-    """Section 1: each stage's work alone."""
-    rows = []
-    for algo in ("dqn", "ppo"):
-        c = _get(r, "ceilings", algo) or {}
-        shape = _get(c, "rollout", "shape") or ""
-        rows += [
-            Row(
-                "1 ceilings",
-                f"{algo} rollout {shape} (jitted env+policy, no I/O)",
-                _get(c, "rollout", "steps_per_s"),
-                "env steps/s",
-            ),
-            Row(
-                "1 ceilings",
-                f"{algo} actor compute (rollout + items + device_get)",
-                _get(c, "actor_compute", "steps_per_s"),
-                "env steps/s",
-                _get(c, "rollout", "steps_per_s"),
-                "rollout",
-            ),
-            Row(
-                "1 ceilings",
-                f"{algo} update {_get(c, 'update', 'batch') or ''} (device batches)",
-                _get(c, "update", "updates_per_s"),
-                "updates/s",
-                note=f"{fmt(_get(c, 'update', 'samples_per_s'))} samples/s",
-            ),
-            Row(
-                "1 ceilings",
-                f"{algo} Reverb insert (replay.Writer, server in another process)",
-                _get(c, "reverb", "insert_steps_per_s"),
-                "transitions/s",
-                note=f"{fmt(_get(c, 'reverb', 'insert_items_per_s'))} items/s",
-            ),
-            Row(
-                "1 ceilings",
-                f"{algo} Reverb read (replay.make_dataset + to_learner_batch)",
-                _get(c, "reverb", "read_samples_per_s"),
-                "samples/s",
-                note=f"{fmt(_get(c, 'reverb', 'read_batches_per_s'))} batches/s",
-            ),
-        ]
-    return rows
+_FIELD = re.compile(r"\{([^{}:]+)(?::(\w+))?\}")
 
 
-def stage_rows(r) -> list:
-    """Section 2a: one real actor alone, the real learner alone (local_mp)."""
-    rows = []
-    for algo in ("dqn", "ppo"):
-        a, lrn = _get(r, "stages", algo, "actor") or {}, _get(r, "stages", algo, "learner") or {}
-        err = _get(r, "stages", algo, "error") or a.get("error") or lrn.get("error")
-        c = _get(r, "ceilings", algo) or {}
-        # The stage's work done one part after the other, at each part's ceiling.
-        actor_serial = _serial(
-            _get(c, "actor_compute", "steps_per_s"), _get(c, "reverb", "insert_steps_per_s")
-        )
-        learner_serial = _serial(
-            _get(c, "reverb", "read_batches_per_s"), _get(c, "update", "updates_per_s")
-        )
-        rows.append(
-            Row(
-                "2 stages",
-                f"{algo} 1 actor alone: env steps/s",
-                a.get("env_steps_per_s"),
-                "env steps/s",
-                _get(r, "ceilings", algo, "rollout", "steps_per_s"),
-                "rollout",
-                "ratio>=",
-                ACTOR_VS_ROLLOUT,
-                err
-                or f"blocked on Reverb {fmt(a.get('blocked_share'), 'share')}, "
-                f"{fmt(a.get('items_per_s'))} items/s; compute then insert, serially at "
-                f"their ceilings: {fmt(actor_serial)}/s",
-            )
-        )
-        rows.append(
-            Row(
-                "2 stages",
-                f"{algo} 1 actor alone: transitions into Reverb/s",
-                a.get("transitions_to_reverb_per_s"),
-                "transitions/s",
-                _get(r, "ceilings", algo, "reverb", "insert_steps_per_s"),
-                "Reverb insert",
-                *(("figure>=", DQN_TO_REVERB) if algo == "dqn" else ("", None)),
-            )
-        )
-        rows.append(
-            Row(
-                "2 stages",
-                f"{algo} learner alone (pre-filled table): updates/s",
-                lrn.get("updates_per_s"),
-                "updates/s",
-                _get(r, "ceilings", algo, "update", "updates_per_s"),
-                "update",
-                note=err
-                or f"waits for data {fmt(lrn.get('wait_share'), 'share')}, "
-                f"{fmt(lrn.get('samples_per_s'))} samples/s; read then update, serially at "
-                f"their ceilings: {fmt(learner_serial)}/s",
-            )
-        )
-    return rows
+def render(template: str, results) -> str:
+    """'{a.b} items/s, {a.c:share}' with the results' values, formatted by `fmt`."""
+    return _FIELD.sub(lambda m: fmt(get(results, m.group(1)), m.group(2) or ""), template)
 
 
-def _serial(*rates):
-    """The rate of doing one unit of each part in turn: 1 / sum(1 / rate)."""
-    if not all(rates):
-        return None
-    return 1.0 / sum(1.0 / x for x in rates)
+def _error(results, path: str) -> str:
+    """Why a figure is missing: the deepest 'error' on its path; 'not run' where the
+    path stops before its last level; '' where only the figure itself is missing."""
+    parts, found = path.split("."), ""
+    for i in range(1, len(parts) + 1):
+        node = get(results, ".".join(parts[:i]))
+        if node is None:
+            if (results.get("errors") or {}).get(parts[0]):
+                return f"the section failed (bench.json 'errors'); {found}".rstrip("; ")
+            return found or ("not run" if i < len(parts) else "")
+        if isinstance(node, dict) and node.get("error"):
+            found = node["error"]
+    return found
 
 
-def e2e_rows(r) -> list:
-    """Section 2b: the whole program under local_mp, 1 and 2 actors."""
-    rows = []
-    for key, e in sorted((_get(r, "e2e") or {}).items()):
-        algo, actors = key.split("-")
-        note = e.get("error") or (
-            f"{fmt(e.get('updates_per_s'))} upd/s, {fmt(e.get('samples_per_s'))} samples/s, "
-            f"SPI {fmt(e.get('samples_per_insert'))}, lag {fmt(e.get('mean_version_lag'))}, "
-            f"learner waits {fmt(e.get('wait_share'), 'share')}, "
-            f"actors blocked {fmt(e.get('actor_blocked_share'), 'share')}"
-        )
-        if algo == "dqn":
-            ceilings = [
-                _get(r, "ceilings", "dqn", "rollout", "steps_per_s"),
-                _get(r, "ceilings", "dqn", "update", "samples_per_s"),
-            ]
-            ceiling = min(c for c in ceilings if c) if any(ceilings) else None
-            rows.append(
-                Row(
-                    "2 end to end",
-                    f"dqn {actors} actor(s), SPI 1: env steps/s",
-                    e.get("env_steps_per_s"),
-                    "env steps/s",
-                    ceiling,
-                    "min(rollout, update samples/s)",
-                    "ratio>=",
-                    DQN_E2E_VS_MIN,
-                    note,
-                )
-            )
-        else:
-            rows.append(
-                Row(
-                    "2 end to end",
-                    f"ppo {actors} actor(s): learner updates/s",
-                    e.get("updates_per_s"),
-                    "updates/s",
-                    _get(r, "ceilings", "ppo", "update", "updates_per_s"),
-                    "update",
-                    *(("ratio>=", PPO_E2E_VS_LEARNER) if actors == "2" else ("", None)),
-                    f"{fmt(e.get('env_steps_per_s'))} env steps/s; " + note,
-                )
-            )
-    return rows
-
-
-def solve_rows(r) -> list:
-    """Section 3: time to solve (4x4) and the slippery 8x8 beside it."""
-    rows = []
-    for algo in ("dqn", "ppo"):
-        s = _get(r, "solve", f"{algo}-mp") or {}
-        rows.append(
-            Row(
-                "3 time to solve",
-                f"{algo} 4x4, 2 actors, local_mp: start to exit",
-                s.get("wall") if s.get("reached") else None,
-                "s",
-                None,
-                "",
-                "figure<=",
-                SOLVE_MP_S,
-                _solve_note(s),
-            )
-        )
-    for algo in ("dqn", "ppo"):
-        s = _get(r, "solve", f"{algo}-local") or {}
-        rows.append(
-            Row(
-                "3 time to solve",
-                f"{algo} 4x4, single process (distrl.local), incl. compile",
-                s.get("train_wall") if s.get("reached") else None,
-                "s",
-                None,
-                "",
-                "figure<=",
-                SOLVE_LOCAL_S,
-                s.get("error")
-                or f"process {fmt(s.get('wall'), 's')} with imports, "
-                f"compile {fmt(s.get('compile'), 's')}, {fmt(s.get('env_steps'))} env steps",
-            )
-        )
-    s = _get(r, "solve", "dqn-mt") or {}
-    rows.append(
-        Row(
-            "3 time to solve",
-            "dqn 4x4, 2 actors, test_mt (same program, nodes as threads of 1 process)",
-            s.get("wall") if s.get("reached") else None,
-            "s",
-            note=_solve_note(s),
-        )
-    )
-    p = _get(r, "peer") or {}
-    rows.append(
-        Row(
-            "3 time to solve",
-            "peer: plain-Python DQN loop, 4x4, start to exit",
-            p.get("wall") if p.get("reached") else None,
-            "s",
-            note=_solve_note(p),
-        )
-    )
-    opt = _get(r, "slippery", "optimal") or {}
-    for algo in ("dqn", "ppo"):
-        s = _get(r, "slippery", algo) or {}
-        rows.append(
-            Row(
-                "3 time to solve",
-                f"{algo} 8x8 slippery, 2 actors: to 95% of optimal ({fmt(_get(opt, 'target'))})",
-                s.get("wall") if s.get("reached") else None,
-                "s",
-                note=_solve_note(s),
-            )
-        )
-    return rows
-
-
-def _solve_note(s) -> str:
-    if not s:
-        return "not run"
-    if s.get("error"):
-        return s["error"]
-    steps = f"{fmt(s.get('env_steps'))} env steps"
-    if s.get("result_at"):  # distributed runs: where the wall time went
-        steps += (
-            f"; first evaluation at {fmt(s.get('up_at'), 's')}, verdict at "
-            f"{fmt(s['result_at'], 's')}, exit {fmt(s['wall'] - s['result_at'], 's')} later"
-        )
-    if s.get("reached"):
-        return steps
-    return (
-        f"not reached in {fmt(s.get('wall'), 's')} (stop: {s.get('stop_reason')}, "
-        f"success {fmt(s.get('success_rate'))}); {steps}"
-    )
-
-
-def peer_rows(r) -> list:
-    """Section 4: the whole program against the plain-Python loop."""
-    peer = _get(r, "peer", "env_steps_per_s")
-    rows = [
-        Row(
-            "4 peers",
-            "peer: plain-Python DQN loop (1 env, list buffer, update/step)",
-            peer,
-            "env steps/s",
-        )
-    ]
-    for algo in ("dqn", "ppo"):
-        rows.append(
-            Row(
-                "4 peers",
-                f"{algo} whole program, 2 actors vs the peer",
-                _get(r, "e2e", f"{algo}-2", "env_steps_per_s"),
-                "env steps/s",
-                peer,
-                "peer env steps/s",
-                "ratio>=",
-                E2E_VS_PEER,
-            )
-        )
-    mp, local = _get(r, "solve", "dqn-mp"), _get(r, "solve", "dqn-local")
-    for name, s in (("local_mp", mp), ("single process", local)):
-        solved = s and s.get("reached") and _get(r, "peer", "reached")
-        rows.append(
-            Row(
-                "4 peers",
-                f"peer time to solve / dqn {name} time to solve",
-                _get(r, "peer", "wall") if solved else None,
-                "s",
-                s.get("wall") if solved else None,
-                "dqn wall",
-            )
-        )
-    return rows
-
-
-def learner_rows(r) -> list:
-    """Section 5: the pure-JAX learner sweep (benchmarks/learner.py) on this host."""
-    return [
-        Row(
-            "5 learner sweep",
-            f"{x['algo']} update {x['batch']} on {x['device']}",
-            x["updates_per_s"],
-            "updates/s",
-            note=f"{fmt(x['samples_per_s'])} samples/s",
-        )
-        for x in _get(r, "learner_sweep", "rows") or []
-    ]
+def build_row(spec: Spec, results) -> Row:
+    """One row: the figure, the lowest ceiling measured, the goal, the filled-in note."""
+    figure = get(results, spec.figure)
+    if spec.only_if and not get(results, spec.only_if):
+        figure = None
+    ceilings = [c for c in (get(results, p) for p in spec.ceiling) if c]
+    note = render(spec.note, results)
+    if figure is None:
+        note = _error(results, spec.figure) or note
+    return Row(spec.section, render(spec.label, results), figure, spec.unit,
+               min(ceilings) if ceilings else None, spec.ceiling_name, spec.goal, note)
 
 
 def build_rows(results) -> list:
     """Every row of the table, in order."""
-    return (
-        ceiling_rows(results)
-        + stage_rows(results)
-        + e2e_rows(results)
-        + solve_rows(results)
-        + peer_rows(results)
-        + learner_rows(results)
-    )
+    return [build_row(spec, results) for row in ROWS for spec in expand(row)]

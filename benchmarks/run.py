@@ -3,18 +3,17 @@
 Runs the sections in order (ceilings first), keeps every raw result in
 `runs/bench-<time>/bench.json` (rewritten after each section, so an interrupted
 run keeps what it measured), and prints one table (also `bench.md` there) with each
-row's figure, ceiling, ratio and PASS/MISS against the targets of issue 6.
+row's figure, ceiling, ratio, goal (issue 14) and whether the goal holds.
 
     python benchmarks/run.py                   # everything, under 10 minutes
-    python benchmarks/run.py --quick           # shorter windows and caps, 1 e2e size
+    python benchmarks/run.py --quick           # shorter windows and caps
     python benchmarks/run.py --only=ceilings,stages
     python benchmarks/run.py --report=runs/bench-<time>/bench.json   # re-print a run
 
-Sections: ceilings, learner, stages, e2e, peer, solve, slippery (see README.md).
+Sections: ceilings, stages, e2e, solve, slippery (see README.md).
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -24,34 +23,26 @@ if __package__ in (None, ""):  # `python benchmarks/run.py`: make `benchmarks` i
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import report, rows
-from benchmarks.common import ROOT, parse_sets, python_cmd, read_json, run_subprocess, write_json
+from benchmarks.common import (
+    ROOT,
+    load_config,
+    overrides_for,
+    parse_sets,
+    python_cmd,
+    read_json,
+    run_subprocess,
+    set_flags,
+    write_json,
+)
 
-SECTIONS = ("ceilings", "learner", "stages", "e2e", "peer", "solve", "slippery")
+SECTIONS = ("ceilings", "stages", "e2e", "solve", "slippery")
 
 # Seconds per setting, full run / --quick.
 SETTINGS = {
-    "full": {
-        "ceiling_s": 1.5,
-        "warmup": 2.0,
-        "window": 6.0,
-        "e2e_actors": (1, 2),
-        "solve_cap": 60.0,
-        "slippery_cap": 75.0,
-        "peer_cap": 45.0,
-        "sweep": ([4096], [16]),
-        "sweep_s": 1.0,
-    },
-    "quick": {
-        "ceiling_s": 0.5,
-        "warmup": 1.0,
-        "window": 3.0,
-        "e2e_actors": (2,),
-        "solve_cap": 30.0,
-        "slippery_cap": 30.0,
-        "peer_cap": 20.0,
-        "sweep": ([1024], [4]),
-        "sweep_s": 0.5,
-    },
+    "full": {"ceiling_s": 1.5, "warmup": 2.0, "window": 6.0, "solve_cap": 60.0,
+             "slippery_cap": 75.0},
+    "quick": {"ceiling_s": 0.5, "warmup": 1.0, "window": 3.0, "solve_cap": 30.0,
+              "slippery_cap": 30.0},
 }
 
 
@@ -83,28 +74,20 @@ class Bench:
     def save(self) -> None:
         write_json(self.path("bench.json"), self.results)
 
+    def overrides(self, algo: str) -> dict:
+        """The --set overrides for `algo`."""
+        return overrides_for(self.sets, algo)
+
     # -- sections ---------------------------------------------------------------
     def ceilings(self) -> None:
         from benchmarks import ceilings
-        from benchmarks.common import load_config, overrides_for
 
-        configs = {
-            algo: load_config(algo, overrides_for(self.sets, algo)) for algo in ("dqn", "ppo")
-        }
+        configs = {algo: load_config(algo, self.overrides(algo)) for algo in rows.ALGOS}
         self.results["ceilings"] = ceilings.measure_all(configs, self.s["ceiling_s"])
-
-    def learner(self) -> None:
-        from benchmarks import learner
-
-        dqn_sizes, ppo_chunks = self.s["sweep"]
-        self.results["learner_sweep"] = {
-            "rows": learner.sweep(dqn_sizes, ppo_chunks, self.s["sweep_s"]),
-            "import_check": learner.import_check(),
-        }
 
     def stages(self) -> None:
         """One program: each algorithm's actor alone, then its learner alone."""
-        measured = self._program("stage", ["dqn", "ppo"], 1)
+        measured = self._program("stage", rows.ALGOS, 1)
         self.results["stages"] = {
             algo: {
                 "actor": measured.get(f"{algo}-actor"),
@@ -112,100 +95,67 @@ class Bench:
                 "error": measured.get("error"),
                 "wall": measured["wall"],
             }
-            for algo in ("dqn", "ppo")
+            for algo in rows.ALGOS
         }
 
     def e2e(self) -> None:
-        """distrl's own program for each algorithm and actor count."""
+        """distrl's own program for each algorithm: rates, start-up, memory per node."""
         out = self.results.setdefault("e2e", {})
-        for algo in ("dqn", "ppo"):
-            for actors in self.s["e2e_actors"]:
-                measured = self._program("e2e", [algo], actors)
-                out[f"{algo}-{actors}"] = dict(measured.pop("e2e", None) or {}, **measured)
-                self.save()
+        for algo in rows.ALGOS:
+            measured = self._program("e2e", [algo], rows.E2E_ACTORS)
+            out[algo] = dict(measured.pop("e2e", None) or {}, **measured)
+            self.save()
 
     def _program(self, mode: str, algos, actors: int) -> dict:
-        """Runs one benchmarks.stages program in a subprocess; {phase: figures}, wall."""
+        """Runs one benchmarks.stages program in a subprocess; {phase: figures}, wall,
+        and for e2e its start-up and memory."""
         from benchmarks import stages
-        from benchmarks.common import overrides_for, set_flags
 
         run_dir = self.path(f"{mode}-{'-'.join(algos)}-{actors}")
-        cmd = python_cmd(
-            "benchmarks.stages",
-            f"--mode={mode}",
-            f"--algo={','.join(algos)}",
-            f"--actors={actors}",
-            "--spi=1",
-            f"--warmup={self.s['warmup']}",
-            f"--window={self.s['window']}",
-            f"--run-dir={run_dir}",
-            *set_flags(self.sets),
-        )
+        flags = [f"--mode={mode}", f"--algo={','.join(algos)}", f"--actors={actors}", "--spi=1",
+                 f"--warmup={self.s['warmup']}", f"--window={self.s['window']}",
+                 f"--run-dir={run_dir}", *set_flags(self.sets)]
         monitor = os.path.join(run_dir, "monitor.json")
         proc = run_subprocess(
-            cmd,
+            python_cmd("benchmarks.stages", *flags),
             timeout=min(300.0, max(self.left(), 60.0)),
             log_path=run_dir + ".log",
+            env={"LAUNCHPAD_LOGGING_DIR": os.path.join(run_dir, "nodes")},
             done_file=monitor,
             grace=1.0,
         )
-        data = read_json(monitor)
+        data = read_json(monitor) or {}
         out = {
             "wall": proc["wall"],
-            "error": None if data else f"no measurement (rc {proc['rc']}, see {proc['log']})",
+            "error": data.get("error")
+            or (None if data else f"no measurement (rc {proc['rc']}, see {proc['log']})"),
         }
-        for name, phase in (data or {}).get("phases", {}).items():
+        summaries = {"actor": stages.summarize_actor, "learner": stages.summarize_learner,
+                     "e2e": stages.summarize_e2e}
+        for name, phase in data.get("phases", {}).items():
             algo = algos[0] if name == "e2e" else name.split("-")[0]
-            config = stages.bench_config(algo, actors, 1.0, extra=overrides_for(self.sets, algo))
-            summarize = {
-                "actor": stages.summarize_actor,
-                "learner": stages.summarize_learner,
-                "e2e": stages.summarize_e2e,
-            }[name.split("-")[-1]]
-            out[name] = (
-                {"error": phase["error"]}
-                if "error" in phase
-                else dict(summarize(phase, config), start_delay=phase["start_delay"])
-            )
-        if data and data.get("error"):
-            out["error"] = data["error"]
+            config = stages.bench_config(algo, actors, 1.0, extra=self.overrides(algo))
+            if len(phase.get("snapshots", ())) < 2:
+                out[name] = {"error": phase.get("error", "no counter answer in the window")}
+                continue
+            figures = summaries[name.split("-")[-1]](phase, config)
+            out[name] = dict(figures, start_delay=phase["start_delay"])
+        if mode == "e2e" and data:
+            out["startup"] = stages.summarize_startup(data.get("first_seen", {}), actors)
+            out["memory"] = stages.summarize_memory(data.get("memory", {}))
         return out
 
-    def peer(self) -> None:
-        log = self.path("peer.log")
-        proc = run_subprocess(
-            [
-                sys.executable,
-                str(ROOT / "benchmarks" / "peer_dqn.py"),
-                f"--seconds={self.s['peer_cap']}",
-            ],
-            timeout=self.s["peer_cap"] + 60,
-            log_path=log,
-        )
-        with open(log) as f:
-            lines = [line for line in f if line.startswith("{")]
-        self.results["peer"] = dict(
-            json.loads(lines[-1]) if lines else {"error": "no result"}, wall=proc["wall"]
-        )
-
     def solve(self) -> None:
+        """launch/train.py, 4x4, 2 actors, local_mp, per algorithm: start to exit."""
         from benchmarks import solve
 
         out = self.results.setdefault("solve", {})
-        for algo in ("dqn", "ppo"):
+        for algo in rows.ALGOS:
             cap = min(self.s["solve_cap"], max(self.left() / 4, 10.0))
-            out[f"{algo}-mp"] = solve.distributed(
-                algo, 2, self.path(f"solve-{algo}-mp"), cap, self._overrides(algo)
+            out[algo] = solve.distributed(
+                algo, 2, self.path(f"solve-{algo}"), cap, self.overrides(algo)
             )
             self.save()
-        for algo in ("dqn", "ppo"):
-            out[f"{algo}-local"] = solve.local(algo, self.path(f"solve-{algo}-local.log"), 120.0)
-            self.save()
-        # The same program, every node a thread of one process: what process startup costs.
-        cap = min(self.s["solve_cap"], max(self.left() / 4, 10.0))
-        out["dqn-mt"] = solve.distributed(
-            "dqn", 2, self.path("solve-dqn-mt"), cap, self._overrides("dqn"), "test_mt"
-        )
 
     def slippery(self) -> None:
         from benchmarks import solve
@@ -221,20 +171,15 @@ class Bench:
             "evaluator.num_envs": 1000,
             "evaluator.target_success": target,
         }
-        for i, algo in enumerate(("dqn", "ppo")):
+        for i, algo in enumerate(rows.ALGOS):
             cap = min(self.s["slippery_cap"], (self.left() - 30) / (2 - i) - 30)
             if cap < 15:
                 out[algo] = {"error": f"skipped: {self.left():.0f} s left of the time budget"}
                 continue
             out[algo] = solve.distributed(
-                algo, 2, self.path(f"slippery-{algo}"), cap, {**self._overrides(algo), **overrides}
+                algo, 2, self.path(f"slippery-{algo}"), cap, {**self.overrides(algo), **overrides}
             )
             self.save()
-
-    def _overrides(self, algo: str) -> dict:
-        from benchmarks.common import overrides_for
-
-        return overrides_for(self.sets, algo)
 
 
 def run_sections(bench: Bench, names) -> None:
@@ -269,6 +214,19 @@ def publish(results, run_dir: str) -> str:
     return f"{header}\n\n{table}"
 
 
+def _checked_sets(parser, items) -> dict:
+    """The --set overrides, each applied to the configs once before anything starts; a
+    bad one ends the command with a one-line message (exit 2)."""
+    try:
+        sets = parse_sets(items)
+        for algo in rows.ALGOS:
+            load_config(algo, overrides_for(sets, algo))
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        parser.error(f"--set: {err}; expected [dqn:|ppo:]config.path=value, e.g. "
+                     "actor.num_envs=256")
+    return sets
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short windows and caps")
@@ -286,19 +244,20 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.report:
         results = read_json(args.report)
+        if results is None:
+            parser.error(f"--report={args.report}: no such file")
         print(publish(results, os.path.dirname(os.path.abspath(args.report))))
         return 0
     names = [n for n in args.only.split(",") if n] or list(SECTIONS)
     unknown = sorted(set(names) - set(SECTIONS))
     if unknown:
         parser.error(f"unknown section(s) {unknown}; valid: {', '.join(SECTIONS)}")
+    sets = _checked_sets(parser, args.set)
     run_dir = os.path.abspath(
         args.out or os.path.join(ROOT, "runs", f"bench-{time.strftime('%Y%m%d-%H%M%S')}")
     )
     os.makedirs(run_dir, exist_ok=True)
-    bench = Bench(
-        run_dir, SETTINGS["quick" if args.quick else "full"], args.budget, parse_sets(args.set)
-    )
+    bench = Bench(run_dir, SETTINGS["quick" if args.quick else "full"], args.budget, sets)
     start = time.time()
     run_sections(bench, [n for n in SECTIONS if n in names])
     bench.results["meta"]["total_seconds"] = time.time() - start

@@ -1,24 +1,22 @@
 """Time to solve: wall time from a command's start to its exit once the target is met.
 
-- `distributed`: `launch/train.py` (local_mp, or test_mt: the same program as threads
-  of one process) as a subprocess with N actors; the evaluator stops the program at
-  `evaluator.target_success`; wall = Popen to exit.
+- `distributed`: `launch/train.py` under local_mp as a subprocess with N actors; the
+  evaluator stops the program at `evaluator.target_success`; wall = Popen to exit.
   Env steps and the stop reason come from the run's result.json.
-- `local`: the single-process trainer (`distrl.local.train`) in a subprocess
-  (`python -m benchmarks.solve local --algo=dqn`), which reports its own wall time
-  (including compilation, excluding Python/JAX imports) beside the process's.
 - `optimal_success`: the success rate the optimal greedy policy reaches on a map
   within the time limit, by value iteration (the slippery 8x8 target is 95% of it).
+
+    python -m benchmarks.solve --map=8x8     # the slippery map's optimum
 """
 
 import argparse
-import json
 import os
 import sys
 
 import numpy as np
 
-from benchmarks.common import ROOT, override_flags, python_cmd, read_json, run_subprocess
+from benchmarks.common import ROOT, override_flags, read_json, run_subprocess
+from benchmarks.report import fmt
 
 _MOVES = ((0, -1), (1, 0), (0, 1), (-1, 0))  # LEFT DOWN RIGHT UP, as distrl.envs
 _FIRST_EVAL = ("logs", "evaluator.csv")  # written at the evaluator's first evaluation
@@ -84,19 +82,10 @@ def optimal_success(
     }
 
 
-def distributed(
-    algo: str,
-    num_actors: int,
-    run_dir: str,
-    cap_s: float,
-    overrides: dict | None = None,
-    launch_type: str = "local_mp",
-) -> dict:
-    """launch/train.py to its exit: wall, whether the target was reached, env steps.
-
-    `launch_type` test_mt runs the same program with every node a thread of one
-    process: the comparison that isolates what starting a process per node costs.
-    """
+def distributed(algo: str, num_actors: int, run_dir: str, cap_s: float, overrides=None) -> dict:
+    """launch/train.py to its exit: wall, whether the target was reached, env steps,
+    when the evaluator's first log row appeared (`up_at`: the command to the first
+    evaluation) and a one-line `summary` for the table."""
     flags = {
         "num_actors": num_actors,
         "run_dir": run_dir,
@@ -108,7 +97,7 @@ def distributed(
         sys.executable,
         str(ROOT / "launch" / "train.py"),
         f"--config=configs/{algo}.py",
-        f"--lp_launch_type={launch_type}",
+        "--lp_launch_type=local_mp",
         *override_flags(flags),
     ]
     os.makedirs(os.path.dirname(run_dir), exist_ok=True)
@@ -121,69 +110,41 @@ def distributed(
     )
     result = read_json(result_path) or {}
     counts = result.get("counts", {})
-    return {
+    out = {
         "wall": proc["wall"],
         "rc": proc["rc"],
         "timed_out": proc["timed_out"],
-        # When the program was up (the evaluator's first log row, if distrl writes
-        # one) and when the verdict was written; wall - result_at is the shutdown.
-        "up_at": proc["seen"].get(first_eval),
-        "result_at": proc["seen"].get(result_path),
+        "up_at": proc["seen"].get(first_eval),  # the program is up: its first evaluation
+        "result_at": proc["seen"].get(result_path),  # the verdict; wall - result_at: exit
         "reached": result.get("stop_reason") == "target_reached",
         "stop_reason": result.get("stop_reason"),
         "env_steps": counts.get("env_steps"),
         "learner_steps": counts.get("learner_steps"),
         "success_rate": (result.get("evaluation") or {}).get("success_rate"),
-        "evaluator_wall": result.get("wall_seconds"),  # run start -> the evaluator's verdict
         "log": proc["log"],
     }
+    return dict(out, summary=_summary(out))
 
 
-def local(algo: str, log_path: str, cap_s: float) -> dict:
-    """The single-process trainer to its exit: process wall, in-process wall, env steps."""
-    proc = run_subprocess(
-        python_cmd("benchmarks.solve", "local", f"--algo={algo}"), timeout=cap_s, log_path=log_path
-    )
-    out = {"wall": proc["wall"], "rc": proc["rc"], "timed_out": proc["timed_out"], "log": log_path}
-    with open(log_path) as f:
-        lines = [line for line in f if line.startswith("{")]
-    if lines:
-        out.update(json.loads(lines[-1]))
-    return out
-
-
-def _local_main(algo: str) -> None:
-    """Child of `local`: trains with distrl.local's defaults and prints one JSON line."""
-    from distrl import local as local_lib
-
-    result = local_lib.train(local_lib.LocalConfig(algo=algo))
-    print(
-        json.dumps(
-            {
-                "reached": bool(result.solved),
-                "env_steps": int(result.env_steps),
-                "updates": int(result.updates),
-                "train_wall": float(result.wall_time),
-                "compile": float(result.compile_time),
-                "success_rate": float(result.success_rate),
-            }
-        ),
-        flush=True,
-    )
+def _summary(s: dict) -> str:
+    """Where the wall time went, and why a run that did not reach its target stopped."""
+    text = f"{fmt(s['env_steps'])} env steps; first evaluation at {fmt(s['up_at'], 's')}"
+    if s["result_at"] is not None:
+        exit_s = s["wall"] - s["result_at"]
+        text += f", verdict at {fmt(s['result_at'], 's')}, exit {fmt(exit_s, 's')} later"
+    if s["reached"]:
+        return text
+    return (f"not reached in {fmt(s['wall'], 's')} (stop: {s['stop_reason']}, "
+            f"success {fmt(s['success_rate'])}); {text}")
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["local", "optimal"])
-    parser.add_argument("--algo", default="dqn")
+    parser = argparse.ArgumentParser(description="The optimal success rate of a slippery map.")
     parser.add_argument("--map", default="8x8")
     args = parser.parse_args(argv)
-    if args.what == "local":
-        _local_main(args.algo)
-    else:
-        from distrl.envs import MAPS
+    from distrl.envs import MAPS
 
-        print(optimal_success(MAPS[args.map], slippery=True))
+    print(optimal_success(MAPS[args.map], slippery=True))
 
 
 if __name__ == "__main__":

@@ -11,8 +11,11 @@ subprocess of its own session (so that every node it starts can be killed):
 In both, a `benchmarks.monitor.Monitor` in the launcher process waits until the
 counts move, waits `warmup` seconds more (compilation, first params), records
 snapshots over `window` seconds, and then stops the program. Rates come from those
-snapshots only, so startup and shutdown are not in them. `summarize_*` turn the
-snapshots into the figures of the table.
+snapshots only, so startup and shutdown are not in them. The e2e program also gives
+its start-up (when each count and each node's first log row were first seen, from
+this command's start) and, at the window's end, each node process's memory (with
+LAUNCHPAD_LOGGING_DIR set, which names each node's output file). `summarize_*` turn
+these into the figures of the table.
 """
 
 import argparse
@@ -32,8 +35,9 @@ from benchmarks.common import (
     rate_between_changes,
     write_json,
 )
-from benchmarks.monitor import Monitor
+from benchmarks.monitor import Monitor, node_memory
 from distrl import config as config_lib
+from distrl import metrics
 from distrl.nodes.actor import Actor
 from distrl.nodes.counter import Counter
 from distrl.nodes.learner import Learner
@@ -103,10 +107,13 @@ def stage_program(configs, run_dir: str, warmup: float, window: float):
 
 
 def e2e_program(config, run_dir: str, warmup: float, window: float):
-    """distrl's own program (`make_program`), timed over one window once it runs."""
+    """distrl's own program (`make_program`), timed over one window once it runs; each
+    actor's and the evaluator's first log row are watched (the actor writes its first
+    row after its first rollout, the evaluator after its first evaluation)."""
     p = topology.make_program(config, run_dir, time.time())
     counter = p.groups["counter"][0].create_handle()
     replays = {"main": p.groups["replay"][0].create_handle()}
+    nodes_ = [f"actor_{i}" for i in range(config.num_actors)] + ["evaluator"]
     plan = [
         {
             "name": "e2e",
@@ -114,6 +121,7 @@ def e2e_program(config, run_dir: str, warmup: float, window: float):
             "wait_for": ["env_steps", "learner_steps"],
             "warmup": warmup,
             "window": window,
+            "watch": {node: metrics.csv_path(run_dir, node) for node in nodes_},
         }
     ]
     return p, counter, replays, plan
@@ -123,16 +131,17 @@ def launch_and_measure(
     p, counter, replays, plan, run_dir: str, out_path: str, monitor_cls=Monitor
 ) -> dict:
     """Runs a program under local_mp with distrl's per-group process settings, times
-    it from this (the launcher) process, writes the snapshots (and returns them),
-    then stops the program."""
+    it from this (the launcher) process, writes the snapshots and the nodes' memory
+    (and returns them), then stops the program. With LAUNCHPAD_LOGGING_DIR set, each
+    node's output goes to a file there, by which `node_memory` knows the node."""
     resources = launcher.local_resources()
     resources = {group: r for group, r in resources.items() if group in p.groups}
     counter.set_client_kwargs(call_timeout=datetime.timedelta(seconds=3))
-    manager = lp.launch(
-        p, launch_type="local_mp", terminal="current_terminal", local_resources=resources
-    )
-    clients = {name: handle.dereference() for name, handle in replays.items()}
-    measured = monitor_cls(counter.dereference(), clients, run_dir).run(plan)
+    log_dir = os.environ.get("LAUNCHPAD_LOGGING_DIR")
+    terminal = "output_to_files" if log_dir else "current_terminal"
+    manager = lp.launch(p, launch_type="local_mp", terminal=terminal, local_resources=resources)
+    measured = monitor_cls(counter, replays, run_dir).run(plan)
+    measured["memory"] = node_memory(log_dir) if log_dir else {}
     write_json(out_path, measured)
     manager.stop_and_wait()
     return measured
@@ -146,7 +155,7 @@ def summarize_actor(phase, config) -> dict:
     items = delta(snaps, "table_inserts") / span
     per_item = (
         config.actor.num_envs
-        if _is_replay(config)
+        if tables.is_replay(config)
         else config.actor.num_envs * config.actor.unroll_length
     )
     return {
@@ -186,13 +195,45 @@ def summarize_e2e(phase, config) -> dict:
     return out
 
 
+def summarize_startup(first_seen: dict, num_actors: int) -> dict:
+    """Seconds from the command to each node's first step (None where never seen):
+    the replay's first insert, the counter's first env steps, the learner's first
+    update, the last actor's first rollout, the evaluator's first evaluation."""
+    f = first_seen
+    actors = [f.get(f"actor_{i}") for i in range(num_actors)]
+    out = {
+        "first_insert": f.get("table_inserts"),
+        "first_env_steps": f.get("env_steps"),
+        "first_update": f.get("learner_steps"),
+        "first_sample": f.get("table_samples"),
+        "actors": None if None in actors else max(actors),
+        "first_eval": f.get("evaluator"),
+    }
+    steps = [out[k] for k in ("first_insert", "first_env_steps", "first_update", "actors",
+                              "first_eval")]
+    out["every_node"] = None if None in steps else max(steps)
+    return out
+
+
+def summarize_memory(nodes: dict) -> dict:
+    """{role: that node's memory (actors: the actor with the highest peak)} and 'total'
+    (sums over every node process); {} when no node was found."""
+    if not nodes:
+        return {}
+    out = {}
+    for name, m in sorted(nodes.items()):
+        role = name.split("/")[0]
+        if role not in out or m["hwm_gb"] > out[role]["hwm_gb"]:
+            out[role] = m
+    out["total"] = {k: sum(m[k] for m in nodes.values()) for k in next(iter(nodes.values()))}
+    out["total"]["count"] = len(nodes)
+    out["nodes"] = nodes
+    return out
+
+
 def _share(times, snaps, key: str):
     """Seconds of `key` accumulated per second of the window (None if never reported)."""
     return rate_between_changes(times, [s.get(key, 0.0) for s in snaps])
-
-
-def _is_replay(config) -> bool:
-    return config_lib.is_replay(config_lib.make_agent_config(config))
 
 
 def bench_config(algo: str, num_actors: int = 1, spi: float = 0.0, run_dir: str = "", extra=None):

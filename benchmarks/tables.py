@@ -14,6 +14,7 @@ import queue
 
 import reverb
 
+from distrl import config as config_lib
 from distrl import replay
 
 SERVER_START_TIMEOUT_S = 60
@@ -34,11 +35,17 @@ def unlimited_tables(config, obs_size: int, max_items: int = 0):
     ]
 
 
+def is_replay(config) -> bool:
+    """True for the replay pipeline (DQN: an item is one time step of B envs), False
+    for the on-policy one (an item is one [T, B] chunk)."""
+    return config_lib.is_replay(config_lib.make_agent_config(config))
+
+
 def max_items_for(config) -> int:
     """Table capacity: the config's replay size, at most 64 whole [T, B] chunks."""
-    example = replay.example_item(config, 1)
-    is_chunk = example.observation.ndim == 3  # [T, B, O] chunks vs [B, O] steps
-    return min(config.replay.max_size, 64) if is_chunk else config.replay.max_size
+    if is_replay(config):
+        return config.replay.max_size
+    return min(config.replay.max_size, 64)
 
 
 def table_counts(client: reverb.Client) -> dict:
