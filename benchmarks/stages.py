@@ -113,7 +113,7 @@ def e2e_program(config, run_dir: str, warmup: float, window: float):
     p = topology.make_program(config, run_dir, time.time())
     counter = p.groups["counter"][0].create_handle()
     replays = {"main": p.groups["replay"][0].create_handle()}
-    nodes_ = [f"actor_{i}" for i in range(config.num_actors)] + ["evaluator"]
+    logged = [f"actor_{i}" for i in range(config.num_actors)] + ["evaluator"]
     plan = [
         {
             "name": "e2e",
@@ -121,7 +121,7 @@ def e2e_program(config, run_dir: str, warmup: float, window: float):
             "wait_for": ["env_steps", "learner_steps"],
             "warmup": warmup,
             "window": window,
-            "watch": {node: metrics.csv_path(run_dir, node) for node in nodes_},
+            "watch": {node: metrics.csv_path(run_dir, node) for node in logged},
         }
     ]
     return p, counter, replays, plan
