@@ -166,3 +166,19 @@ def test_config_from_dict_and_lists():
     assert config.hidden_sizes == (16, 16) and hash(config)
     tabular = agents.make_config("tabular")
     assert tabular.network == "table" and isinstance(tabular, dqn.DQNConfig)
+
+
+def test_learning_rate_decays_linearly_then_stays():
+    """SGD with rate 1.0 decaying to 0.2 over 4 steps: steps of 1.0, 0.8, 0.6, 0.4, 0.2, 0.2."""
+    from distrl.agents import base
+
+    opt = base.make_optimizer(1.0, 0.0, "sgd", decay_steps=4, final_learning_rate=0.2)
+    params = {"w": jnp.zeros(())}
+    state = opt.init(params)
+    sizes = []
+    for _ in range(6):
+        updates, state = opt.update({"w": jnp.ones(())}, state, params)
+        sizes.append(-float(updates["w"]))
+    np.testing.assert_allclose(sizes, [1.0, 0.8, 0.6, 0.4, 0.2, 0.2], atol=1e-6)
+    config = agents.make_config("a2c", learning_rate_decay_steps=100, learning_rate_final=1e-4)
+    assert config.learning_rate_decay_steps == 100  # every preset carries the fields

@@ -111,3 +111,21 @@ def test_exact_agrees_with_monte_carlo(map_name):
     assert abs(mc.success_rate - p) < 5 * np.sqrt(p * (1 - p) / n)
     # Returns lie in [-1, 1]: their standard deviation is at most 1.
     assert abs(mc.mean_return - mine.value[env.start_cell]) < 5 / np.sqrt(n)
+
+
+@pytest.mark.parametrize("map_name", ["4x4", "8x8"])
+def test_jax_policy_stats_match_numpy(map_name):
+    env = make_env(map_name, slippery=True)
+    actions = exact.optimum(env, 0.99).policy
+    success, mean_return, length = jax.jit(exact.make_policy_stats(env))(jnp.asarray(actions))
+    mine = exact.evaluate_policy(env, actions, 1.0)
+    assert float(success) == pytest.approx(mine.success[env.start_cell], abs=1e-5)
+    assert float(mean_return) == pytest.approx(mine.value[env.start_cell], abs=1e-5)
+    n = 20_000
+    act = _table_act(actions)
+    run = jax.jit(lambda key: evaluation.run_episodes(env, act, None, key, n))
+    mc = jax.device_get(run(jax.random.PRNGKey(5)))
+    assert abs(mc.mean_length - float(length)) < 0.03 * float(length)
+    det = make_env(map_name)  # deterministic: the route's length exactly
+    stats = exact.make_policy_stats(det)(jnp.asarray(exact.optimum(det, 0.9).policy))
+    assert float(stats[0]) == 1.0 and float(stats[2]) == (6.0 if map_name == "4x4" else 14.0)

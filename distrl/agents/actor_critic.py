@@ -31,6 +31,8 @@ class ActorCriticConfig:
     activation: str = "tanh"
     optimizer: str = "adam"
     learning_rate: float = 1e-2
+    learning_rate_decay_steps: int = 0  # updates of linear decay to learning_rate_final; 0: none
+    learning_rate_final: float = 0.0
     max_grad_norm: float = 1.0
     discount: float = 0.99  # 0.9 is steadier later but reached the goal 3-10x slower
     gae_lambda: float = 0.95
@@ -143,7 +145,13 @@ def make_policy_gradient_agent(config, env_spec, update_impl) -> base.Agent:
     net = networks.make_actor_critic_network(
         config.hidden_sizes, env_spec.num_actions, config.shared_torso, config.activation
     )
-    optimizer = base.make_optimizer(config.learning_rate, config.max_grad_norm, config.optimizer)
+    optimizer = base.make_optimizer(
+        config.learning_rate,
+        config.max_grad_norm,
+        config.optimizer,
+        config.learning_rate_decay_steps,
+        config.learning_rate_final,
+    )
     init = base.make_init(net, optimizer, env_spec.obs_size, with_target=False)
     update = jax.jit(functools.partial(update_impl, net, optimizer, config))
     policy, greedy, value = make_policy_fns(net)

@@ -75,14 +75,24 @@ def make_init(net: hk.Transformed, optimizer, obs_size: int, with_target: bool) 
 
 
 def make_optimizer(
-    learning_rate: float, max_grad_norm: float, optimizer: str = "adam"
+    learning_rate: float,
+    max_grad_norm: float,
+    optimizer: str = "adam",
+    decay_steps: int = 0,
+    final_learning_rate: float = 0.0,
 ) -> optax.GradientTransformation:
     """Global-norm gradient clipping followed by Adam or plain SGD.
+
+    decay_steps > 0: the learning rate falls linearly to `final_learning_rate` over
+    that many optimizer steps (PPO takes epochs x minibatches of them per update),
+    then stays there; a policy that has found the optimum stops being shaken off it.
 
     Wrapped in `optax.flatten` (the optimizer state is one flat vector): on XLA:CPU
     this cuts the compile time of an update several-fold (measured 2.9 s -> 0.5 s
     for a 64x64 MLP with clipping) and changes no numbers.
     """
+    if decay_steps and decay_steps > 0:
+        learning_rate = optax.linear_schedule(learning_rate, final_learning_rate, decay_steps)
     if optimizer == "adam":
         opt = optax.adam(learning_rate)
     elif optimizer == "sgd":

@@ -28,6 +28,8 @@ class DQNConfig:
     activation: str = "relu"
     optimizer: str = "adam"  # "adam" | "sgd"
     learning_rate: float = 1e-2
+    learning_rate_decay_steps: int = 0  # updates of linear decay to learning_rate_final; 0: none
+    learning_rate_final: float = 0.0
     max_grad_norm: float = 10.0  # global-norm clip; <= 0 disables
     discount: float = 0.9  # gamma (also for the n-step writer); 0.99 leaves a 1% gap
     # between moving and bumping a wall, which approximation noise can flip for good
@@ -104,7 +106,13 @@ def make_agent(config: DQNConfig, env_spec) -> base.Agent:
     net = networks.make_dqn_network(
         config.network, config.hidden_sizes, env_spec.num_actions, config.activation
     )
-    optimizer = base.make_optimizer(config.learning_rate, config.max_grad_norm, config.optimizer)
+    optimizer = base.make_optimizer(
+        config.learning_rate,
+        config.max_grad_norm,
+        config.optimizer,
+        config.learning_rate_decay_steps,
+        config.learning_rate_final,
+    )
     epsilon_fn = optax.linear_schedule(
         config.epsilon_init, config.epsilon_final, config.epsilon_decay_steps
     )

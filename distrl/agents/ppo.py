@@ -34,6 +34,9 @@ class PPOConfig:
     activation: str = "tanh"
     optimizer: str = "adam"
     learning_rate: float = 1e-2
+    # optimizer steps (updates x epochs x minibatches) of linear decay; 0: none
+    learning_rate_decay_steps: int = 0
+    learning_rate_final: float = 0.0
     max_grad_norm: float = 0.5
     discount: float = 0.9  # 0.99 reaches the goal too, but its greedy policy later
     # flips to wall bumps in ~20% of evaluations (a 1% value gap); 0.9 stays put

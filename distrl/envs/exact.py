@@ -192,3 +192,35 @@ def answer(
         float(best.horizon_success[s]),
         float(best.max_success[s]),
     )
+
+
+def make_policy_stats(env: gridworld.GridWorld):
+    """Jittable `stats(actions [S] int) -> (success, mean return, mean length)` at S.
+
+    The same dynamic programme as `evaluate_policy` (undiscounted: the mean return
+    and length of an episode from S), in float32 JAX so that a jitted training loop
+    can score its greedy policy exactly for the cost of H small gathers.
+    """
+    import jax  # noqa: PLC0415 - the rest of this module is numpy only
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    d = dynamics(env)
+    cells = jnp.arange(env.num_cells)
+    goal = jnp.asarray(d.goal[d.next_cell], jnp.float32)  # [S, A, K]
+    alive = jnp.asarray(~d.terminal[d.next_cell], jnp.float32)
+    prob, reward = jnp.asarray(d.prob, jnp.float32), jnp.asarray(d.reward, jnp.float32)
+    next_cell, terminal = jnp.asarray(d.next_cell), jnp.asarray(d.terminal)
+
+    def stats(actions):
+        pick = lambda x: x[cells, actions]  # noqa: E731 - [S, A, K] -> [S, K]
+        p, g, a, r, n = pick(prob), pick(goal), pick(alive), pick(reward), pick(next_cell)
+
+        def backup(_, carry):  # (success, return, length) [S] with one more step left
+            new = [jnp.sum(p * (x + a * y[n]), -1) for x, y in zip((g, r, 1.0), carry)]
+            return tuple(jnp.where(terminal, 0.0, x) for x in new)
+
+        zero = jnp.zeros(env.num_cells, jnp.float32)
+        out = jax.lax.fori_loop(0, env.time_limit, backup, (zero, zero, zero))
+        return tuple(x[env.start_cell] for x in out)
+
+    return stats
