@@ -38,7 +38,9 @@ def max_items_for(config) -> int:
     """Table capacity: the config's replay size, at most 64 whole [T, B] chunks."""
     example = replay.example_item(config, 1)
     is_chunk = example.observation.ndim == 3  # [T, B, O] chunks vs [B, O] steps
-    return min(config.replay.max_size, 64) if is_chunk else config.replay.max_size
+    if is_chunk:
+        return min(config.replay.max_size, 64)
+    return config.replay.max_size // config.actor.num_envs  # max_size counts transitions
 
 
 def table_counts(client: reverb.Client) -> dict:
