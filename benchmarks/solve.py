@@ -4,7 +4,7 @@
   of one process) as a subprocess with N actors; the evaluator stops the program at
   `evaluator.target_success`; wall = Popen to exit.
   Env steps and the stop reason come from the run's result.json.
-- `local`: the single-process trainer (`distrl.local.train`) in a subprocess
+- `local`: the single-process trainer (`distrl.local.train`, configs/<algo>.py) in a subprocess
   (`python -m benchmarks.solve local --algo=dqn`), which reports its own wall time
   (including compilation, excluding Python/JAX imports) beside the process's.
 - `optimal_success`: the success rate the optimal greedy policy reaches on a map
@@ -153,10 +153,11 @@ def local(algo: str, log_path: str, cap_s: float) -> dict:
 
 
 def _local_main(algo: str) -> None:
-    """Child of `local`: trains with distrl.local's defaults and prints one JSON line."""
+    """Child of `local`: trains configs/<algo>.py single-process and prints one JSON line."""
+    from benchmarks.common import load_config
     from distrl import local as local_lib
 
-    result = local_lib.train(local_lib.LocalConfig(algo=algo))
+    result = local_lib.train(load_config(algo))
     print(
         json.dumps(
             {
