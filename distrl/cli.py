@@ -76,6 +76,10 @@ def load(holder):
     try:
         config = holder.value
         config.keys()  # a config file that failed to load raises here
+    except flags.IllegalFlagValueError:
+        raise config_lib.ConfigError(
+            "the config file's get_config() returned None; it must return a ConfigDict"
+        ) from None
     except (OSError, AttributeError, TypeError) as err:
         raise config_lib.ConfigError(f"the config file cannot be loaded: {_last_line(err)}") from None
     return config

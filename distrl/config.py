@@ -21,6 +21,7 @@ the config into the pure layers' objects; `from_dict` rebuilds a saved config.
 import dataclasses
 import json
 import math
+import re
 
 import ml_collections
 
@@ -32,6 +33,9 @@ LEARNER_DEVICES = ("auto", "gpu", "cpu")
 # Presets whose advantages need whole episodes inside a chunk: their default T.
 LONG_CHUNKS = {"grpo": 64, "reinforce": 64}
 MAX_TIME_LIMIT = 1_000_000  # env steps; an evaluation episode may last that long
+# Cells of a map: a 1000x1000 random map takes a minute to draw and check, and its
+# one-hot observations (8 MB per transition) fit no replay here.
+MAX_MAP_CELLS = 250_000
 
 
 class ConfigError(ValueError):
@@ -135,6 +139,7 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
 def make_env(config) -> envs.GridWorld:
     """The GridWorld of `config.env`; map errors surface as ConfigError."""
     e = config.env
+    _check_map_size(e.map)
     try:
         return envs.make_env(
             map_name=map_spec(e.map),
@@ -144,6 +149,20 @@ def make_env(config) -> envs.GridWorld:
         )
     except ValueError as err:
         raise ConfigError(f"config.env: {err}") from None
+
+
+def _check_map_size(value) -> None:
+    """ConfigError for a map of more than MAX_MAP_CELLS cells, before it is drawn."""
+    if isinstance(value, str) and value.startswith("random:"):
+        size = re.match(r"random:(\d+)x(\d+)(:|$)", value)
+        cells = int(size.group(1)) * int(size.group(2)) if size else 0
+    elif isinstance(value, str) and "/" in value:
+        rows = value.split("/")
+        cells = len(rows) * max(len(r) for r in rows)
+    else:
+        cells = 0
+    _check(cells <= MAX_MAP_CELLS, f"config.env.map={value[:40]!r}: {cells:,} cells; need at "
+           f"most {MAX_MAP_CELLS:,} (e.g. random:500x500:seed=0)")
 
 
 def map_spec(value):
@@ -247,8 +266,9 @@ def _check_keys(given, base, where: str) -> None:
             f"valid fields{' of ' + where + '.' + parent if parent else ''}: {', '.join(siblings)}"
         )
     if missing:
+        shown = ", ".join(missing[:6]) + (f", ... ({len(missing)} in all)" if len(missing) > 6 else "")
         raise ConfigError(
-            f"{where} lacks {', '.join(missing)} (written by an older distrl, or removed "
+            f"{where} lacks {shown} (written by an older distrl, or removed "
             f"by the config file); every field of distrl.config.base_config is needed"
         )
 

@@ -17,7 +17,9 @@ from distrl import agents
 from distrl import config as config_lib
 
 GB = 1024**3
-PROCESS_BYTES = 400 * 1024**2  # one node process: Python, JAX, TensorFlow, Reverb/courier
+# One node process: Python, TensorFlow, Reverb, courier and JAX imported and an agent
+# initialized and compiled (measured: 672 MB peak RSS for DQN on 4x4).
+PROCESS_BYTES = 600 * 1024**2
 _FLOAT = 4
 _OPTIMIZER_COPIES = 6  # params, target, gradients, two Adam moments, the update
 

@@ -56,9 +56,9 @@ BAD_INPUTS = [
     (["--resume="], "--resume= is empty; give the run directory to continue"),
     (["--resume={tmp}/corrupt"], "config.json is not valid JSON"),
     (["--resume={tmp}/older"], "config lacks"),
-    (["--config.num_actors=1000000"], "this run needs an estimated 391,"),
+    (["--config.num_actors=1000000"], "(num_actors=1000000 processes x 0.6 GB"),
     (["--config.replay.max_size=1000000000000000"], "replay 130,385,160.4 GB (replay.max_size="),
-    (["--config.actor.unroll_length=1000000000"], "actors 57,221.2 GB (num_actors=2 processes"),
+    (["--config.actor.unroll_length=1000000000"], "unroll_length=1000000000 x num_envs=64)"),
     (["--config.agent.hidden_sizes=(100000,100000)"], "(hidden_sizes=(100000, 100000): "
      "10,002,200,004 parameters"),
     (["positional"], "unexpected arguments ['positional']"),
