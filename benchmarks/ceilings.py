@@ -72,7 +72,7 @@ def update_ceiling(config, seconds: float) -> dict:
             obs_size, config.learner.batch_size, device, seconds, agent_config
         )
         return dict(out, batch=f"[{config.learner.batch_size}]")
-    t, n = config.actor.unroll_length, config.learner.batch_size * config.actor.num_envs
+    t, n = config.actor.unroll_length, config.learner.batch_chunks * config.actor.num_envs
     out = learner_bench.ppo_update_rate(obs_size, t, n, device, seconds, agent_config)
     return dict(out, batch=f"[{t}, {n}]")
 
@@ -102,7 +102,7 @@ def reverb_ceilings(work: ActorWork, address: str, seconds: float) -> dict:
     t, b = config.actor.unroll_length, config.actor.num_envs
     items_per_call = t if is_replay else 1
     batch_transitions = (
-        config.learner.batch_size if is_replay else config.learner.batch_size * t * b
+        config.learner.batch_size if is_replay else config.learner.batch_chunks * t * b
     )
     return {
         "insert_calls_per_s": insert_calls,

@@ -30,27 +30,19 @@ def first_reach(history, optimal: float, fraction: float):
 
 def run_one(name: str, seed: int, map_name: str | None, env_steps: int) -> dict:
     config = load_config(name, {"env.map": map_name} if map_name else None)
-    cfg = local.LocalConfig(
-        algo=config.algorithm,
-        map_name=config.env.map,
-        slippery=bool(config.env.slippery),
-        num_envs=16,
-        rollout_length=16,
-        max_env_steps=env_steps,
-        target_success=float(config.evaluator.target_success),
-        target_of_optimal=float(config.evaluator.target_of_optimal),
-        eval_every=20,
-        iterations_per_call=50,
-        confirm_envs=int(config.evaluator.confirm_envs),
-        replay_capacity=100_000,
-        xla_opt_level=-1,
-        seed=seed,
-    )
-    result = local.train(cfg, config_lib.make_agent_config(config))
+    config.seed, config.num_actors = seed, 1
+    config.actor.update(dict(num_envs=16, unroll_length=16))
+    config.local.update(dict(eval_every=20, iterations_per_call=50, xla_opt_level=-1))
+    config.budget.update(dict(env_steps=env_steps, seconds=0.0))
+    if config_lib.is_replay(config_lib.make_agent_config(config)):
+        config.replay.max_size = 100_000  # transitions
+    else:
+        config.learner.batch_chunks = 1  # one update per [16, 16] rollout, as measured
+    result = local.train(config)
     answer = result.exact
     row = dict(
         config=name,
-        map=cfg.map_name,
+        map=config.env.map,
         seed=seed,
         solved=result.solved,
         env_steps=result.env_steps,

@@ -44,7 +44,7 @@ def is_replay(config) -> bool:
 def max_items_for(config) -> int:
     """Table capacity: the config's replay size, at most 64 whole [T, B] chunks."""
     if is_replay(config):
-        return config.replay.max_size
+        return config.replay.max_size // config.actor.num_envs  # max_size counts transitions
     return min(config.replay.max_size, 64)
 
 

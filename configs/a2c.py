@@ -5,6 +5,6 @@ from distrl.config import base_config
 
 def get_config():
     config = base_config("a2c")
-    config.learner.batch_size = 1  # chunks of [T, B] per update
+    config.learner.batch_chunks = 1  # chunks of [T, B] per update
     config.replay.queue_size = 4
     return config

@@ -15,7 +15,7 @@ def get_config():
     config.agent.learning_rate = 2e-3
     config.agent.learning_rate_decay_steps = 12_000  # updates
     config.agent.learning_rate_final = 1e-5
-    config.learner.batch_size = 1  # chunks of [T, B] per update
+    config.learner.batch_chunks = 1  # chunks of [T, B] per update
     config.replay.queue_size = 4
     config.evaluator.target_success = 0.0
     config.evaluator.target_of_optimal = 0.98

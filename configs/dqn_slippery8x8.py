@@ -21,7 +21,7 @@ def get_config():
     config.agent.target_update_period = 500
     config.agent.epsilon_decay_steps = 500_000  # env steps
     config.agent.epsilon_final = 0.1
-    config.replay.max_size = 1_600  # items of num_envs (64) transitions: ~100k transitions
+    config.replay.max_size = 102_400  # transitions (1,600 time steps of 64 envs)
     config.replay.samples_per_insert = 1.0  # each transition sampled about once
     config.evaluator.target_success = 0.0
     config.evaluator.target_of_optimal = 0.98

@@ -5,6 +5,6 @@ from distrl.config import base_config
 
 def get_config():
     config = base_config("ppo")
-    config.learner.batch_size = 2  # chunks of [T, B] per update
+    config.learner.batch_chunks = 2  # chunks of [T, B] per update
     config.replay.queue_size = 4
     return config

@@ -2,13 +2,26 @@
 
 An experiment is one `ml_collections.ConfigDict` (see `configs/*.py`): the algorithm
 preset and its agent fields, the map, the actors, replay, learner, evaluator and
-budget. `validate` checks all of it before any process starts and raises
-`ConfigError` naming the bad value and what would be valid; `make_agent_config`,
-`make_env` turn it into the pure layers' objects.
+budget. The same config drives the distributed program (`launch/train.py`) and the
+single-process trainer (`python -m distrl.local`). `base_config` lists every field
+with its default, meaning and unit; the `agent` section holds every field of the
+preset's config dataclass (`distrl.agents`), with the preset's values.
+
+Units: replay sizes and the DQN batch count transitions (one env step of one env);
+a DQN replay item holds the `actor.num_envs` transitions of one time step, so they
+are multiples of it. On-policy items are whole [T, B] chunks (T = unroll_length,
+B = actor.num_envs), counted in chunks.
+
+`validate` checks all of it before any process starts and raises `ConfigError`
+naming the bad value and what would be valid; `check_resources` refuses what the
+machine cannot hold, from `estimate_memory`; `make_agent_config`, `make_env` turn
+the config into the pure layers' objects; `from_dict` rebuilds a saved config.
 """
 
 import dataclasses
+import json
 import math
+import re
 
 import ml_collections
 
@@ -17,60 +30,87 @@ from distrl import agents, envs
 LAUNCH_TYPES = ("local_mp", "test_mt", "ray")
 SAMPLERS = ("uniform", "prioritized")
 LEARNER_DEVICES = ("auto", "gpu", "cpu")
+# Presets whose advantages need whole episodes inside a chunk: their default T.
+LONG_CHUNKS = {"grpo": 64, "reinforce": 64}
+MAX_TIME_LIMIT = 1_000_000  # env steps; an evaluation episode may last that long
+# Cells of a map: a 1000x1000 random map takes a minute to draw and check, and its
+# one-hot observations (8 MB per transition) fit no replay here.
+MAX_MAP_CELLS = 250_000
 
 
 class ConfigError(ValueError):
     """A config value that cannot work; the message names it and what is valid."""
 
 
+def agent_section(algorithm: str) -> ml_collections.ConfigDict:
+    """Every field of the preset's config dataclass, with the preset's values."""
+    if algorithm not in agents.PRESETS:
+        raise ConfigError(
+            f"config.algorithm={algorithm!r} is unknown; valid: {', '.join(sorted(agents.PRESETS))}"
+        )
+    return ml_collections.ConfigDict(dataclasses.asdict(agents.make_config(algorithm)))
+
+
 def base_config(algorithm: str) -> ml_collections.ConfigDict:
     """The defaults every experiment shares; `configs/*.py` override them."""
     c = ml_collections.ConfigDict()
-    c.algorithm = algorithm  # a preset of distrl.agents.PRESETS
-    c.agent = ml_collections.ConfigDict()  # overrides of the preset's dataclass fields
-    c.seed = 0
+    c.algorithm = algorithm  # a preset of distrl.agents.PRESETS (fixed by the config file)
+    c.agent = agent_section(algorithm)  # the preset's dataclass fields (see distrl/agents/)
+    c.seed = 0  # PRNG seed of every node (0 .. 2**31-1)
     c.env = ml_collections.ConfigDict(
-        dict(map="4x4", slippery=False, time_limit=0, rewards=(1.0, -1.0, 0.0))
-    )  # time_limit 0: the map's default (100 on 4x4, 200 otherwise)
-    c.num_actors = 2
+        dict(
+            map="4x4",  # '4x4', '8x8', 'random:<rows>x<cols>:seed=<n>' or rows 'SFFF/FHFH/...'
+            slippery=False,  # moves slip to either side with probability 1/3 each
+            time_limit=0,  # env steps per episode; 0: the map's default (100 on 4x4, else 200)
+            rewards=(1.0, -1.0, 0.0),  # reward of reaching G, of falling into H, of any other step
+        )
+    )
+    c.num_actors = 2  # actor processes
     c.actor = ml_collections.ConfigDict(
         dict(
-            num_envs=64,  # B envs stepped together by one actor
-            unroll_length=16,  # T steps per rollout call (and per on-policy item)
+            num_envs=64,  # B: envs one actor steps together
+            unroll_length=LONG_CHUNKS.get(algorithm, 16),  # T: env steps per rollout (chunk)
             params_update_period=1,  # rollouts between parameter pulls
-            epsilon_spread=0.0,  # DQN: actor i uses eps**(1 + spread*i/(N-1)) (Ape-X)
+            epsilon_spread=0.0,  # DQN: actor i uses eps**(1 + spread*i/(N-1)) (Ape-X); >= 0
         )
     )
     c.replay = ml_collections.ConfigDict(
         dict(
-            max_size=1_000,  # items (DQN: one item = B transitions of one time step)
-            min_size=10,  # items before the learner may sample
-            samples_per_insert=4.0,  # DQN rate limiter, in items
-            error_buffer=0.0,  # 0: derived, max(min_size, samples_per_insert) * 10
-            sampler="uniform",  # "uniform" | "prioritized"
-            priority_exponent=0.6,
-            queue_size=4,  # on-policy: chunks buffered before actors block
+            max_size=64_000,  # DQN: transitions kept (FIFO); a multiple of actor.num_envs
+            min_size=640,  # DQN: transitions before the learner may sample; a multiple of B
+            samples_per_insert=4.0,  # DQN: transitions sampled per transition inserted (ratio)
+            error_buffer=0.0,  # DQN: rate limiter slack, in transitions; 0: derived
+            sampler="uniform",  # DQN: "uniform" | "prioritized"
+            priority_exponent=0.6,  # DQN, prioritized: priority = |TD| ** exponent
+            queue_size=4,  # on-policy: chunks [T, B] buffered before actors block
         )
     )
     c.learner = ml_collections.ConfigDict(
         dict(
-            batch_size=256,  # DQN: transitions; on-policy: chunks of [T, B]
+            batch_size=256,  # DQN: transitions per update; a multiple of actor.num_envs
+            batch_chunks=1,  # on-policy: chunks [T, B] per update (T x B transitions each)
             prefetch=4,  # batches fetched ahead of the update
         )
     )
     c.evaluator = ml_collections.ConfigDict(
         dict(
-            num_envs=1000,  # episodes per evaluation (1 on a deterministic map: exact)
-            every_seconds=1.0,
-            target_success=1.0,  # stop once the success interval's lower bound reaches it
+            num_envs=1000,  # greedy episodes per evaluation (1 on a deterministic map: exact)
+            every_seconds=1.0,  # between evaluations (and budget checks)
+            target_success=1.0,  # stop once the success interval's lower bound reaches it (0: never)
             # > 0: the target is this fraction of the exact optimal success (envs.exact's
             # pi* for the agent's discount) instead of target_success
             target_of_optimal=0.0,
             confirm_envs=10_000,  # episodes of the confirming evaluation near the target
-            sampled=False,
+            sampled=False,  # evaluate the sampled policy instead of the greedy one
         )
     )
-    c.budget = ml_collections.ConfigDict(dict(env_steps=2_000_000, learner_steps=0, seconds=300.0))
+    c.budget = ml_collections.ConfigDict(
+        dict(
+            env_steps=2_000_000,  # env steps of all actors together; 0: no limit
+            learner_steps=0,  # learner updates; 0: no limit
+            seconds=300.0,  # wall-clock seconds of the run; 0: no limit
+        )
+    )
     c.log = ml_collections.ConfigDict(dict(every_seconds=2.0))  # between a node's metric rows
     c.checkpoint = ml_collections.ConfigDict(
         dict(
@@ -87,6 +127,15 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             learner_resource="",  # likewise for the learner's Ray node
         )
     )
+    # The single-process trainer only (python -m distrl.local; see distrl/local.py).
+    c.local = ml_collections.ConfigDict(
+        dict(
+            eval_every=1,  # iterations (rollouts of T x num_actors*num_envs) between evaluations
+            iterations_per_call=200,  # iterations per jitted call (a log line after each)
+            xla_opt_level=0,  # XLA backend optimisation level; 0 compiles 2x faster, steps
+            # ~3x slower; -1: XLA's default (2), for long runs and throughput comparisons
+        )
+    )
     c.run_dir = ""  # everything a run writes goes here; "" -> runs/<algorithm>-<timestamp>
     return c
 
@@ -94,6 +143,7 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
 def make_env(config) -> envs.GridWorld:
     """The GridWorld of `config.env`; map errors surface as ConfigError."""
     e = config.env
+    _check_map_size(e.map)
     try:
         return envs.make_env(
             map_name=map_spec(e.map),
@@ -105,6 +155,20 @@ def make_env(config) -> envs.GridWorld:
         raise ConfigError(f"config.env: {err}") from None
 
 
+def _check_map_size(value) -> None:
+    """ConfigError for a map of more than MAX_MAP_CELLS cells, before it is drawn."""
+    if isinstance(value, str) and value.startswith("random:"):
+        size = re.match(r"random:(\d+)x(\d+)(:|$)", value)
+        cells = int(size.group(1)) * int(size.group(2)) if size else 0
+    elif isinstance(value, str) and "/" in value:
+        rows = value.split("/")
+        cells = len(rows) * max(len(r) for r in rows)
+    else:
+        cells = 0
+    _check(cells <= MAX_MAP_CELLS, f"config.env.map={value[:40]!r}: {cells:,} cells; need at "
+           f"most {MAX_MAP_CELLS:,} (e.g. random:500x500:seed=0)")
+
+
 def map_spec(value):
     """A map name ('4x4', 'random:8x8:seed=3') or rows written 'SFFF/FHFH/FFFH/HFFG'."""
     if isinstance(value, str) and "/" in value:
@@ -113,23 +177,13 @@ def map_spec(value):
 
 
 def make_agent_config(config):
-    """The agent's config dataclass: the preset plus `config.agent` overrides."""
-    name = config.algorithm
-    if name not in agents.PRESETS:
-        raise ConfigError(
-            f"config.algorithm={name!r} is unknown; valid: {', '.join(sorted(agents.PRESETS))}"
-        )
-    cls = agents.PRESETS[name][0]
-    fields = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(config.agent.keys()) - fields)
-    if unknown:
-        raise ConfigError(
-            f"config.agent has fields {unknown} that {cls.__name__} lacks; valid: {sorted(fields)}"
-        )
+    """The agent's config dataclass, built from `config.agent` (every field)."""
+    section = agent_section(config.algorithm)  # ConfigError for an unknown algorithm
+    _check_keys(config.agent, section, "config.agent")
     try:
-        return agents.make_config(name, **config.agent.to_dict())
+        return agents.make_config(config.algorithm, **config.agent.to_dict())
     except (TypeError, ValueError) as err:
-        raise ConfigError(f"config.agent: {err}") from None
+        raise ConfigError(f"config.agent.{err}") from None
 
 
 def is_replay(agent_config) -> bool:
@@ -138,34 +192,178 @@ def is_replay(agent_config) -> bool:
 
 
 def items_per_batch(config) -> int:
-    """Reverb items in one learner batch (DQN items hold B transitions each)."""
+    """Reverb items in one learner batch (a DQN item holds B transitions, else a chunk)."""
     if is_replay(make_agent_config(config)):
         return config.learner.batch_size // config.actor.num_envs
-    return config.learner.batch_size
+    return config.learner.batch_chunks
+
+
+def replay_items(config) -> tuple:
+    """(max_size, min_size) of the DQN replay table in items of B transitions."""
+    b = config.actor.num_envs
+    return config.replay.max_size // b, config.replay.min_size // b
+
+
+def error_buffer(config) -> float:
+    """The rate limiter's error buffer in items, derived when the config leaves it 0."""
+    r = config.replay
+    if r.error_buffer:
+        return float(r.error_buffer) / config.actor.num_envs
+    return float(max(replay_items(config)[1], r.samples_per_insert, items_per_batch(config)) * 10)
+
+
+def from_dict(saved: dict) -> ml_collections.ConfigDict:
+    """A saved config (config.json) as a typed config of its algorithm's base.
+
+    ConfigError when it is not a dict, names an unknown algorithm, lacks a field
+    (an older distrl wrote it) or has one the base does not know, or a value of
+    the wrong type.
+    """
+    if not isinstance(saved, dict):
+        raise ConfigError(f"a saved config must be a JSON object, got {type(saved).__name__}")
+    config = base_config(saved.get("algorithm"))
+    _check_keys(saved, config, "config")
+    for key, value in flatten(saved).items():
+        _assign(config, key, value)
+    return config
+
+
+def load_json(path: str) -> ml_collections.ConfigDict:
+    """A config.json as `from_dict` reads it; ConfigError naming the file's problem."""
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+    except OSError as err:
+        raise ConfigError(f"cannot read {path}: {err.strerror}") from None
+    except ValueError as err:
+        raise ConfigError(f"{path} is not valid JSON: {err}") from None
+    try:
+        return from_dict(saved)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
+
+
+def _assign(config, key: str, value) -> None:
+    """config.<key> = value through the base's type (ConfigError on a mismatch)."""
+    *parents, leaf = key.split(".")
+    node = config
+    for name in parents:
+        node = node[name]
+    try:
+        node[leaf] = tuple(value) if isinstance(value, list) else value
+    except TypeError:
+        kind = type(node[leaf]).__name__
+        raise ConfigError(f"config.{key}={value!r} is not of type {kind}") from None
+
+
+def _check_keys(given, base, where: str) -> None:
+    """ConfigError naming fields `given` has that `base` lacks, or lacks, at any depth."""
+    have, want = flatten(_plain(given)), flatten(_plain(base))
+    unknown = sorted(set(have) - set(want))
+    missing = sorted(set(want) - set(have))
+    if unknown:
+        key = unknown[0]
+        parent = key.rpartition(".")[0]
+        siblings = sorted(k.rpartition(".")[2] for k in want if k.rpartition(".")[0] == parent)
+        raise ConfigError(
+            f"{where}.{key} is unknown ({len(unknown)} unknown: {', '.join(unknown)}); "
+            f"valid fields{' of ' + where + '.' + parent if parent else ''}: {', '.join(siblings)}"
+        )
+    if missing:
+        shown = ", ".join(missing[:6]) + (f", ... ({len(missing)} in all)" if len(missing) > 6 else "")
+        raise ConfigError(
+            f"{where} lacks {shown} (written by an older distrl, or removed "
+            f"by the config file); every field of distrl.config.base_config is needed"
+        )
+
+
+def _plain(tree):
+    return tree.to_dict() if isinstance(tree, ml_collections.ConfigDict) else tree
+
+
+def flatten(tree: dict, prefix: str = "") -> dict:
+    """{'a': {'b': 1}} -> {'a.b': 1}."""
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def validate(config) -> None:
     """Raises ConfigError for any value that cannot work; returns None otherwise."""
+    base = base_config(config.algorithm)  # ConfigError for an unknown algorithm
+    _check_keys(config, base, "config")
+    _check_types(config, base)
     agent_config = make_agent_config(config)
-    env = make_env(config)
-    del env
-    _check(config.num_actors >= 1, f"config.num_actors={config.num_actors}; need >= 1")
-    a = config.actor
-    _check(a.num_envs >= 1, f"config.actor.num_envs={a.num_envs}; need >= 1")
-    _check(a.unroll_length >= 1, f"config.actor.unroll_length={a.unroll_length}; need >= 1")
-    _check(
-        a.params_update_period >= 1,
-        f"config.actor.params_update_period={a.params_update_period}; need >= 1",
-    )
-    _check(config.learner.batch_size >= 1, f"config.learner.batch_size={config.learner.batch_size}")
-    _check(config.learner.prefetch >= 1, f"config.learner.prefetch={config.learner.prefetch}")
+    make_env(config)
+    _check_ranges(config)
     if is_replay(agent_config):
         _validate_replay(config, agent_config)
     else:
-        q = config.replay.queue_size
-        _check(q >= 1, f"config.replay.queue_size={q}; need >= 1")
+        _validate_on_policy(config, agent_config)
     _validate_budget_and_evaluator(config)
     _validate_ray(config)
+
+
+def _check_types(config, base) -> None:
+    """Each value has its base field's type (an int where a float is wanted is fine)."""
+    have = flatten(_plain(config))
+    for key, default in flatten(_plain(base)).items():
+        value, kind = have[key], type(default)
+        if kind is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif kind is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif kind in (tuple, list):
+            ok = isinstance(value, (tuple, list))
+        else:
+            ok = isinstance(value, kind)
+        _check(ok, f"config.{key}={value!r} is a {type(value).__name__}; need a {kind.__name__}")
+        if kind is float:
+            _check(math.isfinite(value), f"config.{key}={value!r}; need a finite number")
+
+
+def _at_least(config, key: str, low) -> None:
+    value = config
+    for name in key.split("."):
+        value = value[name]
+    _check(value >= low, f"config.{key}={value}; need >= {low}")
+
+
+# Integers and non-negative numbers outside the agent section, with their lowest value.
+_LOWEST = {
+    "num_actors": 1,
+    "actor.num_envs": 1,
+    "actor.unroll_length": 1,
+    "actor.params_update_period": 1,
+    "actor.epsilon_spread": 0,
+    "learner.prefetch": 1,
+    "evaluator.num_envs": 1,
+    "seed": 0,
+    "env.time_limit": 0,
+    "local.eval_every": 1,
+    "local.iterations_per_call": 1,
+    "local.xla_opt_level": -1,
+}
+
+
+def _check_ranges(config) -> None:
+    for key, low in _LOWEST.items():
+        _at_least(config, key, low)
+    _check(config.seed < 2**31, f"config.seed={config.seed}; need 0 .. 2**31-1")
+    t = config.env.time_limit
+    _check(t <= MAX_TIME_LIMIT, f"config.env.time_limit={t}; need 0 .. {MAX_TIME_LIMIT} steps")
+    _check(config.local.xla_opt_level <= 3, f"config.local.xla_opt_level="
+           f"{config.local.xla_opt_level}; need -1 (XLA's default) or 0 .. 3")
+    rewards = config.env.rewards
+    _check(
+        len(rewards) == 3
+        and all(isinstance(r, (int, float)) and math.isfinite(r) for r in rewards),
+        f"config.env.rewards={tuple(rewards)}; need 3 finite numbers (goal, hole, step)",
+    )
 
 
 def _validate_ray(config) -> None:
@@ -177,32 +375,43 @@ def _validate_ray(config) -> None:
     )
 
 
+def _validate_on_policy(config, agent_config) -> None:
+    q, k = config.replay.queue_size, config.learner.batch_chunks
+    _check(q >= 1, f"config.replay.queue_size={q} chunks; need >= 1")
+    _check(k >= 1, f"config.learner.batch_chunks={k}; need >= 1")
+    if isinstance(agent_config, agents.PPOConfig):
+        steps = k * config.actor.unroll_length * config.actor.num_envs
+        m = agent_config.num_minibatches
+        _check(m <= steps, f"config.agent.num_minibatches={m} exceeds the {steps} time steps "
+               f"of a batch (batch_chunks x unroll_length x num_envs)")
+
+
 def _validate_replay(config, agent_config) -> None:
     r, b, n = config.replay, config.learner.batch_size, config.actor.num_envs
-    _check(
-        b % n == 0,
-        f"config.learner.batch_size={b} must be a multiple of config.actor.num_envs={n} "
-        f"(a replay item holds the {n} transitions of one time step)",
-    )
-    items = b // n
+    what = f"a multiple of config.actor.num_envs={n} (a replay item holds the {n} transitions of one time step)"
+    for key, value in (("learner.batch_size", b), ("replay.max_size", r.max_size),
+                       ("replay.min_size", r.min_size)):
+        _check(value >= n and value % n == 0, f"config.{key}={value} transitions; need {what}")
     _check(r.sampler in SAMPLERS, f"config.replay.sampler={r.sampler!r}; valid: {SAMPLERS}")
-    _check(r.min_size >= 1, f"config.replay.min_size={r.min_size}; need >= 1")
+    _check(r.priority_exponent >= 0,
+           f"config.replay.priority_exponent={r.priority_exponent}; need >= 0")
+    need = max(b, r.min_size)
     _check(
-        r.max_size >= max(items, r.min_size),
-        f"config.replay.max_size={r.max_size} items is smaller than the batch "
-        f"({items} items = {b} transitions) or min_size={r.min_size}; "
-        f"need max_size >= {max(items, r.min_size)}",
+        r.max_size >= need,
+        f"config.replay.max_size={r.max_size} transitions is smaller than the batch "
+        f"(batch_size={b}) or min_size={r.min_size}; need max_size >= {need}",
     )
     _check(
-        r.samples_per_insert > 0 and math.isfinite(r.samples_per_insert),
+        r.samples_per_insert > 0,
         f"config.replay.samples_per_insert={r.samples_per_insert}; need a finite value > 0",
     )
     # With SampleToInsertRatio, inserts stop once samples lag by error_buffer; the
     # first batch needs min_size items and one batch's worth of sample allowance.
+    low = max(r.samples_per_insert * n, b)
     _check(
-        r.error_buffer == 0 or r.error_buffer >= max(r.samples_per_insert, items),
-        f"config.replay.error_buffer={r.error_buffer} can never be met: it must be at least "
-        f"max(samples_per_insert={r.samples_per_insert}, items per batch={items}), or 0 to derive it",
+        r.error_buffer == 0 or r.error_buffer >= low,
+        f"config.replay.error_buffer={r.error_buffer} transitions can never be met: it must be "
+        f"at least max(samples_per_insert x num_envs, batch_size) = {low:g}, or 0 to derive it",
     )
     _check(
         agent_config.n_step <= config.actor.unroll_length,
@@ -211,17 +420,8 @@ def _validate_replay(config, agent_config) -> None:
     )
 
 
-def error_buffer(config) -> float:
-    """The rate limiter's error buffer, derived when the config leaves it 0."""
-    r = config.replay
-    if r.error_buffer:
-        return float(r.error_buffer)
-    return float(max(r.min_size, r.samples_per_insert, items_per_batch(config)) * 10)
-
-
 def _validate_budget_and_evaluator(config) -> None:
     e, bud = config.evaluator, config.budget
-    _check(e.num_envs >= 1, f"config.evaluator.num_envs={e.num_envs}; need >= 1")
     _check(e.every_seconds > 0, f"config.evaluator.every_seconds={e.every_seconds}; need > 0")
     _check(e.confirm_envs >= 1, f"config.evaluator.confirm_envs={e.confirm_envs}; need >= 1")
     _check(

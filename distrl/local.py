@@ -3,20 +3,42 @@
 It uses exactly the agents' `update` and `policy` and the shared rollout: B envs
 for T steps per iteration, then (DQN) add n-step transitions to a circular replay
 buffer held in JAX arrays (`distrl.agents.replay_buffer`) and take a few updates,
-or (AC/PPO) update on the chunk itself. Iterations, updates and the greedy evaluation
-that decides when to stop are fused into ONE jitted call (a `lax.while_loop` that runs up to
+or (AC/PPO) update on the chunk itself. Iterations, updates and the greedy evaluation that decides when
+to stop are fused into ONE jitted call (a `lax.while_loop` that runs up to
 `iterations_per_call` iterations); Python only loops over those calls and logs.
 The run is solved when the greedy success interval's lower bound reaches the
-target in an evaluation of `confirm_envs` episodes, run whenever the greedy
-policy's exact success (a cheap dynamic programme in the loop) reaches it;
+target in an evaluation of `evaluator.confirm_envs` episodes, run whenever the
+greedy policy's exact success (a cheap dynamic programme in the loop) reaches it;
 the final figures are a `confirm_envs`-episode evaluation and the exact success
 of the greedy policy against the optimum's (`envs.exact`).
 
-    python -m distrl.local --algo ppo          # prints env steps, time, grids
+It takes the same experiment config as `launch/train.py` (`distrl.config`), and the
+same CLI (absl flags + a config file, `distrl.cli`):
+
+    python -m distrl.local --config=configs/ppo.py --config.env.slippery=True
+
+How the experiment config maps onto one process (`Settings.of`):
+- envs: B = num_actors x actor.num_envs, all actors' envs stepped as one batch;
+  T = actor.unroll_length. One iteration is T x B env steps.
+- DQN: a replay buffer of replay.max_size transitions, sampled uniformly once it
+  holds replay.min_size; each update samples learner.batch_size transitions, and
+  an iteration takes samples_per_insert x T x B / batch_size updates (rounded, at
+  least 1): the ratio Reverb's rate limiter keeps in the distributed run.
+- on-policy: the [T, B] rollout is split into num_actors / learner.batch_chunks
+  updates of [T, batch_chunks x actor.num_envs], the distributed learner's batch
+  (num_actors must be a multiple of batch_chunks).
+- stop: evaluator.target_success (0: never), or evaluator.target_of_optimal of the
+  exact optimum, confirmed as above; evaluator.num_envs greedy episodes every
+  local.eval_every iterations; budget.env_steps inside the jitted loop,
+  budget.learner_steps and budget.seconds between jitted calls; 0 = no limit.
+- seed, env, agent: as in the distributed run. local.* holds the trainer's own
+  settings (eval_every, iterations_per_call, xla_opt_level).
+Not used here: replay.sampler (always uniform), priority_exponent, error_buffer,
+queue_size, learner.prefetch, actor.params_update_period and epsilon_spread (one
+policy, always current), evaluator.every_seconds and sampled, log, checkpoint,
+ray and run_dir (nothing is written).
 """
 
-import argparse
-import dataclasses
 import functools
 import threading
 import time
@@ -25,43 +47,69 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from distrl import agents, evaluation, rollout
+from distrl import agents, evaluation, resources, rollout
+from distrl import config as config_lib
 from distrl.agents import nstep
 from distrl.agents.replay_buffer import ReplayBuffer, replay_add, replay_init, replay_sample
-from distrl.envs import exact, make_env
+from distrl.envs import exact
 from distrl.types import QTransition, Transition
 
-# Presets whose advantages need whole episodes inside a chunk: default T for them.
-LONG_CHUNKS = {"grpo": 64, "reinforce": 64}
+class Settings(NamedTuple):
+    """The trainer's view of an experiment config (see the module docstring); no
+    defaults of its own: `Settings.of(config)` derives every field."""
+
+    num_envs: int  # B = num_actors x actor.num_envs
+    rollout_length: int  # T = actor.unroll_length
+    max_env_steps: int  # budget.env_steps (0: no limit -> int32 max)
+    max_updates: int  # budget.learner_steps (0: none), checked between calls
+    max_seconds: float  # budget.seconds (0: none), checked between calls
+    target_success: float  # evaluator.target_success (0: never -> inf)
+    target_of_optimal: float  # evaluator.target_of_optimal (> 0: replaces target_success)
+    eval_every: int  # iterations between greedy evaluations
+    eval_envs: int  # evaluator.num_envs episodes per evaluation (1 on a deterministic map)
+    confirm_envs: int  # evaluator.confirm_envs: episodes once the exact success reaches target
+    iterations_per_call: int
+    seed: int
+    xla_opt_level: int  # -1: XLA's default
+    replay_capacity: int  # DQN: transitions
+    batch_size: int  # DQN: transitions per update
+    min_replay_size: int  # DQN: transitions before the first update
+    updates_per_iteration: int  # DQN: from samples_per_insert; on-policy: chunk groups
+
+    @classmethod
+    def of(cls, config) -> "Settings":
+        """Validates `config` (ConfigError) and maps it onto one process."""
+        config_lib.validate(config)
+        a, r, b = config.actor, config.replay, config.budget
+        envs = config.num_actors * a.num_envs
+        if config_lib.is_replay(config_lib.make_agent_config(config)):
+            ratio = r.samples_per_insert * a.unroll_length * envs / config.learner.batch_size
+            updates = max(1, round(ratio))
+        else:
+            chunks = config.learner.batch_chunks
+            if config.num_actors % chunks:
+                raise config_lib.ConfigError(
+                    f"config.num_actors={config.num_actors} must be a multiple of "
+                    f"config.learner.batch_chunks={chunks} for the single-process trainer "
+                    f"(it splits num_actors x num_envs envs into updates of batch_chunks x num_envs)"
+                )
+            updates = config.num_actors // chunks
+        target = config.evaluator.target_success
+        return cls(
+            num_envs=envs, rollout_length=a.unroll_length,
+            max_env_steps=min(b.env_steps or _INT32_MAX, _INT32_MAX), max_updates=b.learner_steps,
+            max_seconds=b.seconds, target_success=target if target > 0 else float("inf"),
+            target_of_optimal=config.evaluator.target_of_optimal,
+            eval_every=config.local.eval_every, eval_envs=config.evaluator.num_envs,
+            confirm_envs=config.evaluator.confirm_envs,
+            iterations_per_call=config.local.iterations_per_call, seed=config.seed,
+            xla_opt_level=config.local.xla_opt_level, replay_capacity=r.max_size,
+            batch_size=config.learner.batch_size, min_replay_size=r.min_size,
+            updates_per_iteration=updates,
+        )
 
 
-@dataclasses.dataclass(frozen=True)
-class LocalConfig:
-    """Trainer settings (the agent's own settings live in its config dataclass)."""
-
-    algo: str = "dqn"  # a preset of distrl.agents.PRESETS
-    map_name: str = "4x4"
-    slippery: bool = False
-    num_envs: int = 16  # B
-    rollout_length: int = 0  # T; 0: LONG_CHUNKS for the preset, else 16
-    max_env_steps: int = 200_000  # budget
-    target_success: float = 1.0  # stop once the success interval's lower bound reaches this
-    # > 0: the target is this fraction of the exact optimal success (envs.exact's pi*)
-    target_of_optimal: float = 0.0
-    eval_every: int = 1  # iterations between greedy evaluations
-    eval_envs: int = 100  # episodes per evaluation (1 on a deterministic map: exact)
-    confirm_envs: int = 10_000  # episodes instead, once the exact success reaches the target
-    iterations_per_call: int = 200  # iterations per jitted call (logs in between)
-    seed: int = 0
-    # XLA backend optimisation level for the compiled step; -1: XLA's default (2).
-    # 0 halves compile time, which dominates on small maps, but steps run ~3x slower:
-    # use -1 for long runs and throughput comparisons.
-    xla_opt_level: int = 0
-    # DQN only:
-    replay_capacity: int = 10_000
-    batch_size: int = 64
-    min_replay_size: int = 256
-    updates_per_iteration: int = 4
+_INT32_MAX = 2**31 - 1  # env steps are counted in int32 inside the jitted loop
 
 
 class TrainCarry(NamedTuple):
@@ -105,7 +153,7 @@ def _flatten_tb(tree):
     return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), tree)
 
 
-def _dqn_updates(agent, cfg: LocalConfig, state, replay: ReplayBuffer, key):
+def _dqn_updates(agent, cfg: Settings, state, replay: ReplayBuffer, key):
     """`updates_per_iteration` updates on replay samples, once it holds enough."""
 
     def one(s, k):
@@ -117,7 +165,18 @@ def _dqn_updates(agent, cfg: LocalConfig, state, replay: ReplayBuffer, key):
     return state
 
 
-def _iteration(env, agent, cfg: LocalConfig, c: TrainCarry, key) -> TrainCarry:
+def _policy_updates(agent, cfg: Settings, state, traj: Transition):
+    """On-policy: traj [T, B] split along B into `updates_per_iteration` batches
+    [T, B / updates_per_iteration] (the distributed learner's batch), one update each."""
+    k = cfg.updates_per_iteration
+    groups = jax.tree.map(
+        lambda x: jnp.moveaxis(x.reshape((x.shape[0], k, -1) + x.shape[2:]), 1, 0), traj
+    )  # [k, T, B / k, ...]
+    state, _ = jax.lax.scan(lambda s, batch: (agent.update(s, batch)[0], None), state, groups)
+    return state
+
+
+def _iteration(env, agent, cfg: Settings, c: TrainCarry, key) -> TrainCarry:
     """One rollout of T x B steps, then the agent's update(s)."""
     roll_key, update_key = jax.random.split(key)
     eps = agent.epsilon(c.env_steps)
@@ -132,7 +191,7 @@ def _iteration(env, agent, cfg: LocalConfig, c: TrainCarry, key) -> TrainCarry:
         replay = replay_add(replay, _flatten_tb(nstep.n_step_transitions(full, n, gamma)))
         state = _dqn_updates(agent, cfg, c.state, replay, update_key)
     else:
-        state, _ = agent.update(c.state, traj)
+        state = _policy_updates(agent, cfg, c.state, traj)
     return c._replace(
         state=state,
         rollout=rc,
@@ -144,7 +203,7 @@ def _iteration(env, agent, cfg: LocalConfig, c: TrainCarry, key) -> TrainCarry:
     )
 
 
-def _evaluate(env, agent, cfg: LocalConfig, target: float, params, key):
+def _evaluate(env, agent, cfg: Settings, target: float, params, key):
     """The greedy evaluation: eval_envs episodes, or confirm_envs episodes once the greedy
     policy's exact success (`exact.make_policy_stats`, cheap) reaches the target."""
     act = evaluation.make_act(agent, greedy=True)
@@ -160,7 +219,7 @@ def _evaluate(env, agent, cfg: LocalConfig, target: float, params, key):
     )
 
 
-def _train_call(env, agent, cfg: LocalConfig, target: float, carry: TrainCarry, key):
+def _train_call(env, agent, cfg: Settings, target: float, carry: TrainCarry, key):
     """Up to `iterations_per_call` iterations; stops early on budget or confirmed success.
 
     Returns (carry, (values [O], greedy actions [O])) - the grids ride along so that
@@ -189,7 +248,7 @@ def _train_call(env, agent, cfg: LocalConfig, target: float, carry: TrainCarry, 
     return carry, evaluation.cell_values(agent, carry.state.params, env.num_cells)
 
 
-def init_carry(env, agent, cfg: LocalConfig, key) -> TrainCarry:
+def init_carry(env, agent, cfg: Settings, key) -> TrainCarry:
     """Initial agent state, envs, replay buffer and (n-step) tail. Jittable."""
     agent_key, env_key, warm_key = jax.random.split(key, 3)
     state = agent.init(agent_key)
@@ -231,7 +290,7 @@ def _compile(init_fn, call_fn, init_key, key, opt_level):
     return compiled["init"], call_compiled
 
 
-def _loop(step, carry: TrainCarry, key, cfg: LocalConfig, target, log, start: float, judge):
+def _loop(step, carry: TrainCarry, key, cfg: Settings, target, log, start: float, judge):
     """Calls the compiled step until solved or out of budget.
 
     judge(params) -> the greedy policy's exact success. Returns (carry, grids, history):
@@ -241,31 +300,40 @@ def _loop(step, carry: TrainCarry, key, cfg: LocalConfig, target, log, start: fl
     while True:
         key, call_key = jax.random.split(key)
         carry, grids = step(carry, call_key)
-        ev, steps = jax.device_get((carry.evaluation, carry.env_steps))
-        seconds = time.perf_counter() - start
-        history.append((int(steps), seconds, judge(carry.state.params)))
+        ev, steps, updates = jax.device_get((carry.evaluation, carry.env_steps, carry.state.step))
+        elapsed = time.perf_counter() - start
+        history.append((int(steps), elapsed, judge(carry.state.params)))
         if log:
             log(
-                f"env_steps={steps} updates={int(carry.state.step)} success={ev.success_rate:.3f} "
+                f"env_steps={steps} updates={updates} success={ev.success_rate:.3f} "
                 f"[{ev.success_low:.3f}, {ev.success_high:.3f}]/{ev.episodes:.0f} "
-                f"exact={history[-1][2]:.3f} return={ev.mean_return:+.2f} t={seconds:.2f}s"
+                f"exact={history[-1][2]:.3f} return={ev.mean_return:+.2f} t={elapsed:.2f}s"
             )
-        if evaluation.confirmed(ev, target, cfg.confirm_envs) or steps >= cfg.max_env_steps:
+        if (
+            evaluation.confirmed(ev, target, cfg.confirm_envs)
+            or steps >= cfg.max_env_steps
+            or 0 < cfg.max_updates <= updates
+            or 0 < cfg.max_seconds <= elapsed
+        ):
             return carry, grids, history
 
 
-def train(cfg: LocalConfig = LocalConfig(), agent_config=None, log=None) -> TrainResult:
-    """Trains until the success interval's lower bound reaches the target or the budget ends.
+def train(config, log=None) -> TrainResult:
+    """Trains until the success interval's lower bound reaches the target or a budget ends.
 
-    agent_config: a config dataclass (default: the preset named by cfg.algo).
-    log: optional callable(str) for a line per jitted call.
+    config: an experiment config (`distrl.config.base_config`, `configs/*.py`);
+    ConfigError before anything is compiled when it cannot work here (including
+    the memory estimate). log: optional callable(str) for a line per jitted call.
     """
     start = time.perf_counter()
-    if cfg.rollout_length <= 0:
-        cfg = dataclasses.replace(cfg, rollout_length=LONG_CHUNKS.get(cfg.algo, 16))
-    env = make_env(cfg.map_name, slippery=cfg.slippery)
-    agent = agents.make_agent(agent_config or agents.make_config(cfg.algo), env)
-    best = exact.optimum(env, agent.config.discount)
+    cfg = Settings.of(config)
+    warning = resources.check_memory(config, local=True)
+    if warning and log:
+        log(warning)
+    env = config_lib.make_env(config)
+    agent = agents.make_agent(config_lib.make_agent_config(config), env)
+    discount = agent.config.discount
+    best = exact.optimum(env, discount)
     target = cfg.target_success
     if cfg.target_of_optimal:
         target = cfg.target_of_optimal * float(best.success[env.start_cell])
@@ -278,7 +346,6 @@ def train(cfg: LocalConfig = LocalConfig(), agent_config=None, log=None) -> Trai
         cfg.xla_opt_level,
     )
     compile_time = time.perf_counter() - start
-    discount = agent.config.discount
 
     def judge(params):
         return evaluation.exact_answer(env, agent, params, discount, best)["success"]
@@ -308,7 +375,7 @@ def train(cfg: LocalConfig = LocalConfig(), agent_config=None, log=None) -> Trai
     )
 
 
-def _final_evaluation(env, agent, cfg: LocalConfig, carry: TrainCarry, key):
+def _final_evaluation(env, agent, cfg: Settings, carry: TrainCarry, key):
     """The last evaluation if it already holds confirm_envs episodes (or is exact), else a
     fresh one of confirm_envs episodes: the figure a run reports is never a small sample."""
     ev = jax.device_get(carry.evaluation)
@@ -318,24 +385,14 @@ def _final_evaluation(env, agent, cfg: LocalConfig, carry: TrainCarry, key):
     return jax.device_get(evaluate(carry.state.params, jax.random.fold_in(key, 2**31 - 1)))
 
 
-def main(argv=None) -> TrainResult:
-    """CLI: `python -m distrl.local --algo dqn|tabular|a2c|reinforce|vtrace|ppo|grpo`."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(LocalConfig):
-        flag = "--" + field.name.replace("_", "-")
-        if field.type is bool or isinstance(field.default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=field.default)
-        else:
-            parser.add_argument(flag, type=type(field.default), default=field.default)
-    parser.add_argument("--quiet", action="store_true")
-    args = vars(parser.parse_args(argv))
-    quiet = args.pop("quiet")
-    cfg = LocalConfig(**args)
-    result = train(cfg, log=None if quiet else print)
+def main(config, quiet: bool = False) -> TrainResult:
+    """Trains `config`, printing a line per jitted call (unless quiet) and the summary."""
+    result = train(config, log=None if quiet else print)
     print(
-        f"{cfg.algo} on {cfg.map_name}: solved={result.solved} env_steps={result.env_steps} "
-        f"updates={result.updates} episodes={result.episodes} wall={result.wall_time:.2f}s "
-        f"(compile {result.compile_time:.2f}s) success={result.success_rate:.3f} "
+        f"{config.algorithm} on {config.env.map}: solved={result.solved} "
+        f"env_steps={result.env_steps} updates={result.updates} episodes={result.episodes} "
+        f"wall={result.wall_time:.2f}s (compile {result.compile_time:.2f}s) "
+        f"success={result.success_rate:.3f} "
         f"[{result.success_low:.3f}, {result.success_high:.3f}]/{result.eval_episodes} "
         f"target={result.target:.3f} return={result.mean_return:+.2f} "
         f"length={result.mean_length:.1f}"
@@ -345,5 +402,24 @@ def main(argv=None) -> TrainResult:
     return result
 
 
+def _cli() -> None:
+    """`python -m distrl.local --config=configs/ppo.py [--config.x.y=v ...] [--quiet]`."""
+    from absl import flags  # noqa: PLC0415 - flags exist only when run as a program
+
+    from distrl import cli  # noqa: PLC0415
+
+    holder = cli.define_config("configs/dqn.py")
+    quiet = flags.DEFINE_bool("quiet", False, "Print only the final summary.")
+
+    def run(argv):
+        del argv
+        try:
+            main(cli.load(holder), quiet.value)
+        except config_lib.ConfigError as err:
+            cli.fail(f"bad config: {err}")
+
+    cli.run(run)
+
+
 if __name__ == "__main__":
-    main()
+    _cli()

@@ -61,14 +61,15 @@ def make_tables(config, obs_size: int):
         sampler = reverb.selectors.Prioritized(r.priority_exponent)
     else:
         sampler = reverb.selectors.Uniform()
+    max_items, min_items = config_lib.replay_items(config)  # sizes count transitions
     limiter = reverb.rate_limiters.SampleToInsertRatio(
         samples_per_insert=r.samples_per_insert,
-        min_size_to_sample=r.min_size,
+        min_size_to_sample=min_items,
         error_buffer=config_lib.error_buffer(config),
     )
     return [
         reverb.Table(
-            TABLE, sampler=sampler, remover=reverb.selectors.Fifo(), max_size=r.max_size,
+            TABLE, sampler=sampler, remover=reverb.selectors.Fifo(), max_size=max_items,
             rate_limiter=limiter, signature=sig,
         )
     ]

@@ -21,7 +21,6 @@ A resumed run must keep the config it started with; only the stop criteria and
 bookkeeping periods (`RESUMABLE`) may change, e.g. a larger budget to train on.
 """
 
-import json
 import os
 import time
 
@@ -72,47 +71,83 @@ def check_fresh(run_dir: str) -> None:
 
 
 def load_config(run_dir: str) -> ml_collections.ConfigDict:
-    """The config a run was started with (its config.json)."""
-    path = os.path.join(run_dir, CONFIG_FILE)
-    if not os.path.exists(path):
-        raise config_lib.ConfigError(f"cannot resume: {path} does not exist (not a run directory?)")
-    with open(path) as f:
-        return ml_collections.ConfigDict(json.load(f))
+    """The config a run was started with (its config.json), typed as a fresh one.
 
+    ConfigError when the file is missing, unreadable, not JSON, or not a whole
+    config of this distrl (see `config.from_dict`).
+    """
+    path = os.path.join(run_dir, CONFIG_FILE)
+    if not os.path.isfile(path):
+        raise config_lib.ConfigError(f"cannot resume: {path} does not exist (not a run directory?)")
+    return config_lib.load_json(path)
+
+
+def check_writable(run_dir: str) -> None:
+    """ConfigError unless `run_dir` is, or can be made, a directory this process writes."""
+    path = run_dir
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    if not os.path.isdir(path):
+        raise config_lib.ConfigError(
+            f"run directory {run_dir}: {path} is a file, not a directory; choose another --run_dir"
+        )
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise config_lib.ConfigError(
+            f"run directory {run_dir}: {path} is not writable; choose another --run_dir"
+        )
 
 def check_resume(config, run_dir: str) -> None:
     """Refuses a resume whose config differs from the saved one outside RESUMABLE."""
     saved = load_config(run_dir).to_dict()
-    given = json.loads(config.to_json_best_effort())
-    diffs = conflicts(saved, given)
+    diffs = conflicts(saved, config.to_dict())
     if diffs:
         raise config_lib.ConfigError(
-            f"--resume={run_dir} continues that run with its saved config, but the "
-            f"given config changes it:\n  " + "\n  ".join(diffs) + "\nDrop those "
-            f"overrides, or start a new run. Only these may change on resume: "
+            f"--resume={run_dir} continues that run with its saved config, but the given "
+            f"config changes {len(diffs)} field(s): " + "; ".join(diffs) + ". Drop those "
+            f"overrides, or start a new run; only these may change on resume: "
             f"{', '.join(RESUMABLE)}"
         )
 
 
 def conflicts(saved: dict, given: dict) -> list:
-    """['config.key: saved X, given Y'] for every differing key outside RESUMABLE."""
-    a, b = _flatten(saved), _flatten(given)
-    missing = object()
+    """['config.key: old -> new'] for every differing key outside RESUMABLE."""
+    a, b = config_lib.flatten(saved), config_lib.flatten(given)
+    missing = "(absent)"
     return [
-        f"config.{key}: saved {a.get(key, '(absent)')!r}, given {b.get(key, '(absent)')!r}"
+        f"config.{key}: {_show(a.get(key, missing))} -> {_show(b.get(key, missing))}"
         for key in sorted(set(a) | set(b))
-        if not key.startswith(RESUMABLE) and a.get(key, missing) != b.get(key, missing)
+        if not key.startswith(RESUMABLE) and _plain(a.get(key, missing)) != _plain(b.get(key, missing))
     ]
 
 
+def _plain(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _show(value) -> str:
+    if value == "(absent)":
+        return value
+    return repr(tuple(value)) if isinstance(value, list) else repr(value)
+
+
 def write_config(config, run_dir: str) -> None:
-    """Creates the run directory and writes the resolved config (run_dir included)."""
-    os.makedirs(run_dir, exist_ok=True)
+    """Creates the run directory and writes the resolved config (run_dir included).
+
+    Every field is written (the agent section holds all of its dataclass's), so
+    config.json says exactly what ran. ConfigError when the directory cannot be made.
+    """
     config.run_dir = run_dir
     tmp = os.path.join(run_dir, CONFIG_FILE + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(config.to_json_best_effort(indent=2))
-    os.replace(tmp, os.path.join(run_dir, CONFIG_FILE))
+    try:
+        os.makedirs(run_dir, exist_ok=True)
+        with open(tmp, "w") as f:
+            f.write(config.to_json_best_effort(indent=2))
+        os.replace(tmp, os.path.join(run_dir, CONFIG_FILE))
+    except OSError as err:
+        raise config_lib.ConfigError(f"run directory {run_dir}: {err.strerror}") from None
 
 
 def node_output_dir(run_dir: str) -> str:
@@ -122,13 +157,3 @@ def node_output_dir(run_dir: str) -> str:
         attempt += 1
         path = os.path.join(run_dir, f"{NODE_OUTPUT_DIR}-{attempt}")
     return path
-
-
-def _flatten(tree: dict, prefix: str = "") -> dict:
-    flat = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat

@@ -19,10 +19,9 @@ import pathlib
 import sys
 
 import launchpad  # noqa: F401 - defines --lp_launch_type
-from absl import app, flags
-from ml_collections import config_flags
+from absl import flags
 
-from distrl import checkpoint
+from distrl import checkpoint, cli
 from distrl import config as config_lib
 from distrl.program import errors, launcher, progress
 
@@ -46,9 +45,7 @@ def _default_config(resume_dir) -> str:
     return "configs/dqn.py"
 
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", _default_config(_resume_arg(sys.argv)), "Experiment config file."
-)
+_CONFIG = cli.define_config(_default_config(_resume_arg(sys.argv)))
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "Run directory (same as --config.run_dir).")
 _RESUME = flags.DEFINE_string(
     "resume", None, "Continue the run in this directory from its last checkpoint."
@@ -75,7 +72,9 @@ _RAY_ADDRESS = flags.DEFINE_string(
 
 def _config():
     """(config, resume?) from the flags; ConfigError for contradicting ones."""
-    config, resume = _CONFIG.value, _RESUME.value
+    config, resume = cli.load(_CONFIG), _RESUME.value
+    if resume is not None and not resume.strip():
+        raise config_lib.ConfigError("--resume= is empty; give the run directory to continue")
     if resume:
         if not os.path.exists(os.path.join(resume, "config.json")):
             raise config_lib.ConfigError(
@@ -95,8 +94,8 @@ def _config():
 # What ends a launch with a message instead of a result: (error, message prefix,
 # exit status); the first that matches wins (a CheckpointError is a ConfigError).
 _EXITS = (
-    (checkpoint.CheckpointError, "cannot resume: ", 2),
-    (config_lib.ConfigError, "bad config: ", 2),
+    (checkpoint.CheckpointError, "cannot resume: ", cli.BAD_INPUT),
+    (config_lib.ConfigError, "bad config: ", cli.BAD_INPUT),
     (errors.LaunchError, "cannot launch: ", 1),
     (errors.NodeFailure, "", 1),
 )
@@ -104,8 +103,7 @@ _ERRORS = tuple(kind for kind, _, _ in _EXITS)
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    del argv  # cli.run refuses positional arguments
     launch_type = flags.FLAGS.lp_launch_type
     launch_type = getattr(launch_type, "value", launch_type)
     try:
@@ -129,4 +127,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -225,8 +225,8 @@ def test_resume_refuses_a_changed_config_but_allows_budget_changes(short_run, tm
     with pytest.raises(config_lib.ConfigError) as info:
         program.run(config, "test_mt", resume=True)
     message = str(info.value)
-    assert "config.agent.learning_rate: saved 0.003, given 0.1" in message
-    assert "config.num_actors: saved 2, given 3" in message
+    assert "changes 2 field(s): config.agent.learning_rate: 0.003 -> 0.1; " in message
+    assert "config.num_actors: 2 -> 3. Drop" in message
     fresh = load_config("dqn")
     fresh.run_dir = str(run_dir)
     with pytest.raises(config_lib.ConfigError, match="already holds a run"):
@@ -245,8 +245,8 @@ def test_resume_command_reloads_the_saved_config_and_names_conflicts(short_run, 
         timeout=120,
     )
     assert code == 2, out[-2000:]
-    assert "config.agent.learning_rate: saved 0.003, given 0.1" in out
-    assert "budget" not in out.split("given config changes it:")[1].split("Drop")[0]
+    assert "changes 1 field(s): config.agent.learning_rate: 0.003 -> 0.1." in out
+    assert "budget" not in out.split("changes 1 field(s):")[1].split("Drop")[0]
     assert "Traceback" not in out and not (copy / "logs" / "nodes-2").exists()
     code, out = _python("train.py", f"--resume={tmp_path / 'missing'}", timeout=120)
     assert code == 2 and "does not exist (not a run directory?)" in out, out[-2000:]

@@ -7,34 +7,143 @@ process the program started has exited afterwards.
 import json
 import os
 import signal
+import subprocess
 import time
 
 import pytest
-from conftest import assert_nothing_left, launch_train, listening_addresses, session_processes
+from conftest import (
+    ROOT,
+    assert_nothing_left,
+    launch_train,
+    listening_addresses,
+    session_processes,
+)
 
+# launch/train.py arguments (after --config=configs/dqn.py --run_dir={tmp}/run; {tmp}
+# is the fixture's folder) and a part of the one-line message they must give.
 BAD_INPUTS = [
-    (["--config.algorithm=sarsa"], "config.algorithm='sarsa' is unknown; valid: a2c"),
+    (["--config.algorithm=sarsa"], "config.algorithm='sarsa' is unknown;"),
+    (["--config.algorithm=ppo"], "--config.algorithm cannot be overridden"),
     (["--config.env.map=9x9"], "unknown map name '9x9'; valid names: ['4x4', '8x8']"),
     (["--config.num_actors=0"], "config.num_actors=0; need >= 1"),
-    (["--config.learner.batch_size=128000", "--config.replay.max_size=1000"],
-     "config.replay.max_size=1000 items is smaller than the batch"),
-    (["--config.replay.error_buffer=2"], "config.replay.error_buffer=2.0 can never be met"),
+    (["--config.learner.batch_size=128000", "--config.replay.max_size=1024"],
+     "config.replay.max_size=1024 transitions is smaller than the batch"),
+    (["--config.replay.max_size=1000"], "config.replay.max_size=1000 transitions; need a multiple"),
+    (["--config.replay.error_buffer=2"], "config.replay.error_buffer=2.0 transitions can never"),
     (["--config.env.map=SFF/FHH/FFX"], "unknown letter"),
     (["--config.env.map=SFH/HHH/FFG"], "no path from S to G"),
     (["--lp_launch_type=local_mt"],
      "launch type 'local_mt' is unknown; valid: ('local_mp', 'test_mt', 'ray')"),
+    (["--config=configs/ppo.py", "--config.agent.learning_rate=nan"],
+     "config.agent.learning_rate=nan; need a finite number"),
+    (["--config.agent.learning_rate=inf"], "config.agent.learning_rate=inf; need a finite number"),
+    (["--config.agent.learning_rate=0"], "config.agent.learning_rate=0.0; need a finite number > 0"),
+    (["--config=configs/a2c.py", "--config.agent.learning_rate=-1"],
+     "config.agent.learning_rate=-1.0; need a finite number > 0"),
+    (["--config.agent.optimizer=bogus"], "config.agent.optimizer='bogus'; need one of 'adam', 'sgd'"),
+    (["--config.actor.epsilon_spread=nan"], "config.actor.epsilon_spread=nan; need a finite"),
+    (["--config.num_actors=2.5"], "flag --config.num_actors=2.5: invalid literal for int()"),
+    (["--config.env.slippery=maybe"], "flag --config.env.slippery=maybe: ('Non-boolean argument"),
+    (["--foo=1"], "Unknown command line flag 'foo'"),
+    (["--config.env.slipery=True"], "config.env.slipery is unknown (in --config.env.slipery); "
+     "valid fields of config.env: map, rewards, slippery, time_limit"),
+    (["--config=configs/ppo.py", "--config.agent.epsilon_init=1"],
+     "config.agent.epsilon_init is unknown"),
+    (["--config=configs/nope.py"], "config file 'configs/nope.py' does not exist"),
+    (["--config={tmp}/broken.py"], "invalid syntax (broken.py, line 1)"),
+    (["--run_dir={tmp}/file"], "is a file, not a directory"),
+    (["--run_dir=/proc/1/run"], "/proc/1 is not writable"),
+    (["--resume="], "--resume= is empty; give the run directory to continue"),
+    (["--resume={tmp}/corrupt"], "config.json is not valid JSON"),
+    (["--resume={tmp}/older"], "config lacks"),
+    (["--config.num_actors=1000000"], "(num_actors=1000000 processes x 0.6 GB"),
+    (["--config.replay.max_size=1000000000000000"], "replay 130,385,160.4 GB (replay.max_size="),
+    (["--config.actor.unroll_length=1000000000"], "unroll_length=1000000000 x num_envs=64)"),
+    (["--config.agent.hidden_sizes=(100000,100000)"], "(hidden_sizes=(100000, 100000): "
+     "10,002,200,004 parameters"),
+    (["positional"], "unexpected arguments ['positional']"),
 ]
 
 
-@pytest.mark.parametrize("args,message", BAD_INPUTS, ids=[a[0] for a, _ in BAD_INPUTS])
-def test_bad_input_is_refused_before_any_process_starts(args, message):
-    proc = launch_train(["--config=configs/dqn.py"] + args)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 2, out[-2000:]
-    assert message in out, out[-2000:]
-    assert "bad config" in out and "Traceback" not in out
+# Runs launch/train.py once per line of stdin ([args, output file]) in a forked child
+# of this warm interpreter, so that each case does not import JAX and TensorFlow
+# anew (5 s of CPU each): the child is its own session and runs the script as
+# `python launch/train.py ARGS` would, output to the file; prints the exit status.
+_FORK_RUNNER = """
+import json, os, runpy, sys
+import launchpad, jax  # noqa: F401 - imported once, before the forks
+from distrl import checkpoint, cli, config, resources  # noqa: F401
+from distrl.program import launcher  # noqa: F401
+script = sys.argv[1]
+for line in sys.stdin:
+    args, out = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        sys.argv, code = [script, *args], 0
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+            if isinstance(exit.code, str):
+                print(exit.code, file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    print("CASE", json.dumps([pid, status]), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def bad_input_runs(tmp_path_factory):
+    """{case index: (exit status, output, run dir written?)} for every BAD_INPUTS case."""
+    tmp = tmp_path_factory.mktemp("bad")
+    (tmp / "broken.py").write_text("def get_config(:\n")
+    (tmp / "file").write_text("x")
+    for name, text in (("corrupt", "{not json"), ("older", '{"algorithm": "dqn", "seed": 0}')):
+        (tmp / name).mkdir()
+        (tmp / name / "config.json").write_text(text)
+    runner = launch_train([str(ROOT / "launch" / "train.py")],
+                          executable_args=["-c", _FORK_RUNNER], stdin=subprocess.PIPE)
+    results = {}
+    try:
+        for i, (args, _) in enumerate(BAD_INPUTS):
+            run_dir, out = tmp / f"run{i}", tmp / f"out{i}.txt"
+            args = [a.replace("{tmp}", str(tmp)) for a in args]
+            if not any(a.startswith("--config=") for a in args):
+                args.insert(0, "--config=configs/dqn.py")
+            if not any(a.startswith(("--run_dir", "--resume")) for a in args):
+                args.append(f"--run_dir={run_dir}")
+            runner.stdin.write(json.dumps([args, str(out)]) + "\n")
+            runner.stdin.flush()
+            line = runner.stdout.readline()
+            while line and not line.startswith("CASE "):  # import warnings
+                line = runner.stdout.readline()
+            pid, code = json.loads(line[len("CASE "):])
+            assert not session_processes(pid), f"case {i} left processes"
+            results[i] = (code, out.read_text(), run_dir.exists())
+    finally:
+        runner.stdin.close()
+        runner.wait(timeout=60)
+        assert_nothing_left(runner)
+    return results
+
+
+@pytest.mark.parametrize("case", range(len(BAD_INPUTS)), ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_bad_input_is_refused_before_any_process_starts(bad_input_runs, case):
+    code, out, written = bad_input_runs[case]
+    message = BAD_INPUTS[case][1]
+    assert code == 2, out[-2000:]
+    lines = [line for line in out.splitlines() if line.startswith("distrl: ")]
+    assert len(lines) == 1 and message in lines[0], out[-2000:]
+    assert lines[0].startswith(("distrl: bad config: ", "distrl: bad flag: ", "distrl: unexpected"))
+    assert "Traceback" not in out and "FATAL" not in out
     assert "replay/0" not in out  # no node ever started
-    assert_nothing_left(proc)
+    assert not written  # nothing was written
 
 
 @pytest.mark.slow

@@ -4,12 +4,19 @@ Each learning run is one fused, jitted call (a few seconds, mostly compilation):
 greedy success rate 1.0 from S on the non-slippery 4x4 map, fixed seeds and budgets.
 """
 
+import os
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from distrl import agents, local
+from conftest import ROOT, load_config
+
+from distrl import config as config_lib
+from distrl import local
 from distrl.agents import replay_buffer
 from distrl.types import QTransition
 
@@ -42,61 +49,131 @@ def test_sample_only_from_filled_slots():
     assert set(np.asarray(sample.reward).tolist()) == {7.0, 8.0}
 
 
+def _config(algorithm: str, env_steps: int):
+    """configs/<file>.py (configs/preset.py for presets without a file), with a budget."""
+    files = {"tabular": "tabular_q", "grpo": None}
+    name = files.get(algorithm, algorithm)
+    config = load_config(name) if name else config_lib.base_config(algorithm)
+    config.budget.update(dict(env_steps=env_steps, seconds=0.0))
+    return config
+
+
 @pytest.mark.parametrize(
     "algo, budget",
-    [("dqn", 60_000), ("tabular", 30_000), ("a2c", 30_000), ("ppo", 30_000), ("grpo", 30_000)],
+    [("dqn", 60_000), ("tabular", 30_000), ("a2c", 30_000), ("ppo", 30_000), ("grpo", 200_000)],
 )
 def test_solves_4x4(algo, budget):
-    result = local.train(local.LocalConfig(algo=algo, max_env_steps=budget, seed=0))
+    config = _config(algo, budget)
+    result = local.train(config)
     assert result.solved, result
     assert result.success_rate == 1.0 and result.mean_length == 6.0
-    assert 0 < result.env_steps <= budget + 64 * 16
+    steps_per_iteration = config.num_actors * config.actor.num_envs * config.actor.unroll_length
+    assert 0 < result.env_steps <= budget + steps_per_iteration
     assert result.updates > 0 and result.episodes > 0
     assert result.report.splitlines()[-1].endswith("G")
 
 
+def test_settings_map_the_experiment_config():
+    config = load_config("dqn")  # 2 actors x 64 envs, T=16, batch 256, 4 samples per insert
+    s = local.Settings.of(config)
+    assert (s.num_envs, s.rollout_length, s.batch_size) == (128, 16, 256)
+    assert (s.replay_capacity, s.min_replay_size) == (64_000, 640)
+    assert s.updates_per_iteration == 4 * 16 * 128 // 256
+    assert (s.max_env_steps, s.target_success) == (2_000_000, 1.0)
+    assert (s.eval_envs, s.confirm_envs) == (config.evaluator.num_envs, 10_000)
+    config.evaluator.target_success, config.budget.env_steps = 0.0, 0
+    s = local.Settings.of(config)
+    assert s.target_success == float("inf") and s.max_env_steps == 2**31 - 1
+    ppo = load_config("ppo")  # batch_chunks=2, 2 actors: one update of [T, 128]
+    assert local.Settings.of(ppo).updates_per_iteration == 1
+    a2c = load_config("a2c")  # batch_chunks=1, 2 actors: two updates of [T, 64]
+    assert local.Settings.of(a2c).updates_per_iteration == 2
+    a2c.num_actors, a2c.learner.batch_chunks = 3, 2
+    with pytest.raises(config_lib.ConfigError, match="num_actors=3 must be a multiple"):
+        local.Settings.of(a2c)
+    a2c.num_actors, a2c.agent.learning_rate = 2, float("nan")
+    with pytest.raises(config_lib.ConfigError, match="learning_rate=nan"):
+        local.Settings.of(a2c)
+
+
 def test_n_step_dqn_runs_and_counts_warmup():
-    cfg = local.LocalConfig(algo="dqn", max_env_steps=2_000, target_success=2.0, seed=1)
-    result = local.train(cfg, agents.make_config("dqn", n_step=3, hidden_sizes=(16,)))
+    config = load_config("dqn")
+    config.num_actors, config.actor.num_envs = 1, 16
+    config.learner.batch_size, config.replay.min_size = 64, 256
+    config.replay.samples_per_insert = 1.0  # 16 x 16 / 64 = 4 updates per iteration
+    config.agent.n_step, config.agent.hidden_sizes = 3, (16,)
+    config.budget.env_steps, config.evaluator.target_success = 2_000, 0.0  # never solved
+    config.seed = 1
+    result = local.train(config)
     assert not result.solved  # unreachable target: runs the whole budget
     # 2 warm-up steps of 16 envs, then chunks of 16 x 16 until the budget is passed.
     assert result.env_steps == 2 * 16 + 8 * 256
     assert result.updates == 8 * 4  # min replay (256) is reached in the first chunk
 
 
-def test_main_prints_summary(capsys):
-    result = local.main(["--algo", "tabular", "--max-env-steps", "20000", "--quiet"])
-    out = capsys.readouterr().out
-    assert result.solved and "tabular on 4x4: solved=True" in out and "greedy policy:" in out
-
-
 def test_deterministic_map_evaluates_one_exact_episode():
-    result = local.train(local.LocalConfig(algo="tabular", max_env_steps=30_000, seed=0))
+    result = local.train(_config("tabular", 30_000))
     assert result.solved and result.eval_episodes == 1
     assert result.success_low == result.success_high == 1.0
     assert result.exact["success"] == 1.0 and result.exact["ratio"] == 1.0
     assert result.exact["optimal_value"] == pytest.approx(0.9**5)  # 6 steps, discount 0.9
 
 
+def _slippery_tabular(env_steps: int):
+    config = _config("tabular", env_steps)
+    config.env.slippery, config.num_actors, config.actor.num_envs = True, 1, 16
+    return config
+
+
 def test_slippery_stop_rule_needs_the_lower_bound():
     """Slippery 4x4: no policy reaches 0.9 (the best is 0.744), and 8-episode screens of
     near-optimal policies often show 1.0; the run must still not count as solved."""
-    cfg = local.LocalConfig(
-        algo="tabular", slippery=True, max_env_steps=40_000, target_success=0.9, eval_envs=8,
-        confirm_envs=2000, seed=0,
-    )
-    result = local.train(cfg)
+    config = _slippery_tabular(40_000)
+    config.evaluator.update(dict(target_success=0.9, num_envs=8, confirm_envs=2000))
+    result = local.train(config)
     assert not result.solved and result.env_steps >= 40_000
     assert result.eval_episodes == 2000 and result.success_high < 0.9
     assert result.exact["max_success"] < 0.745
 
 
 def test_slippery_target_of_optimal_is_confirmed_and_exact():
-    cfg = local.LocalConfig(
-        algo="tabular", slippery=True, max_env_steps=400_000, target_of_optimal=0.95, seed=0
-    )
-    result = local.train(cfg)
+    config = _slippery_tabular(400_000)
+    config.evaluator.update(dict(target_of_optimal=0.95, num_envs=100))
+    result = local.train(config)
     assert result.solved, result
     assert result.target == pytest.approx(0.95 * result.exact["optimal_success"])
     assert result.eval_episodes == 10_000 and result.success_low >= result.target
     assert result.exact["success"] >= result.target - 0.02  # the exact figure agrees
+
+
+def test_learner_steps_and_seconds_budgets_stop_between_calls():
+    config = load_config("a2c")
+    config.evaluator.target_success, config.budget.env_steps = 0.0, 0
+    config.budget.learner_steps, config.local.iterations_per_call = 6, 3
+    result = local.train(config)
+    assert result.updates == 6 and result.iterations == 3  # 2 updates per iteration
+
+
+def _local(*args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "distrl.local", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_command_line_takes_the_experiment_config():
+    code, out = _local("--config=configs/tabular_q.py", "--config.budget.env_steps=30000",
+                       "--config.env.slippery=False", "--quiet")
+    assert code == 0, out[-2000:]
+    assert "tabular on 4x4: solved=True" in out and "greedy policy:" in out
+    assert "env_steps=" in out.splitlines()[0]  # --quiet: no per-call lines before it
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--config.agent.learning_rate=nan"], "bad config: config.agent.learning_rate=nan"),
+    (["--config.num_actors=2.5"], "bad flag: flag --config.num_actors=2.5"),
+    (["--algo=dqn"], "bad flag: Unknown command line flag 'algo'"),
+])
+def test_command_line_refuses_bad_input_with_exit_2(args, message):
+    code, out = _local("--config=configs/dqn.py", *args)
+    assert code == 2 and message in out and "Traceback" not in out, out[-2000:]

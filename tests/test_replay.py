@@ -22,8 +22,8 @@ def _small_config(algorithm: str):
     c.actor.num_envs = 8
     c.actor.unroll_length = 4
     is_replay = config_lib.is_replay(config_lib.make_agent_config(c))
-    c.learner.batch_size = 16 if is_replay else 2  # 2 items either way
-    c.replay.min_size = 2
+    c.learner.batch_size, c.learner.batch_chunks = 16, 2  # 2 items either way
+    c.replay.min_size = 16  # transitions: 2 items of 8
     c.replay.samples_per_insert = 1.0
     if "ppo" in algorithm or "grpo" in algorithm:
         c.agent.num_minibatches = 2

@@ -18,34 +18,61 @@ import rlax
 
 from distrl import networks
 from distrl.agents import advantages as adv_lib
-from distrl.agents import base
+from distrl.agents import base, checks
 from distrl.types import Transition
 
 
 @dataclasses.dataclass(frozen=True)
 class ActorCriticConfig:
-    """A2C settings; the defaults solve the non-slippery 4x4 map."""
+    """A2C settings; the defaults solve the non-slippery 4x4 map.
 
-    hidden_sizes: tuple[int, ...] = (64,)
-    shared_torso: bool = False
-    activation: str = "tanh"
-    optimizer: str = "adam"
-    learning_rate: float = 1e-2
+    Every field is a setting of the experiment config's `agent` section
+    (`--config.agent.<field>=`); `RULES` below says what each accepts.
+    """
+
+    hidden_sizes: tuple[int, ...] = (64,)  # hidden layer widths (policy and value torsos)
+    shared_torso: bool = False  # one torso for policy and value, else one each
+    activation: str = "tanh"  # nonlinearity: "relu" | "tanh" | "elu"
+    optimizer: str = "adam"  # "adam" | "sgd"
+    learning_rate: float = 1e-2  # optimizer step size (per update)
     learning_rate_decay_steps: int = 0  # updates of linear decay to learning_rate_final; 0: none
-    learning_rate_final: float = 0.0
-    max_grad_norm: float = 1.0
-    discount: float = 0.99  # 0.9 is steadier later but reached the goal 3-10x slower
-    gae_lambda: float = 0.95
-    use_critic: bool = True  # False (with gae_lambda=1): REINFORCE
-    value_coef: float = 0.5
-    entropy_coef: float = 0.05
-    normalize_advantages: bool = False
-    vtrace: bool = False  # off-policy correction with extras['log_prob']
-    clip_rho_threshold: float = 1.0
-    clip_pg_rho_threshold: float = 1.0
+    learning_rate_final: float = 0.0  # the step size after the decay
+    max_grad_norm: float = 1.0  # global-norm gradient clip; <= 0 disables
+    discount: float = 0.99  # gamma per env step; 0.9 is steadier later but reached the goal
+    # 3-10x slower
+    gae_lambda: float = 0.95  # GAE / V-trace lambda (1: Monte-Carlo returns in the chunk)
+    use_critic: bool = True  # False (with gae_lambda=1): REINFORCE, no baseline
+    value_coef: float = 0.5  # weight of the value loss in the total loss
+    entropy_coef: float = 0.05  # weight of the entropy bonus in the total loss
+    normalize_advantages: bool = False  # advantages to zero mean, unit std over the batch
+    vtrace: bool = False  # off-policy correction with the behaviour's extras['log_prob']
+    clip_rho_threshold: float = 1.0  # V-trace: importance weights clipped at this, for values
+    clip_pg_rho_threshold: float = 1.0  # V-trace: likewise for the policy gradient
 
     def __post_init__(self):
         base.freeze_sequences(self)
+        checks.check(self, RULES)
+
+
+RULES = {
+    "hidden_sizes": checks.SIZES,
+    "shared_torso": checks.FLAG,
+    "activation": checks.one_of(*networks.ACTIVATIONS),
+    "optimizer": checks.one_of(*base.OPTIMIZERS),
+    "learning_rate": checks.POSITIVE,
+    "learning_rate_decay_steps": checks.at_least(0),
+    "learning_rate_final": checks.NONNEGATIVE,
+    "max_grad_norm": checks.FINITE,
+    "discount": checks.FRACTION,
+    "gae_lambda": checks.FRACTION,
+    "use_critic": checks.FLAG,
+    "value_coef": checks.NONNEGATIVE,
+    "entropy_coef": checks.NONNEGATIVE,
+    "normalize_advantages": checks.FLAG,
+    "vtrace": checks.FLAG,
+    "clip_rho_threshold": checks.POSITIVE,
+    "clip_pg_rho_threshold": checks.POSITIVE,
+}
 
 
 def trajectory_advantages(network, config: ActorCriticConfig, params, traj: Transition):

@@ -16,6 +16,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 
 Params = Any
+OPTIMIZERS = ("adam", "sgd")
 Metrics = dict[str, jnp.ndarray]
 
 

@@ -14,37 +14,64 @@ import optax
 import rlax
 
 from distrl import networks
-from distrl.agents import base
+from distrl.agents import base, checks
 from distrl.agents.nstep import concat_tail, n_step_transitions, tail  # noqa: F401
 from distrl.types import QTransition
 
 
 @dataclasses.dataclass(frozen=True)
 class DQNConfig:
-    """DQN settings; the defaults solve the non-slippery 4x4 map."""
+    """DQN settings; the defaults solve the non-slippery 4x4 map.
 
-    network: str = "mlp"  # "mlp" | "table" (tabular Q-learning)
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    activation: str = "relu"
+    Every field is a setting of the experiment config's `agent` section
+    (`--config.agent.<field>=`); `RULES` below says what each accepts.
+    """
+
+    network: str = "mlp"  # Q-network: "mlp" (hidden_sizes) | "table" (tabular Q-learning)
+    hidden_sizes: tuple[int, ...] = (64, 64)  # MLP hidden layer widths, in units
+    activation: str = "relu"  # MLP nonlinearity: "relu" | "tanh" | "elu"
     optimizer: str = "adam"  # "adam" | "sgd"
-    learning_rate: float = 1e-2
+    learning_rate: float = 1e-2  # optimizer step size (per update)
     learning_rate_decay_steps: int = 0  # updates of linear decay to learning_rate_final; 0: none
-    learning_rate_final: float = 0.0
-    max_grad_norm: float = 10.0  # global-norm clip; <= 0 disables
-    discount: float = 0.9  # gamma (also for the n-step writer); 0.99 leaves a 1% gap
-    # between moving and bumping a wall, which approximation noise can flip for good
-    n_step: int = 1  # used by the writer, not by the loss
+    learning_rate_final: float = 0.0  # the step size after the decay
+    max_grad_norm: float = 10.0  # global-norm gradient clip; <= 0 disables
+    discount: float = 0.9  # gamma per env step (also for the n-step writer); 0.99 leaves a
+    # 1% gap between moving and bumping a wall, which approximation noise can flip for good
+    n_step: int = 1  # env steps summed into one return before bootstrapping (the writer's)
     double_q: bool = True  # rlax.double_q_learning, else rlax.q_learning
-    loss: str = "huber"  # "huber" | "l2"
-    huber_delta: float = 1.0
-    target_update_period: int = 25  # updates between target refreshes
-    target_update_tau: float = 1.0  # 1: hard copy; < 1: Polyak (use period 1)
-    epsilon_init: float = 1.0
-    epsilon_final: float = 0.1
-    epsilon_decay_steps: int = 2_000  # env steps of linear decay
+    loss: str = "huber"  # TD loss: "huber" | "l2"
+    huber_delta: float = 1.0  # TD error (return units) where the Huber loss turns linear
+    target_update_period: int = 25  # learner updates between target refreshes
+    target_update_tau: float = 1.0  # fraction moved at a refresh: 1 hard copy, < 1 Polyak
+    epsilon_init: float = 1.0  # exploration probability at env step 0
+    epsilon_final: float = 0.1  # exploration probability after the decay
+    epsilon_decay_steps: int = 2_000  # env steps (all actors together) of linear decay
 
     def __post_init__(self):
         base.freeze_sequences(self)
+        checks.check(self, RULES)
+
+
+RULES = {
+    "network": checks.one_of("mlp", "table"),
+    "hidden_sizes": checks.SIZES,
+    "activation": checks.one_of(*networks.ACTIVATIONS),
+    "optimizer": checks.one_of(*base.OPTIMIZERS),
+    "learning_rate": checks.POSITIVE,
+    "learning_rate_decay_steps": checks.at_least(0),
+    "learning_rate_final": checks.NONNEGATIVE,
+    "max_grad_norm": checks.FINITE,
+    "discount": checks.FRACTION,
+    "n_step": checks.at_least(1),
+    "double_q": checks.FLAG,
+    "loss": checks.one_of("huber", "l2"),
+    "huber_delta": checks.POSITIVE,
+    "target_update_period": checks.at_least(1),
+    "target_update_tau": checks.OPEN_FRACTION,
+    "epsilon_init": checks.FRACTION,
+    "epsilon_final": checks.FRACTION,
+    "epsilon_decay_steps": checks.at_least(1),
+}
 
 
 def td_error(network, params, target_params, transition: QTransition, double_q: bool):

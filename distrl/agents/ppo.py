@@ -20,38 +20,67 @@ import jax.numpy as jnp
 import optax
 import rlax
 
-from distrl.agents import actor_critic, base
+from distrl import networks
+from distrl.agents import actor_critic, base, checks
 from distrl.agents import advantages as adv_lib
 from distrl.types import Transition
 
 
 @dataclasses.dataclass(frozen=True)
 class PPOConfig:
-    """PPO settings; the defaults solve the non-slippery 4x4 map."""
+    """PPO settings; the defaults solve the non-slippery 4x4 map.
 
-    hidden_sizes: tuple[int, ...] = (64,)
-    shared_torso: bool = False
-    activation: str = "tanh"
-    optimizer: str = "adam"
-    learning_rate: float = 1e-2
-    # optimizer steps (updates x epochs x minibatches) of linear decay; 0: none
+    Every field is a setting of the experiment config's `agent` section
+    (`--config.agent.<field>=`); `RULES` below says what each accepts.
+    """
+
+    hidden_sizes: tuple[int, ...] = (64,)  # hidden layer widths (policy and value torsos)
+    shared_torso: bool = False  # one torso for policy and value, else one each
+    activation: str = "tanh"  # nonlinearity: "relu" | "tanh" | "elu"
+    optimizer: str = "adam"  # "adam" | "sgd"
+    learning_rate: float = 1e-2  # optimizer step size (per minibatch step)
+    # optimizer steps (updates x epochs x minibatches) of linear decay to learning_rate_final;
+    # 0: none
     learning_rate_decay_steps: int = 0
-    learning_rate_final: float = 0.0
-    max_grad_norm: float = 0.5
-    discount: float = 0.9  # 0.99 reaches the goal too, but its greedy policy later
-    # flips to wall bumps in ~20% of evaluations (a 1% value gap); 0.9 stays put
-    gae_lambda: float = 0.95
-    clip_epsilon: float = 0.2  # ratio clipped to [0.8, 1.2] as in the series
-    value_coef: float = 0.5
-    entropy_coef: float = 0.05
+    learning_rate_final: float = 0.0  # the step size after the decay
+    max_grad_norm: float = 0.5  # global-norm gradient clip; <= 0 disables
+    discount: float = 0.9  # gamma per env step; 0.99 reaches the goal too, but its greedy
+    # policy later flips to wall bumps in ~20% of evaluations (a 1% value gap); 0.9 stays put
+    gae_lambda: float = 0.95  # GAE lambda
+    clip_epsilon: float = 0.2  # probability ratio clipped to [1 - eps, 1 + eps]
+    value_coef: float = 0.5  # weight of the value loss in the total loss
+    entropy_coef: float = 0.05  # weight of the entropy bonus in the total loss
     clip_value: bool = False  # clip V around extras['value'] by clip_epsilon
     normalize_advantages: bool = False  # over the whole batch (True hurt on 4x4)
-    num_epochs: int = 4
-    num_minibatches: int = 4
+    num_epochs: int = 4  # passes over each batch per update
+    num_minibatches: int = 4  # minibatches (of time steps) per epoch
     advantage: str = "gae"  # "gae" | "grpo" (group-relative, no critic)
 
     def __post_init__(self):
         base.freeze_sequences(self)
+        checks.check(self, RULES)
+
+
+RULES = {
+    "hidden_sizes": checks.SIZES,
+    "shared_torso": checks.FLAG,
+    "activation": checks.one_of(*networks.ACTIVATIONS),
+    "optimizer": checks.one_of(*base.OPTIMIZERS),
+    "learning_rate": checks.POSITIVE,
+    "learning_rate_decay_steps": checks.at_least(0),
+    "learning_rate_final": checks.NONNEGATIVE,
+    "max_grad_norm": checks.FINITE,
+    "discount": checks.FRACTION,
+    "gae_lambda": checks.FRACTION,
+    "clip_epsilon": checks.POSITIVE,
+    "value_coef": checks.NONNEGATIVE,
+    "entropy_coef": checks.NONNEGATIVE,
+    "clip_value": checks.FLAG,
+    "normalize_advantages": checks.FLAG,
+    "num_epochs": checks.at_least(1),
+    "num_minibatches": checks.at_least(1),
+    "advantage": checks.one_of("gae", "grpo"),
+}
 
 
 class PPOSample(NamedTuple):

@@ -87,21 +87,42 @@ def _success_extras(ax, data, x_key: str, idx, label: bool) -> None:
                 label="optimal (pi*)" if label else None)
 
 
+# Bounds of the policy picture: a 200x200 map drawn cell by cell (40k arrows on a
+# 240-inch figure) took the launcher to 24 GB. Above ARROW_CELLS on a side only the
+# heat map is drawn; above MAX_PIXELS_SIDE cells it is subsampled; the figure is at
+# most MAX_INCHES wide or high.
+ARROW_CELLS = 32
+MAX_PIXELS_SIDE = 512
+MAX_INCHES = 14.0
+
+
 def plot_policy(result, path: str) -> str:
-    """The value heat map with greedy-action arrows; H and G drawn as squares."""
+    """The value heat map with greedy-action arrows; H and G drawn as squares.
+
+    Big maps: arrows and letters only up to ARROW_CELLS cells on a side, the heat
+    map subsampled to MAX_PIXELS_SIDE; the title says what was left out.
+    """
     desc = result["map"]
     values, actions = np.asarray(result["values"], float), np.asarray(result["actions"])
     terminal = np.array([[ch in "HG" for ch in row] for row in desc])
-    fig = Figure(
-        figsize=(1.2 * values.shape[1] + 1.6, 1.2 * values.shape[0] + 0.6), layout="constrained"
-    )
+    rows, cols = values.shape
+    stride = max(1, -(-max(rows, cols) // MAX_PIXELS_SIDE))
+    scale = min(1.2, MAX_INCHES / max(rows, cols))
+    fig = Figure(figsize=(scale * cols + 1.6, scale * rows + 0.6), layout="constrained")
     ax = fig.subplots()
-    image = ax.imshow(np.ma.masked_where(terminal, values), cmap="viridis")
+    shown = np.ma.masked_where(terminal, values)[::stride, ::stride]
+    image = ax.imshow(shown, cmap="viridis", extent=(-0.5, cols - 0.5, rows - 0.5, -0.5))
     fig.colorbar(image, ax=ax, label="value estimate (max Q or V)")
-    for r, row in enumerate(desc):
-        for c, ch in enumerate(row):
-            _draw_cell(ax, r, c, ch, int(actions[r, c]))
-    ax.set(xticks=range(values.shape[1]), yticks=range(values.shape[0]))
+    notes = []
+    if max(rows, cols) <= ARROW_CELLS:
+        for r, row in enumerate(desc):
+            for c, ch in enumerate(row):
+                _draw_cell(ax, r, c, ch, int(actions[r, c]))
+        ax.set(xticks=range(cols), yticks=range(rows))
+    else:
+        notes.append(f"{rows}x{cols} map: arrows drawn up to {ARROW_CELLS}x{ARROW_CELLS}")
+    if stride > 1:
+        notes.append(f"every {stride}th cell shown")
     success = (result.get("evaluation") or {}).get("success_rate")
     note = f" (success {success:.3f})" if success is not None else ""
     answer = result.get("exact")
@@ -111,7 +132,7 @@ def plot_policy(result, path: str) -> str:
             f" ({100 * answer['ratio']:.1f}%); V(S) {answer['learned_value']:+.3f},"
             f" V*(S) {answer['optimal_value']:+.3f}"
         )
-    ax.set_title("greedy policy and values" + note)
+    ax.set_title("greedy policy and values" + note + "".join(f"\n{n}" for n in notes))
     return _save(fig, path)
 
 

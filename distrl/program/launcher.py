@@ -23,7 +23,7 @@ from absl import logging
 from launchpad.launch.run_locally import launch_local_output_to_files as output_to_files
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 
-from distrl import checkpoint, rundir
+from distrl import checkpoint, resources, rundir
 from distrl import config as config_lib
 from distrl.analysis import plots
 from distrl.program import bindhost, lifecycle, progress
@@ -57,20 +57,26 @@ def local_resources(run_dir: Optional[str] = None):
     return {label: PythonProcess(env={**env, **loopback}) for label, env in node_envs(run_dir).items()}
 
 
-def prepare(config, resume: bool):
+def prepare(config, resume: bool, launch_type: str = "local_mp"):
     """Checks everything and writes config.json; returns (run_dir, restored manifest | None).
 
     Raises ConfigError (CheckpointError for a bad checkpoint) before any process
-    starts and before anything is written.
+    starts and before anything is written: the config, this machine's memory for
+    it (local launches; a Ray cluster's machines are not known here), the run
+    directory, and when resuming the saved config and checkpoint.
     """
     config_lib.validate(config)
+    warning = None if launch_type == "ray" else resources.check_memory(config)
     run_dir = rundir.resolve(config)
+    rundir.check_writable(run_dir)
     restored = None
     if resume:
         rundir.check_resume(config, run_dir)
         restored = checkpoint.verify(run_dir, config)
     else:
         rundir.check_fresh(run_dir)
+    if warning:
+        print(f"distrl: {warning}", file=sys.stderr)
     rundir.write_config(config, run_dir)
     # A resumed run must not report an earlier launch's outcome or failures.
     shutil.rmtree(os.path.join(run_dir, lifecycle.FAILURES_DIR), ignore_errors=True)
@@ -103,10 +109,10 @@ def run(config, launch_type: str = "local_mp", terminal: str = "output_to_files"
 
         config_lib.validate(config)  # a bad config is reported before joining the cluster
         with cluster.connected(ray_address, config):
-            run_dir, program = _build(config, resume)
+            run_dir, program = _build(config, resume, launch_type)
             cluster.run(program, config, run_dir, node_envs(run_dir), progress_stream or sys.stdout)
         return _outcome(run_dir)
-    run_dir, program = _build(config, resume)
+    run_dir, program = _build(config, resume, launch_type)
     if launch_type == "test_mt":
         lp.launch(program, launch_type="test_mt", serialize_py_nodes=False).wait()
     elif terminal == "output_to_files":
@@ -119,9 +125,9 @@ def run(config, launch_type: str = "local_mp", terminal: str = "output_to_files"
     return _outcome(run_dir)
 
 
-def _build(config, resume: bool):
+def _build(config, resume: bool, launch_type: str):
     """(run_dir, program): the prepared run directory and the program to launch in it."""
-    run_dir, restored = prepare(config, resume)
+    run_dir, restored = prepare(config, resume, launch_type)
     start_time = time.time() - (restored["elapsed_seconds"] if restored else 0.0)
     return run_dir, make_program(config, run_dir, start_time, restored)
 

@@ -1,0 +1,268 @@
+"""The experiment config: every agent field present, typed, overridable, validated,
+recorded; saved configs read back strictly; the memory estimate; run directories;
+and the policy plot bounded on big maps. Pure checks, no processes."""
+
+import dataclasses
+import inspect
+import json
+import math
+
+import numpy as np
+import pytest
+from absl import flags
+from conftest import ROOT, load_config
+from ml_collections import config_flags
+
+from distrl import agents, resources, rundir
+from distrl import config as config_lib
+from distrl.agents import actor_critic, dqn, ppo
+from distrl.analysis import plots
+
+CONFIG_FILES = ("dqn", "tabular_q", "a2c", "vtrace", "ppo")
+
+
+@pytest.mark.parametrize("algorithm", sorted(agents.PRESETS))
+def test_agent_section_is_the_presets_dataclass(algorithm):
+    config = config_lib.base_config(algorithm)
+    preset = agents.make_config(algorithm)
+    assert config.agent.to_dict() == dataclasses.asdict(preset)
+    assert config_lib.make_agent_config(config) == preset
+    config_lib.validate(config)
+
+
+@pytest.mark.parametrize("module", [dqn, actor_critic, ppo])
+def test_every_agent_field_has_a_rule_and_a_comment(module):
+    cls = next(v for k, v in vars(module).items() if k.endswith("Config") and dataclasses.is_dataclass(v))
+    assert set(module.RULES) == {f.name for f in dataclasses.fields(cls)}
+    source = inspect.getsource(cls)
+    for field in dataclasses.fields(cls):
+        line = next(line for line in source.splitlines() if line.strip().startswith(field.name + ":"))
+        assert "#" in line, f"{cls.__name__}.{field.name} has no comment"
+
+
+def _changed(name, value, rules):
+    """A valid value different from `value` for an agent field."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value / 2 if value else 0.5
+    if isinstance(value, tuple):
+        return (8, 8)
+    valid = rules[name][1]  # "one of 'a', 'b'"
+    options = [o.strip(" '") for o in valid.split("one of ")[1].split(",")]
+    return next(o for o in options if o != value)
+
+
+def _override(config_file, args):
+    """configs/<file>.py parsed with command-line overrides, as launch/train.py does."""
+    values, argv = flags.FlagValues(), ["prog", *args]
+    holder = config_flags.DEFINE_config_file(
+        "config", str(ROOT / "configs" / f"{config_file}.py"), flag_values=values, sys_argv=argv
+    )
+    values(argv)
+    return holder.value
+
+
+@pytest.mark.parametrize("config_file", CONFIG_FILES)
+def test_every_agent_field_overrides_from_the_command_line(config_file):
+    config = load_config(config_file)
+    rules = {dqn.DQNConfig: dqn.RULES, actor_critic.ActorCriticConfig: actor_critic.RULES,
+             ppo.PPOConfig: ppo.RULES}[type(config_lib.make_agent_config(config))]
+    wanted = {name: _changed(name, value, rules) for name, value in config.agent.items()}
+    if config.algorithm == "tabular":
+        wanted["network"] = "table"  # keep the preset's table (the other choice is an MLP)
+    args = [f"--config.agent.{k}={v!r}" if isinstance(v, tuple) else f"--config.agent.{k}={v}"
+            for k, v in wanted.items()]
+    overridden = _override(config_file, args)
+    config_lib.validate(overridden)
+    assert dataclasses.asdict(config_lib.make_agent_config(overridden)) == wanted
+
+
+BAD_VALUES = [
+    ("agent.learning_rate", math.nan, "config.agent.learning_rate=nan; need a finite number"),
+    ("agent.learning_rate", math.inf, "config.agent.learning_rate=inf; need a finite number"),
+    ("agent.learning_rate", 0.0, "config.agent.learning_rate=0.0; need a finite number > 0"),
+    ("agent.learning_rate", -1.0, "config.agent.learning_rate=-1.0; need a finite number > 0"),
+    ("agent.optimizer", "bogus", "config.agent.optimizer='bogus'; need one of 'adam', 'sgd'"),
+    ("agent.discount", 1.5, "config.agent.discount=1.5; need a number in [0, 1]"),
+    ("agent.n_step", 0, "config.agent.n_step=0; need an integer >= 1"),
+    ("agent.activation", "gelu", "need one of 'relu', 'tanh', 'elu'"),
+    ("agent.hidden_sizes", (64, 0), "config.agent.hidden_sizes=(64, 0); need a tuple of layer"),
+    ("agent.epsilon_decay_steps", 0, "config.agent.epsilon_decay_steps=0; need an integer >= 1"),
+    ("agent.target_update_tau", 0.0, "config.agent.target_update_tau=0.0; need a number in (0, 1]"),
+    ("agent.n_step", 17, "config.agent.n_step=17 exceeds config.actor.unroll_length=16"),
+    ("actor.epsilon_spread", math.nan, "config.actor.epsilon_spread=nan; need a finite number"),
+    ("actor.epsilon_spread", -1.0, "config.actor.epsilon_spread=-1.0; need >= 0"),
+    ("num_actors", 0, "config.num_actors=0; need >= 1"),
+    ("seed", -1, "config.seed=-1; need >= 0"),
+    ("seed", 2**40, "need 0 .. 2**31-1"),
+    ("env.time_limit", 10**9, "config.env.time_limit=1000000000; need 0 .. 1000000 steps"),
+    ("env.rewards", (1.0, math.nan, 0.0), "need 3 finite numbers"),
+    ("env.map", "random:100000x100000:seed=1", "10,000,000,000 cells; need at most 250,000"),
+    ("actor.num_envs", 0, "config.actor.num_envs=0; need >= 1"),
+    ("evaluator.num_envs", 0, "config.evaluator.num_envs=0; need >= 1"),
+    ("budget.seconds", math.inf, "config.budget.seconds=inf; need a finite number"),
+    ("replay.max_size", 1000, "config.replay.max_size=1000 transitions; need a multiple of"),
+    ("replay.min_size", 10, "config.replay.min_size=10 transitions; need a multiple of"),
+    ("learner.batch_size", 100, "config.learner.batch_size=100 transitions; need a multiple"),
+    ("replay.samples_per_insert", math.inf, "samples_per_insert=inf; need a finite number"),
+    ("replay.sampler", "lifo", "config.replay.sampler='lifo'; valid"),
+    ("replay.error_buffer", 2.0, "config.replay.error_buffer=2.0 transitions can never be met"),
+    ("evaluator.target_success", 1.5, "target_success=1.5; need 0..1"),
+    ("budget.seconds", -1.0, "config.budget.seconds=-1.0; need >= 0"),
+    ("budget.env_steps", -5, "config.budget.env_steps=-5; need >= 0"),
+    ("log.every_seconds", 0.0, "config.log.every_seconds=0.0; need > 0"),
+    ("ray.learner_device", "tpu", "config.ray.learner_device='tpu'; valid"),
+    ("local.xla_opt_level", 7, "config.local.xla_opt_level=7"),
+]
+
+
+@pytest.mark.parametrize("key,value,message", BAD_VALUES, ids=[f"{k}={v}" for k, v, _ in BAD_VALUES])
+def test_bad_values_are_refused_by_name(key, value, message):
+    config = load_config("dqn")
+    config.update_from_flattened_dict({key: value})
+    with pytest.raises(config_lib.ConfigError) as info:
+        config_lib.validate(config)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_on_policy_checks():
+    config = load_config("ppo")
+    config.agent.num_minibatches = 10**6
+    with pytest.raises(config_lib.ConfigError, match="num_minibatches=1000000 exceeds the 2048"):
+        config_lib.validate(config)
+    config = load_config("a2c")
+    config.learner.batch_chunks = 0
+    with pytest.raises(config_lib.ConfigError, match="batch_chunks=0; need >= 1"):
+        config_lib.validate(config)
+
+
+def test_unknown_and_missing_fields_anywhere_are_refused():
+    config = load_config("ppo")
+    config.env.slipery = True
+    with pytest.raises(config_lib.ConfigError, match=r"config.env.slipery is unknown .*"
+                       r"valid fields of config.env: map, rewards, slippery, time_limit"):
+        config_lib.validate(config)
+    config = load_config("ppo")
+    config.agent.epsilon_init = 1.0  # a DQN field
+    with pytest.raises(config_lib.ConfigError, match="config.agent.epsilon_init is unknown"):
+        config_lib.validate(config)
+    config = load_config("ppo")
+    del config.agent["clip_epsilon"]
+    with pytest.raises(config_lib.ConfigError, match="config lacks agent.clip_epsilon"):
+        config_lib.validate(config)
+    config = load_config("ppo")
+    config.num_actors = True  # ml_collections accepts a bool in an int field
+    with pytest.raises(config_lib.ConfigError, match="config.num_actors=True is a bool; need a"):
+        config_lib.validate(config)
+
+
+def test_saved_config_reads_back_typed_and_whole(tmp_path):
+    config = load_config("ppo")
+    config.agent.hidden_sizes = (32, 16)
+    rundir.write_config(config, str(tmp_path))
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert set(saved["agent"]) == {f.name for f in dataclasses.fields(agents.PPOConfig)}
+    back = rundir.load_config(str(tmp_path))
+    assert back.to_dict() == config.to_dict()
+    assert back.agent.hidden_sizes == (32, 16) and isinstance(back.agent.learning_rate, float)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("{not json", "is not valid JSON"),
+    ("[1, 2]", "a saved config must be a JSON object, got list"),
+    ('{"algorithm": "sarsa"}', "config.algorithm='sarsa' is unknown"),
+    ('{"algorithm": "dqn"}', "config lacks"),
+])
+def test_bad_saved_configs_are_refused(tmp_path, text, message):
+    (tmp_path / "config.json").write_text(text)
+    with pytest.raises(config_lib.ConfigError, match=message):
+        rundir.load_config(str(tmp_path))
+
+
+def test_saved_config_with_a_wrong_type_or_extra_field_is_refused():
+    saved = load_config("dqn").to_dict()
+    saved["actor"]["num_envs"] = "many"
+    with pytest.raises(config_lib.ConfigError, match="config.actor.num_envs='many' is not of type int"):
+        config_lib.from_dict(saved)
+    saved = load_config("dqn").to_dict()
+    saved["replay"]["capacity"] = 5
+    with pytest.raises(config_lib.ConfigError, match="config.replay.capacity is unknown"):
+        config_lib.from_dict(saved)
+
+
+def test_resume_conflicts_list_every_difference_as_old_to_new():
+    saved = load_config("dqn").to_dict()
+    given = load_config("dqn")
+    given.agent.learning_rate = 0.1
+    given.agent.hidden_sizes = (8,)
+    given.budget.env_steps = 5  # budgets may change
+    given.log.every_seconds = 9.0  # logging periods too
+    assert rundir.conflicts(saved, given.to_dict()) == [
+        "config.agent.hidden_sizes: (64, 64) -> (8,)",
+        "config.agent.learning_rate: 0.003 -> 0.1",
+    ]
+
+
+@pytest.mark.parametrize("key,value,part", [
+    ("num_actors", 10**6, "actors"),
+    ("actor.unroll_length", 10**9, "actors"),
+    ("replay.max_size", 64 * 10**13, "replay"),
+    ("agent.hidden_sizes", (10**5, 10**5), "learner"),
+])
+def test_runs_the_machine_cannot_hold_are_refused_with_the_estimate(key, value, part):
+    config = load_config("dqn")
+    config.update_from_flattened_dict({key: value})
+    config_lib.validate(config)  # valid in itself
+    with pytest.raises(config_lib.ConfigError) as info:
+        resources.check_memory(config)
+    message = str(info.value)
+    assert message.startswith("this run needs an estimated ") and "of memory, more than" in message
+    assert f"; {part} " in message or f": {part} " in message, message
+
+
+def test_default_configs_fit_in_a_few_gigabytes():
+    for name in CONFIG_FILES:
+        config = load_config(name)
+        assert resources.estimate_memory(config).total < 4 * resources.GB
+        assert resources.estimate_memory(config, local=True).total < 1 * resources.GB
+        assert resources.check_memory(config) is None or "warning" in resources.check_memory(config)
+
+
+def test_param_count_matches_the_network():
+    import jax
+
+    for name in ("dqn", "tabular", "ppo", "a2c"):
+        config = config_lib.base_config(name)
+        env = config_lib.make_env(config)
+        agent = agents.make_agent(config_lib.make_agent_config(config), env)
+        params = agent.init(jax.random.PRNGKey(0)).params
+        count = sum(x.size for x in jax.tree.leaves(params))
+        assert resources.param_count(agent.config, env.obs_size) == count, name
+
+
+def test_run_dir_that_is_a_file_or_not_writable_is_refused(tmp_path):
+    file = tmp_path / "file"
+    file.write_text("x")
+    for path in (file, file / "run"):
+        with pytest.raises(config_lib.ConfigError, match="is a file, not a directory"):
+            rundir.check_writable(str(path))
+    with pytest.raises(config_lib.ConfigError, match="/proc/1 is not writable"):
+        rundir.check_writable("/proc/1/run")
+    rundir.check_writable(str(tmp_path / "new" / "run"))
+    assert not (tmp_path / "new").exists()
+
+
+def test_policy_plot_of_a_big_map_stays_small(tmp_path):
+    n = 200
+    desc = ["S" + "F" * (n - 1)] + ["F" * n] * (n - 2) + ["F" * (n - 1) + "G"]
+    result = dict(map=desc, values=np.zeros((n, n)).tolist(),
+                  actions=np.zeros((n, n), int).tolist(), evaluation=dict(success_rate=1.0))
+    path = plots.plot_policy(result, str(tmp_path / "policy.png"))
+    import matplotlib.image
+
+    height, width = matplotlib.image.imread(path).shape[:2]
+    assert max(height, width) < 2000
