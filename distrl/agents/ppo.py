@@ -39,9 +39,7 @@ class PPOConfig:
     activation: str = "tanh"  # nonlinearity: "relu" | "tanh" | "elu"
     optimizer: str = "adam"  # "adam" | "sgd"
     learning_rate: float = 1e-2  # optimizer step size (per minibatch step)
-    # optimizer steps (updates x epochs x minibatches) of linear decay to learning_rate_final;
-    # 0: none
-    learning_rate_decay_steps: int = 0
+    learning_rate_decay_steps: int = 0  # optimizer steps (update x epoch x minibatch) of decay
     learning_rate_final: float = 0.0  # the step size after the decay
     max_grad_norm: float = 0.5  # global-norm gradient clip; <= 0 disables
     discount: float = 0.9  # gamma per env step; 0.99 reaches the goal too, but its greedy
