@@ -81,14 +81,15 @@ def load(holder):
             "the config file's get_config() returned None; it must return a ConfigDict"
         ) from None
     except (OSError, AttributeError, TypeError) as err:
-        raise config_lib.ConfigError(f"the config file cannot be loaded: {_last_line(err)}") from None
+        message = f"the config file cannot be loaded: {_last_line(err)}"
+        raise config_lib.ConfigError(message) from None
     return config
 
 
 def _refuse_algorithm_override(argv) -> None:
     for i, arg in enumerate(argv):
         if arg == "--config.algorithm" or arg.startswith("--config.algorithm="):
-            value = arg.partition("=")[2] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) else "")
+            value = arg.partition("=")[2] if "=" in arg else " ".join(argv[i + 1 : i + 2])
             presets = ", ".join(sorted(agents.PRESETS))
             unknown = "" if value in agents.PRESETS else f"config.algorithm={value!r} is unknown; "
             fail(

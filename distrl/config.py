@@ -270,7 +270,8 @@ def _check_keys(given, base, where: str) -> None:
             f"valid fields{' of ' + where + '.' + parent if parent else ''}: {', '.join(siblings)}"
         )
     if missing:
-        shown = ", ".join(missing[:6]) + (f", ... ({len(missing)} in all)" if len(missing) > 6 else "")
+        more = f", ... ({len(missing)} in all)" if len(missing) > 6 else ""
+        shown = ", ".join(missing[:6]) + more
         raise ConfigError(
             f"{where} lacks {shown} (written by an older distrl, or removed "
             f"by the config file); every field of distrl.config.base_config is needed"
@@ -388,7 +389,8 @@ def _validate_on_policy(config, agent_config) -> None:
 
 def _validate_replay(config, agent_config) -> None:
     r, b, n = config.replay, config.learner.batch_size, config.actor.num_envs
-    what = f"a multiple of config.actor.num_envs={n} (a replay item holds the {n} transitions of one time step)"
+    what = (f"a multiple of config.actor.num_envs={n} (a replay item holds the {n} "
+            f"transitions of one time step)")
     for key, value in (("learner.batch_size", b), ("replay.max_size", r.max_size),
                        ("replay.min_size", r.min_size)):
         _check(value >= n and value % n == 0, f"config.{key}={value} transitions; need {what}")

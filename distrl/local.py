@@ -91,7 +91,8 @@ class Settings(NamedTuple):
                 raise config_lib.ConfigError(
                     f"config.num_actors={config.num_actors} must be a multiple of "
                     f"config.learner.batch_chunks={chunks} for the single-process trainer "
-                    f"(it splits num_actors x num_envs envs into updates of batch_chunks x num_envs)"
+                    f"(it splits num_actors x num_envs envs into updates of "
+                    f"batch_chunks x num_envs)"
                 )
             updates = config.num_actors // chunks
         target = config.evaluator.target_success

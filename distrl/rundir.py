@@ -119,7 +119,8 @@ def conflicts(saved: dict, given: dict) -> list:
     return [
         f"config.{key}: {_show(a.get(key, missing))} -> {_show(b.get(key, missing))}"
         for key in sorted(set(a) | set(b))
-        if not key.startswith(RESUMABLE) and _plain(a.get(key, missing)) != _plain(b.get(key, missing))
+        if not key.startswith(RESUMABLE)
+        and _plain(a.get(key, missing)) != _plain(b.get(key, missing))
     ]
 
 

@@ -32,11 +32,13 @@ def test_agent_section_is_the_presets_dataclass(algorithm):
 
 @pytest.mark.parametrize("module", [dqn, actor_critic, ppo])
 def test_every_agent_field_has_a_rule_and_a_comment(module):
-    cls = next(v for k, v in vars(module).items() if k.endswith("Config") and dataclasses.is_dataclass(v))
+    cls = next(v for k, v in vars(module).items()
+               if k.endswith("Config") and dataclasses.is_dataclass(v))
     assert set(module.RULES) == {f.name for f in dataclasses.fields(cls)}
     source = inspect.getsource(cls)
     for field in dataclasses.fields(cls):
-        line = next(line for line in source.splitlines() if line.strip().startswith(field.name + ":"))
+        line = next(line for line in source.splitlines()
+                    if line.strip().startswith(field.name + ":"))
         assert "#" in line, f"{cls.__name__}.{field.name} has no comment"
 
 
@@ -119,7 +121,8 @@ BAD_VALUES = [
 ]
 
 
-@pytest.mark.parametrize("key,value,message", BAD_VALUES, ids=[f"{k}={v}" for k, v, _ in BAD_VALUES])
+@pytest.mark.parametrize("key,value,message", BAD_VALUES,
+                         ids=[f"{k}={v}" for k, v, _ in BAD_VALUES])
 def test_bad_values_are_refused_by_name(key, value, message):
     config = load_config("dqn")
     config.update_from_flattened_dict({key: value})
@@ -186,7 +189,8 @@ def test_bad_saved_configs_are_refused(tmp_path, text, message):
 def test_saved_config_with_a_wrong_type_or_extra_field_is_refused():
     saved = load_config("dqn").to_dict()
     saved["actor"]["num_envs"] = "many"
-    with pytest.raises(config_lib.ConfigError, match="config.actor.num_envs='many' is not of type int"):
+    with pytest.raises(config_lib.ConfigError,
+                       match="config.actor.num_envs='many' is not of type int"):
         config_lib.from_dict(saved)
     saved = load_config("dqn").to_dict()
     saved["replay"]["capacity"] = 5
