@@ -22,7 +22,7 @@ import launchpad  # noqa: F401 - defines --lp_launch_type
 from absl import app, flags
 from ml_collections import config_flags
 
-from distrl import checkpoint
+from distrl import checkpoint, rundir
 from distrl import config as config_lib
 from distrl.program import errors, launcher, progress
 
@@ -96,6 +96,7 @@ def _config():
 # exit status); the first that matches wins (a CheckpointError is a ConfigError).
 _EXITS = (
     (checkpoint.CheckpointError, "cannot resume: ", 2),
+    (rundir.RunDirBusy, "", 2),
     (config_lib.ConfigError, "bad config: ", 2),
     (errors.LaunchError, "cannot launch: ", 1),
     (errors.NodeFailure, "", 1),
