@@ -86,9 +86,12 @@ class Learner:
         state, version, counts = self._initial_state(agent)
         with self._lock:  # published only now: a resumed run never serves fresh params
             self._state, self._version = state, version
+        replay_checkpoint = functools.partial(
+            replay.checkpoint, self._replay, keep_in=self._run_dir, keep=c.checkpoint.keep
+        )
         saver = checkpoint.Saver(
             checkpoint.directory(self._run_dir), c.checkpoint.every_seconds, c.algorithm,
-            functools.partial(replay.checkpoint, self._replay) if c.checkpoint.replay else None,
+            replay_checkpoint if c.checkpoint.replay else None, keep=c.checkpoint.keep,
         )
         report = _Report(metrics.MetricsLogger(self._run_dir, "learner", c.log.every_seconds),
                          counts)

@@ -22,7 +22,7 @@ import launchpad as lp
 from absl import logging
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 
-from distrl import checkpoint, rundir
+from distrl import checkpoint, replay_checkpoint, rundir
 from distrl import config as config_lib
 from distrl.analysis import plots
 from distrl.program import bindhost, lifecycle, supervisor
@@ -71,7 +71,7 @@ def prepare(config, resume: bool, stack: contextlib.ExitStack):
     restored = None
     if resume:
         rundir.check_resume(config, run_dir)
-        restored = checkpoint.verify(run_dir, config)
+        restored = _checkpoints_to_resume(run_dir, config)
     else:
         rundir.check_fresh(run_dir)
     rundir.write_config(config, run_dir)
@@ -81,6 +81,34 @@ def prepare(config, resume: bool, stack: contextlib.ExitStack):
     if os.path.exists(result_path):
         os.remove(result_path)
     return run_dir, restored
+
+
+def _checkpoints_to_resume(run_dir: str, config) -> dict:
+    """The learner manifest to resume from, with "replay_checkpoint": the replay
+    checkpoint to load (None: an empty table); each newest is verified and, when
+    unusable, skipped for the one before it, which is said on stderr."""
+    restored = checkpoint.verify(run_dir, config)
+    for why in restored.get("skipped", []):
+        _say(f"learner checkpoint skipped: {why}")
+    if restored.get("skipped"):
+        _say(f"resuming the learner from version {restored['version']} "
+             f"({restored['state_file']})")
+    restored["replay_checkpoint"] = None
+    if config.checkpoint.replay:
+        path, skipped = replay_checkpoint.select(run_dir)
+        for why in skipped:
+            _say(f"replay checkpoint skipped: {why}")
+        if skipped:
+            _say(f"resuming the replay from {path}")
+        replay_checkpoint.adopt(run_dir)
+        if path is not None:  # where adopt moved it
+            path = os.path.join(replay_checkpoint.kept_dir(run_dir), os.path.basename(path))
+        restored["replay_checkpoint"] = path
+    return restored
+
+
+def _say(text: str) -> None:
+    print(f"distrl: {text}", file=sys.stderr, flush=True)
 
 
 def run(config, launch_type: str = "local_mp", terminal: str = "output_to_files",
