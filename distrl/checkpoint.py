@@ -30,6 +30,7 @@ import hashlib
 import io
 import json
 import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -292,6 +293,7 @@ class Saver:
     ):
         self._dir = ckpt_dir
         self._keep = keep
+        self._lock = threading.Lock()  # the loop and the final-checkpoint watchdog
         self._every = every_seconds
         self._algorithm = algorithm
         self._replay_checkpoint = replay_checkpoint
@@ -301,16 +303,19 @@ class Saver:
         return self._every > 0 and time.time() - self._last >= self._every
 
     def save(
-        self, state, version: int, counts: dict, elapsed: float, replay_timeout_s: float = 10.0
+        self, state, version: int, counts: dict, elapsed: float,
+        replay_timeout_s: float | None = 10.0,
     ) -> str:
-        """Checkpoints the learner state, then (if asked to) the replay tables."""
+        """Checkpoints the learner state, then (if asked to, and `replay_timeout_s`
+        is not None) the replay tables."""
         self._last = time.time()
         extra = dict(
             algorithm=self._algorithm, counts=_plain(counts), elapsed_seconds=float(elapsed)
         )
-        path = save(self._dir, state, version, extra, self._keep)
+        with self._lock:
+            path = save(self._dir, state, version, extra, self._keep)
         logging.info("learner: checkpoint of version %d written (%s)", version, path)
-        if self._replay_checkpoint is not None:
+        if self._replay_checkpoint is not None and replay_timeout_s is not None:
             self._replay_checkpoint(timeout_s=replay_timeout_s)
         return path
 

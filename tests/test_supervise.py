@@ -79,3 +79,75 @@ def test_no_node_outlives_its_launcher(tmp_path, sig):
         if proc.poll() is None:
             proc.kill()
     assert_nothing_left(proc)
+
+
+def _node_process(launcher_pid: int, name: str):
+    """The live process of node `name` ("actor/0", "replay") of a launcher, or None."""
+    marker = f"{name.replace('/', '_')}.pkl"
+    for child in psutil.Process(launcher_pid).children():
+        try:
+            if any(arg.endswith(marker) for arg in child.cmdline()):
+                return child
+        except psutil.NoSuchProcess:
+            pass
+    return None
+
+
+def _evaluator_rows(run_dir):
+    path = run_dir / "logs" / "evaluator.csv"
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    header = lines[0].split(",") if lines else []
+    return [dict(zip(header, line.split(","))) for line in lines[1:] if line.count(",") ==
+            len(header) - 1]
+
+
+CHAOS_ORDER = ("actor/0", "evaluator", "counter", "learner", "replay")
+
+
+@pytest.mark.slow
+def test_chaos_one_node_of_every_group_killed_in_turn_and_the_run_still_solves(tmp_path):
+    """local_mp DQN 4x4: SIGKILL of an actor, the evaluator, the counter, the learner and
+    the replay, one after another, each once its predecessor has rejoined."""
+    run_dir = tmp_path / "run"
+    proc = launch_train([
+        "--config=configs/dqn.py", "--config.num_actors=2", f"--config.run_dir={run_dir}",
+        "--config.budget.seconds=600", "--config.budget.env_steps=0",
+        "--config.restart.max_per_node=2", "--config.restart.backoff_seconds=1",
+        "--config.checkpoint.every_seconds=5",
+        "--config.agent.learning_rate=0.0002",  # every fault injected before it solves
+    ])
+    injected = []
+    try:
+        deadline = time.time() + 400
+        while len(_evaluator_rows(run_dir)) < 2:
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()[0][-3000:]
+            time.sleep(0.5)
+        for name in CHAOS_ORDER:
+            victim = _node_process(proc.pid, name)
+            assert victim is not None and proc.poll() is None, (name, injected)
+            rows = len(_evaluator_rows(run_dir))
+            victim.send_signal(signal.SIGKILL)
+            injected.append((name, time.time()))
+            # Rejoined: a new process for it, and the evaluator wrote 2 rows since.
+            while not (_node_process(proc.pid, name) and len(_evaluator_rows(run_dir)) >= rows + 2):
+                assert proc.poll() is None and time.time() < deadline, (name, injected)
+                time.sleep(0.5)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-4000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["stop_reason"] == "target_reached", result
+    assert result["evaluation"]["success_rate"] == 1.0
+    assert [r["node"] for r in result["restarts"]] == list(CHAOS_ORDER), result["restarts"]
+    assert all("killed by SIGKILL" in r["cause"] for r in result["restarts"])
+    for name in CHAOS_ORDER:
+        assert f"restarted {name} at" in out, out[-3000:]
+    rows = _evaluator_rows(run_dir)
+    for column in ("env_steps", "learner_steps"):
+        values = [float(r[column]) for r in rows]
+        assert values == sorted(values), (column, values)
+    assert_nothing_left(proc)

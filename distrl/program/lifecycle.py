@@ -15,9 +15,8 @@ node) touches the file its node host watches, and the launcher stops every node.
 """
 
 import contextlib
-import faulthandler
 import os
-import sys
+import signal
 import threading
 import traceback
 
@@ -40,36 +39,49 @@ def should_stop(wait_seconds: float = 0.0) -> bool:
     return lp.wait_for_stop(wait_seconds)
 
 
+def stop_event() -> threading.Event:
+    """The program's stop event; fetch it in the node's main thread (its worker manager
+    is that thread's) and wait on it in any other."""
+    return lp.stop_event()
+
+
 def request_stop() -> None:
     """Stops the whole program (every node), from any node."""
     lp.stop()
 
 
-# Launchpad kills a node 10 s after the stop; a node still running this long after it
-# prints every thread's stack into its output first, to show where it was stuck.
-STUCK_AFTER_STOP_S = 8.0
+class _StopNotice:
+    """Sets the stop event on SIGTERM or SIGINT even while the main thread is stuck.
 
-
-class _StuckWatch:
-    """Arms faulthandler's stack dump when the stop begins; disarms when the body ends."""
+    Launchpad's handler that sets the node's stop event is a Python signal handler,
+    which runs only when the main thread executes Python: a main thread blocked in a
+    native call (a Reverb sample, seen in the learner) never saw the stop, and
+    nothing waiting on the event (the learner's final checkpoint) ran. The C-level
+    handler writes each signal's number to the wakeup fd at once; a thread reads it.
+    Only in a node process's main thread (not under test_mt, where nodes are threads).
+    """
 
     def __init__(self):
-        self._lock = threading.Lock()
-        self._done = False
-        stop_event = lp.stop_event()  # the worker manager is this thread's, so fetch it here
-        threading.Thread(target=self._arm, args=(stop_event,), name="stuck-watch",
+        self._stop_event = lp.stop_event()  # the worker manager is this thread's
+        if threading.current_thread() is not threading.main_thread():
+            return
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        try:
+            signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        except ValueError:
+            return
+        threading.Thread(target=self._read, args=(read_fd,), name="stop-notice",
                          daemon=True).start()
 
-    def _arm(self, stop_event) -> None:
-        stop_event.wait()
-        with self._lock:
-            if not self._done:
-                faulthandler.dump_traceback_later(STUCK_AFTER_STOP_S, exit=False, file=sys.stderr)
-
-    def disarm(self) -> None:
-        with self._lock:
-            self._done = True
-            faulthandler.cancel_dump_traceback_later()
+    def _read(self, read_fd: int) -> None:
+        stops = {signal.SIGTERM, signal.SIGINT}
+        while True:
+            data = os.read(read_fd, 64)
+            if not data:
+                return
+            if stops & set(data):
+                self._stop_event.set()
 
 
 # A node process whose body raised must exit for its launcher to see it; a lingering
@@ -80,7 +92,7 @@ _EXIT_AFTER_FAILURE_S = 10.0
 @contextlib.contextmanager
 def guard(name: str, run_dir: str):
     """Runs a node body; on an exception, records it and ends the node (see the module)."""
-    watch = _StuckWatch()
+    _StopNotice()
     try:
         yield
     except Exception as err:
@@ -93,15 +105,18 @@ def guard(name: str, run_dir: str):
         # later, unless the test's own cleanup ran first (a race the failing-node test
         # lost under load): the failure is recorded and the program stopping, so the
         # thread just ends.
-        if lp_context.get_context().launch_type is lp_context.LaunchType.TEST_MULTI_THREADING:
+        if not in_own_process():
             lp.stop()
             return
         timer = threading.Timer(_EXIT_AFTER_FAILURE_S, os._exit, (1,))
         timer.daemon = True
         timer.start()
         raise
-    finally:
-        watch.disarm()
+
+
+def in_own_process() -> bool:
+    """True when this node is a process of its own (local_mp, Ray), not a test_mt thread."""
+    return lp_context.get_context().launch_type is not lp_context.LaunchType.TEST_MULTI_THREADING
 
 
 def attempt() -> int:

@@ -144,12 +144,22 @@ class NodeProcess:
         return self.poll()
 
 
-def stop_all(processes: dict, grace_seconds: float) -> list:
-    """Stops {name: NodeProcess} together; returns the names that had to be killed."""
-    for p in processes.values():
-        p.terminate()
-    deadline = time.monotonic() + grace_seconds
-    killed = [name for name, p in processes.items() if not p.wait(deadline)]
-    for name in killed:
-        processes[name].dump_and_kill()
+def stop_all(processes: dict, grace_seconds: float, phases=()) -> list:
+    """Stops {name: NodeProcess}; returns the names that had to be killed.
+
+    `phases`: groups of names stopped one after another, each given up to
+    `grace_seconds` (e.g. the learner before the replay, so that its final
+    checkpoint of Reverb's tables finds the server up); the rest are stopped last.
+    """
+    rest = [n for n in processes if not any(n in phase for phase in phases)]
+    killed = []
+    for phase in [*phases, rest]:
+        group = {n: processes[n] for n in phase if n in processes}
+        for p in group.values():
+            p.terminate()
+        deadline = time.monotonic() + grace_seconds
+        late = [name for name, p in group.items() if not p.wait(deadline)]
+        for name in late:
+            group[name].dump_and_kill()
+        killed += late
     return killed

@@ -15,8 +15,10 @@ nodes, handles, address binding, pickling and entry point (`staging`,
    again after a backoff (`backoff_seconds`, doubled per restart of that node), its
    report moved to `failures/restarted/`; otherwise the program stops.
 3. Stop: on the stop file, a failure, Ctrl-C, SIGTERM or SIGHUP every node gets
-   SIGTERM, and a node still running `--lp_termination_notice_secs` later gets a
-   stack dump and SIGKILL (named in logs/nodes/launcher).
+   SIGTERM (actors and evaluator first, then the learner, then replay and counter,
+   so that the learner's final checkpoint finds Reverb up), and a node still
+   running `--lp_termination_notice_secs` after its SIGTERM gets a stack dump and
+   SIGKILL (named in logs/nodes/launcher).
 
 Every restart is listed in result.json (`restarts`) and the final summary.
 """
@@ -35,6 +37,10 @@ from distrl.program import bindhost, lifecycle, nodeproc, progress, staging
 from distrl.program.ray import STOP_FILE_ENV
 
 _POLL_S = 0.1
+# Stopped first, one group after another; then the rest (replay, counter): the
+# learner's final checkpoint asks the replay node for its tables and the counter
+# for its totals, so both still run while it writes.
+_STOP_ORDER = (("actor", "evaluator"), ("learner",))
 RESTARTED_DIR = "restarted"  # under failures/: reports of nodes that were restarted
 
 
@@ -168,7 +174,8 @@ class _Supervisor:
     def _stop(self) -> None:
         grace = termination_notice_secs()
         self._log(f"stopping every node (SIGKILL after {grace:g} s)")
-        killed = nodeproc.stop_all(self._nodes, grace)
+        phases = [[n for n in self._nodes if n.split("/")[0] in labels] for labels in _STOP_ORDER]
+        killed = nodeproc.stop_all(self._nodes, grace, phases)
         if killed:
             self._log(f"did not terminate in time: {killed}; their stacks are in their "
                       f"output; killed")

@@ -41,7 +41,9 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
             ),
         ))
     with program.group("counter"):
-        counter = program.add_node(lp.CourierNode(Counter, counts))
+        counter = program.add_node(lp.CourierNode(
+            Counter, counts, os.path.join(run_dir, "checkpoints", "counter.json")
+        ))
     with program.group("learner"):
         learner = program.add_node(lp.CourierNode(
             Learner, config, replay_handle, counter, run_dir, start_time, restored is not None
