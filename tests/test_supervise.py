@@ -93,45 +93,64 @@ def _node_process(launcher_pid: int, name: str):
     return None
 
 
-def _evaluator_rows(run_dir):
-    path = run_dir / "logs" / "evaluator.csv"
+def _rows(run_dir, node: str):
+    """The complete rows of logs/<node>.csv, as dicts of floats."""
+    path = run_dir / "logs" / f"{node}.csv"
     if not path.exists():
         return []
     lines = path.read_text().splitlines()
     header = lines[0].split(",") if lines else []
-    return [dict(zip(header, line.split(","))) for line in lines[1:] if line.count(",") ==
-            len(header) - 1]
+    return [dict(zip(header, map(float, line.split(",")))) for line in lines[1:]
+            if line.count(",") == len(header) - 1]
 
 
-CHAOS_ORDER = ("actor/0", "evaluator", "counter", "learner", "replay")
+def _evaluator_rows(run_dir):
+    return _rows(run_dir, "evaluator")
+
+
+def _flowing_again(run_dir, since: float) -> bool:
+    """Since `since`: the learner applied 30+ updates and the evaluator saw env steps
+    and updates grow (every node of the pipeline up again)."""
+    learner = [r for r in _rows(run_dir, "learner") if r["time"] > since]
+    evaluator = [r for r in _evaluator_rows(run_dir) if r["time"] > since]
+    return (len(learner) >= 2 and learner[-1]["updates"] - learner[0]["updates"] >= 30
+            and len(evaluator) >= 2 and evaluator[-1]["env_steps"] > evaluator[0]["env_steps"]
+            and evaluator[-1]["learner_steps"] > evaluator[0]["learner_steps"])
+
+
+# The evaluator last: its restart is the slowest here (compiling its greedy rollout),
+# and the run ends soon after it reports the target.
+CHAOS_ORDER = ("actor/0", "counter", "replay", "learner", "evaluator")
 
 
 @pytest.mark.slow
 def test_chaos_one_node_of_every_group_killed_in_turn_and_the_run_still_solves(tmp_path):
-    """local_mp DQN 4x4: SIGKILL of an actor, the evaluator, the counter, the learner and
-    the replay, one after another, each once its predecessor has rejoined."""
+    """local_mp DQN 4x4: SIGKILL of an actor, the counter, the replay, the learner and the
+    evaluator, one after another, each once the pipeline flows again after the one before."""
     run_dir = tmp_path / "run"
     proc = launch_train([
         "--config=configs/dqn.py", "--config.num_actors=2", f"--config.run_dir={run_dir}",
-        "--config.budget.seconds=600", "--config.budget.env_steps=0",
+        # The run lasts its time budget whatever the faults, which are all injected
+        # well before it ends; the evaluation then must be perfect.
+        "--config.budget.seconds=330", "--config.budget.env_steps=0",
+        "--config.evaluator.target_success=0",
         "--config.restart.max_per_node=2", "--config.restart.backoff_seconds=1",
         "--config.checkpoint.every_seconds=5",
-        "--config.agent.learning_rate=0.0002",  # every fault injected before it solves
     ])
     injected = []
     try:
-        deadline = time.time() + 400
+        deadline = time.time() + 600
         while len(_evaluator_rows(run_dir)) < 2:
             assert proc.poll() is None and time.time() < deadline, proc.communicate()[0][-3000:]
             time.sleep(0.5)
         for name in CHAOS_ORDER:
             victim = _node_process(proc.pid, name)
             assert victim is not None and proc.poll() is None, (name, injected)
-            rows = len(_evaluator_rows(run_dir))
             victim.send_signal(signal.SIGKILL)
             injected.append((name, time.time()))
-            # Rejoined: a new process for it, and the evaluator wrote 2 rows since.
-            while not (_node_process(proc.pid, name) and len(_evaluator_rows(run_dir)) >= rows + 2):
+            if name == CHAOS_ORDER[-1]:
+                break
+            while not (_node_process(proc.pid, name) and _flowing_again(run_dir, injected[-1][1])):
                 assert proc.poll() is None and time.time() < deadline, (name, injected)
                 time.sleep(0.5)
         out, _ = proc.communicate(timeout=600)
@@ -140,7 +159,7 @@ def test_chaos_one_node_of_every_group_killed_in_turn_and_the_run_still_solves(t
             proc.kill()
     assert proc.returncode == 0, out[-4000:]
     result = json.loads((run_dir / "result.json").read_text())
-    assert result["stop_reason"] == "target_reached", result
+    assert result["stop_reason"] == "time_budget", result
     assert result["evaluation"]["success_rate"] == 1.0
     assert [r["node"] for r in result["restarts"]] == list(CHAOS_ORDER), result["restarts"]
     assert all("killed by SIGKILL" in r["cause"] for r in result["restarts"])
@@ -148,6 +167,6 @@ def test_chaos_one_node_of_every_group_killed_in_turn_and_the_run_still_solves(t
         assert f"restarted {name} at" in out, out[-3000:]
     rows = _evaluator_rows(run_dir)
     for column in ("env_steps", "learner_steps"):
-        values = [float(r[column]) for r in rows]
+        values = [r[column] for r in rows]
         assert values == sorted(values), (column, values)
     assert_nothing_left(proc)
