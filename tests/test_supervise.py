@@ -170,3 +170,37 @@ def test_chaos_one_node_of_every_group_killed_in_turn_and_the_run_still_solves(t
         values = [r[column] for r in rows]
         assert values == sorted(values), (column, values)
     assert_nothing_left(proc)
+
+
+@pytest.mark.slow
+def test_a_killed_node_of_a_real_run_is_named_in_one_line_and_the_learner_checkpoints(tmp_path):
+    """The default policy (no restarts): SIGKILL of the replay node ends the run with
+    exit 1, one line naming the node and its cause, result.json naming it, the learner's
+    final checkpoint written after the fault (it does not wait on Reverb), nothing left."""
+    run_dir = tmp_path / "run"
+    proc = launch_train([
+        "--config=configs/dqn.py", f"--config.run_dir={run_dir}", "--config.budget.seconds=600",
+        "--config.evaluator.target_success=0", "--config.budget.env_steps=0",
+    ])
+    try:
+        deadline = time.time() + 400
+        while len(_evaluator_rows(run_dir)) < 3:
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()[0][-3000:]
+            time.sleep(0.5)
+        _node_process(proc.pid, "replay").send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out[-3000:]
+    cause = "replay exited with code -9 (killed by SIGKILL)"
+    assert f"distrl: {cause}; stopping the program" in out
+    assert f"distrl: node failure, the program was stopped: {cause} (reports: " in out
+    assert "Traceback" not in out and "RuntimeError" not in out, out[-3000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["failures"] == {"replay": "exited with code -9 (killed by SIGKILL)"}, result
+    assert (run_dir / "failures" / "replay.txt").read_text().startswith(cause.split(" ", 1)[1])
+    newest = json.loads((run_dir / "checkpoints" / "learner" / "manifest.json").read_text())
+    assert newest["written_at"] > killed_at, "the learner's final checkpoint is missing"
+    assert_nothing_left(proc)
