@@ -3,9 +3,13 @@
 A checkpoint lives in `<run_dir>/checkpoints/learner/` as two files:
 - `state-<version>-<ms>.npz`: the learner's `TrainingState` (params, target params,
   optimizer state, RNG key, step) flattened to one array per leaf;
-- `manifest.json`: which npz is current, its SHA-256, every leaf's pytree path,
-  shape and dtype, the algorithm, the parameter version, the counter's totals and
-  the run's elapsed seconds (so a resumed run's counters and clock continue).
+- `state-<version>-<ms>.json`, its manifest: the npz's SHA-256, every leaf's pytree
+  path, shape and dtype, the algorithm, the parameter version, the counter's totals
+  and the run's elapsed seconds (so a resumed run's counters and clock continue).
+The newest `keep` checkpoints are kept (`config.checkpoint.keep`); `manifest.json`
+is a copy of the newest manifest, for people and tools. Loading takes the newest
+checkpoint that passes every check and names each newer one it skipped, so a
+corrupt newest checkpoint falls back to the one before it.
 
 Why npz + JSON rather than pickle: loading a pickle runs code, and a pickled optax
 or Haiku state names private classes that move between versions; an npz holds
@@ -16,7 +20,7 @@ must match it leaf for leaf, so a checkpoint of another algorithm or network
 shape is refused with a message that names the first leaves that differ.
 
 Atomicity: each file is written to a temporary name, fsynced and renamed with
-`os.replace`; the npz goes first under a new name, the manifest last. The manifest
+`os.replace`; the npz goes first under a new name, its manifest last. The manifest
 is the completed-marker: a write killed before it leaves the previous checkpoint in
 force, and an npz whose bytes do not match the manifest's checksum is refused.
 """
@@ -26,6 +30,7 @@ import hashlib
 import io
 import json
 import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -56,10 +61,11 @@ def describe(tree) -> list:
     return [(jax.tree_util.keystr(p), tuple(x.shape), np.dtype(x.dtype).name) for p, x in leaves]
 
 
-def save(ckpt_dir: str, state, version: int, extra: dict) -> str:
-    """Writes `state` (a TrainingState) as the current checkpoint; returns the manifest path.
+def save(ckpt_dir: str, state, version: int, extra: dict, keep: int = 3) -> str:
+    """Writes `state` (a TrainingState) as the newest checkpoint; returns its manifest path.
 
-    `extra` (JSON-able: counts, elapsed seconds, ...) goes into the manifest.
+    `extra` (JSON-able: counts, elapsed seconds, ...) goes into the manifest; the
+    newest `keep` checkpoints stay, older ones are deleted.
     """
     os.makedirs(ckpt_dir, exist_ok=True)
     state = jax.device_get(state)
@@ -78,10 +84,22 @@ def save(ckpt_dir: str, state, version: int, extra: dict) -> str:
         leaves=[dict(path=p, shape=list(s), dtype=d) for p, s, d in describe(state)],
         **extra,
     )
-    path = os.path.join(ckpt_dir, MANIFEST)
-    _atomic_write(path, _manifest_text(manifest).encode())
-    _remove_stale(ckpt_dir, keep=name)
+    text = _manifest_text(manifest).encode()
+    path = os.path.join(ckpt_dir, _manifest_name(name))
+    _atomic_write(path, text)
+    _atomic_write(os.path.join(ckpt_dir, MANIFEST), text)
+    _remove_stale(ckpt_dir, keep)
     return path
+
+
+def _written(path: str) -> int:
+    """When a checkpoint was written (the <ms> of state-<version>-<ms>): newest is
+    the latest written, so checkpoints after a fall back to an older version win."""
+    return int(os.path.basename(path).rsplit(".", 1)[0].rsplit("-", 1)[1])
+
+
+def _manifest_name(state_file: str) -> str:
+    return state_file[: -len(".npz")] + ".json"
 
 
 def _new_state_name(ckpt_dir: str, version: int) -> str:
@@ -100,13 +118,15 @@ def _manifest_text(manifest: dict) -> str:
     return f'{head[:-2]},\n "leaves": [\n  {leaves}\n ]\n}}\n'
 
 
-def read_manifest(ckpt_dir: str) -> dict:
-    """The current manifest; CheckpointError when there is no complete, readable one."""
-    path = os.path.join(ckpt_dir, MANIFEST)
-    if not os.path.exists(path):
-        unfinished = glob.glob(os.path.join(ckpt_dir, f"*{_TMP_SUFFIX}"))
-        note = f" (an unfinished write, {unfinished[0]}, is ignored)" if unfinished else ""
-        raise CheckpointError(f"no complete learner checkpoint in {ckpt_dir}{note}")
+def _candidates(ckpt_dir: str) -> list:
+    """Manifest paths of the checkpoints in `ckpt_dir`, newest first (a run written
+    before checkpoints were kept has only manifest.json)."""
+    paths = sorted(glob.glob(os.path.join(ckpt_dir, "state-*.json")), key=_written, reverse=True)
+    legacy = os.path.join(ckpt_dir, MANIFEST)
+    return paths or ([legacy] if os.path.exists(legacy) else [])
+
+
+def _read_manifest_file(path: str) -> dict:
     try:
         with open(path) as f:
             manifest = json.load(f)
@@ -115,6 +135,42 @@ def read_manifest(ckpt_dir: str) -> dict:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a distrl learner checkpoint ({FORMAT})")
     return manifest
+
+
+def _no_checkpoint(ckpt_dir: str) -> CheckpointError:
+    unfinished = glob.glob(os.path.join(ckpt_dir, f"*{_TMP_SUFFIX}"))
+    note = f" (an unfinished write, {unfinished[0]}, is ignored)" if unfinished else ""
+    return CheckpointError(f"no complete learner checkpoint in {ckpt_dir}{note}")
+
+
+def read_manifest(ckpt_dir: str) -> dict:
+    """The newest checkpoint's manifest; CheckpointError when there is no readable one."""
+    candidates = _candidates(ckpt_dir)
+    if not candidates:
+        raise _no_checkpoint(ckpt_dir)
+    return _read_manifest_file(candidates[0])
+
+
+def newest_usable(ckpt_dir: str, check) -> tuple:
+    """(manifest, check(manifest)) of the newest checkpoint that passes `check`.
+
+    Each newer checkpoint that fails is named in a warning; when none passes, the
+    newest one's CheckpointError is raised.
+    """
+    candidates, errors = _candidates(ckpt_dir), []
+    for path in candidates:
+        try:
+            manifest = _read_manifest_file(path)
+            value = check(manifest)
+        except CheckpointError as err:
+            errors.append(err)
+            continue
+        for err in errors:
+            logging.warning("learner checkpoint skipped, resuming from an older one "
+                            "(%s): %s", os.path.basename(path), err)
+        manifest["skipped"] = [str(err) for err in errors]
+        return manifest, value
+    raise errors[0] if errors else _no_checkpoint(ckpt_dir)
 
 
 def check_compatible(manifest: dict, algorithm: str, template, ckpt_dir: str) -> None:
@@ -146,16 +202,20 @@ def _leaf_text(leaf) -> str:
 
 
 def load(ckpt_dir: str, algorithm: str, template):
-    """(state shaped like `template`, manifest), after checksum and shape checks."""
-    manifest = read_manifest(ckpt_dir)
-    check_compatible(manifest, algorithm, template, ckpt_dir)
-    arrays = _read_arrays(ckpt_dir, manifest)
-    treedef = jax.tree.structure(template)
-    return jax.tree.unflatten(treedef, arrays), manifest
+    """(state shaped like `template`, manifest) of the newest checkpoint that passes the
+    checksum and shape checks (see `newest_usable`)."""
+
+    def arrays(manifest):
+        check_compatible(manifest, algorithm, template, ckpt_dir)
+        return _read_arrays(ckpt_dir, manifest)
+
+    manifest, leaves = newest_usable(ckpt_dir, arrays)
+    return jax.tree.unflatten(jax.tree.structure(template), leaves), manifest
 
 
 def verify(run_dir: str, config) -> dict:
-    """The manifest of a run's checkpoint, after every check a resume makes.
+    """The manifest of the checkpoint a resume continues, after every check it makes:
+    the newest that passes them (`manifest["skipped"]`: why each newer one did not).
 
     Runs in the launcher before any node starts: the learner's pytree comes from
     `jax.eval_shape(agent.init)`, so nothing is computed or compiled.
@@ -163,10 +223,12 @@ def verify(run_dir: str, config) -> dict:
     agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
     template = jax.eval_shape(agent.init, jax.random.PRNGKey(0))
     ckpt_dir = directory(run_dir)
-    manifest = read_manifest(ckpt_dir)
-    check_compatible(manifest, config.algorithm, template, ckpt_dir)
-    _read_arrays(ckpt_dir, manifest)  # the checksum
-    return manifest
+
+    def check(manifest):
+        check_compatible(manifest, config.algorithm, template, ckpt_dir)
+        _read_arrays(ckpt_dir, manifest)  # the checksum
+
+    return newest_usable(ckpt_dir, check)[0]
 
 
 def _read_arrays(ckpt_dir: str, manifest: dict) -> list:
@@ -201,12 +263,14 @@ def _atomic_write(path: str, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def _remove_stale(ckpt_dir: str, keep: str) -> None:
-    """Deletes what the new manifest no longer names: older npz, killed writes' temps."""
-    stale = glob.glob(os.path.join(ckpt_dir, "state-*.npz"))
-    stale += glob.glob(os.path.join(ckpt_dir, f"*{_TMP_SUFFIX}"))
+def _remove_stale(ckpt_dir: str, keep: int) -> None:
+    """Deletes all but the newest `keep` checkpoints, and killed writes' temps."""
+    names = sorted(glob.glob(os.path.join(ckpt_dir, "state-*.npz")), key=_written, reverse=True)
+    stale = glob.glob(os.path.join(ckpt_dir, f"*{_TMP_SUFFIX}"))
+    for npz in names[keep:]:
+        stale += [npz, _manifest_name(npz)]
     for path in stale:
-        if os.path.basename(path) != keep:
+        if os.path.exists(path):
             os.remove(path)
 
 
@@ -225,8 +289,11 @@ class Saver:
         every_seconds: float,
         algorithm: str,
         replay_checkpoint: Callable[..., str | None] | None = None,
+        keep: int = 3,
     ):
         self._dir = ckpt_dir
+        self._keep = keep
+        self._lock = threading.Lock()  # the loop and the final-checkpoint watchdog
         self._every = every_seconds
         self._algorithm = algorithm
         self._replay_checkpoint = replay_checkpoint
@@ -236,16 +303,19 @@ class Saver:
         return self._every > 0 and time.time() - self._last >= self._every
 
     def save(
-        self, state, version: int, counts: dict, elapsed: float, replay_timeout_s: float = 10.0
+        self, state, version: int, counts: dict, elapsed: float,
+        replay_timeout_s: float | None = 10.0,
     ) -> str:
-        """Checkpoints the learner state, then (if asked to) the replay tables."""
+        """Checkpoints the learner state, then (if asked to, and `replay_timeout_s`
+        is not None) the replay tables."""
         self._last = time.time()
         extra = dict(
             algorithm=self._algorithm, counts=_plain(counts), elapsed_seconds=float(elapsed)
         )
-        path = save(self._dir, state, version, extra)
+        with self._lock:
+            path = save(self._dir, state, version, extra, self._keep)
         logging.info("learner: checkpoint of version %d written (%s)", version, path)
-        if self._replay_checkpoint is not None:
+        if self._replay_checkpoint is not None and replay_timeout_s is not None:
             self._replay_checkpoint(timeout_s=replay_timeout_s)
         return path
 

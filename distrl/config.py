@@ -116,6 +116,14 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
         dict(
             every_seconds=60.0,  # learner checkpoints; 0: only when the run ends
             replay=True,  # checkpoint Reverb's tables along with the learner
+            keep=3,  # learner and replay checkpoints kept (resume falls back to older ones)
+        )
+    )
+    # What the launcher does when a node process dies (distrl.program.supervisor).
+    c.restart = ml_collections.ConfigDict(
+        dict(
+            max_per_node=0,  # restarts of each node; 0: a node's death stops the run
+            backoff_seconds=1.0,  # wait before a node's first restart, doubled per restart
         )
     )
     # Placement under --lp_launch_type=ray (distrl.program.ray.cluster); ignored by local launches.
@@ -307,6 +315,15 @@ def validate(config) -> None:
         _validate_on_policy(config, agent_config)
     _validate_budget_and_evaluator(config)
     _validate_ray(config)
+    _validate_restart(config)
+
+
+def _validate_restart(config) -> None:
+    r, keep = config.restart, config.checkpoint.keep
+    _check(isinstance(keep, int) and keep >= 1, f"config.checkpoint.keep={keep}; need an int >= 1")
+    _check(isinstance(r.max_per_node, int) and r.max_per_node >= 0,
+           f"config.restart.max_per_node={r.max_per_node}; need an int >= 0 (0: no restarts)")
+    _check(r.backoff_seconds >= 0, f"config.restart.backoff_seconds={r.backoff_seconds}; need >= 0")
 
 
 def _check_types(config, base) -> None:

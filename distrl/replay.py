@@ -23,6 +23,7 @@ from absl import logging
 from reverb.platform import checkpointers_lib
 
 from distrl import config as config_lib
+from distrl import replay_checkpoint
 from distrl.types import QTransition, Transition
 
 TABLE = "experience"
@@ -200,22 +201,28 @@ def wait_for_server(client: reverb.Client, should_stop, max_backoff_s: float = 8
     return False
 
 
-def make_checkpointer(path: str) -> checkpointers_lib.DefaultCheckpointer:
+def make_checkpointer(path: str, fallback: Optional[str] = None
+                      ) -> checkpointers_lib.DefaultCheckpointer:
     """Reverb's checkpointer for the replay node, writing under `path` (the run dir).
 
     Without one, Reverb's server makes a fresh temp dir under /tmp. This one also
-    loads the newest complete checkpoint found in `path` when the server starts,
-    which is how a resumed run gets its replay table back. Reverb writes each
-    checkpoint to its own directory and marks it DONE when complete.
+    loads the newest complete checkpoint found in `path` when the server starts
+    (a replay node restarted during a run), or, when `path` is empty, the checkpoint
+    at `fallback` (a resumed run's, chosen and verified by the launcher:
+    `distrl.replay_checkpoint`). Reverb writes each checkpoint to its own directory
+    and marks it DONE when complete.
     """
-    return checkpointers_lib.DefaultCheckpointer(path)
+    return checkpointers_lib.DefaultCheckpointer(path, fallback_checkpoint_path=fallback)
 
 
-def checkpoint(client: reverb.Client, timeout_s: float = 10.0) -> Optional[str]:
+def checkpoint(client: reverb.Client, timeout_s: float = 10.0,
+               keep_in: Optional[str] = None, keep: int = 3) -> Optional[str]:
     """Asks the server to checkpoint its tables; the path, or None (logged) on failure.
 
     `Client.checkpoint` has no deadline, so it runs in a helper thread: a server
     that is already shutting down must not hang the learner's final checkpoint.
+    With `keep_in` (a run directory) the checkpoint joins the run's newest `keep`
+    (`distrl.replay_checkpoint.keep`).
     """
     outcome = {}
 
@@ -230,6 +237,11 @@ def checkpoint(client: reverb.Client, timeout_s: float = 10.0) -> Optional[str]:
     thread.join(timeout_s)
     if "path" not in outcome:
         logging.warning("replay: checkpoint failed (%s)", outcome.get("error", "timed out"))
+    elif keep_in is not None:
+        try:
+            replay_checkpoint.keep(outcome["path"], keep_in, keep)
+        except OSError as err:
+            logging.warning("replay: keeping checkpoint %s failed: %s", outcome["path"], err)
     return outcome.get("path")
 
 

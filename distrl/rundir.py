@@ -2,9 +2,11 @@
 
 Everything a run writes lands in one directory (default `runs/<algorithm>-<time>`):
 
+    .lock                   held (flock) by the live launch, which wrote its PID in it
     config.json             the resolved config; `--resume` reads it back
     result.json             the evaluator's outcome: counts, evaluation, value grid,
-                            greedy actions, replay statistics
+                            greedy actions, replay statistics; the launcher adds
+                            the nodes restarted and the failures that ended the run
     logs/<node>.csv         metric rows of actor_<i>, learner, evaluator, replay
     logs/nodes/<group>/<i>  each node process's own output (local_mp), and
                             logs/nodes/launcher launchpad's own messages; a
@@ -13,7 +15,9 @@ Everything a run writes lands in one directory (default `runs/<algorithm>-<time>
     checkpoints/learner/    learner checkpoints (see distrl.checkpoint)
     checkpoints/replay/     Reverb's checkpoints of the replay tables
     plots/                  learning curves and the learned policy (distrl.analysis.plots)
-    failures/<node>.txt     tracebacks of nodes that failed
+    failures/<node>.txt     how a node that ended the run failed (first line), and its
+                            traceback or last output; failures/restarted/ the same
+                            for each node restart
     tmp/                    temp files of launchpad and the nodes (local_mp); empty
                             after a clean exit, leftovers of a killed launch
 
@@ -21,6 +25,9 @@ A resumed run must keep the config it started with; only the stop criteria and
 bookkeeping periods (`RESUMABLE`) may change, e.g. a larger budget to train on.
 """
 
+import contextlib
+import fcntl
+import json
 import os
 import time
 
@@ -28,6 +35,7 @@ import ml_collections
 
 from distrl import config as config_lib
 
+LOCK_FILE = ".lock"
 CONFIG_FILE = "config.json"
 RESULT_FILE = "result.json"
 PLOTS_DIR = "plots"
@@ -44,6 +52,8 @@ RESUMABLE = (
     "evaluator.every_seconds",
     "log.",
     "checkpoint.every_seconds",
+    "checkpoint.keep",
+    "restart.",
     "run_dir",
 )
 
@@ -158,3 +168,63 @@ def node_output_dir(run_dir: str) -> str:
         attempt += 1
         path = os.path.join(run_dir, f"{NODE_OUTPUT_DIR}-{attempt}")
     return path
+
+
+class RunDirBusy(config_lib.ConfigError):
+    """The run directory is held by another live launch."""
+
+
+@contextlib.contextmanager
+def locked(run_dir: str):
+    """Holds the run directory's lock for the block: one live program per directory.
+
+    An flock on `<run_dir>/.lock` (released by the kernel however this process
+    ends, so a killed launch leaves no stale lock); RunDirBusy, naming the holder's
+    PID, while another launch holds it.
+    """
+    os.makedirs(run_dir, exist_ok=True)
+    fd = os.open(os.path.join(run_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise RunDirBusy(
+            f"run directory {run_dir} is in use by a live launch (launcher pid {holder}); "
+            f"wait for it to end or stop it (kill {holder}) before launching or resuming "
+            f"there again"
+        ) from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def add_to_result(run_dir: str, **fields) -> None:
+    """Adds `fields` to result.json; without one (no evaluator outcome), writes one
+    whose stop_reason is "node_failed" when `fields` holds failures."""
+    path = os.path.join(run_dir, RESULT_FILE)
+    if os.path.exists(path):
+        with open(path) as f:
+            result = json.load(f)
+    elif fields.get("failures"):
+        result = dict(stop_reason="node_failed")
+    else:
+        return
+    result.update(fields)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f, indent=2)
+    os.replace(tmp, path)
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

@@ -21,7 +21,7 @@ import sys
 import launchpad  # noqa: F401 - defines --lp_launch_type
 from absl import flags
 
-from distrl import checkpoint, cli
+from distrl import checkpoint, cli, rundir
 from distrl import config as config_lib
 from distrl.program import errors, launcher, progress
 
@@ -95,6 +95,7 @@ def _config():
 # exit status); the first that matches wins (a CheckpointError is a ConfigError).
 _EXITS = (
     (checkpoint.CheckpointError, "cannot resume: ", cli.BAD_INPUT),
+    (rundir.RunDirBusy, "", cli.BAD_INPUT),
     (config_lib.ConfigError, "bad config: ", cli.BAD_INPUT),
     (errors.LaunchError, "cannot launch: ", 1),
     (errors.NodeFailure, "", 1),

@@ -24,7 +24,7 @@ import psutil
 import pytest
 from conftest import ROOT, load_config
 
-from distrl import agents, checkpoint, metrics, rundir
+from distrl import agents, checkpoint, metrics, replay_checkpoint, rundir
 from distrl import config as config_lib
 from distrl.program import launcher as program
 from distrl.program import progress
@@ -264,12 +264,30 @@ def test_checkpoint_round_trip_is_exact_and_atomic(tmp_path):
     for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(loaded), strict=True):
         np.testing.assert_array_equal(np.asarray(a), b)
     assert jax.tree.structure(loaded) == jax.tree.structure(state)
-    checkpoint.save(ckpt_dir, state, 18, dict(algorithm="dqn"))
-    checkpoint.save(ckpt_dir, state, 18, dict(algorithm="dqn"))  # same version again
-    files = sorted(os.listdir(ckpt_dir))
-    assert files[0] == "manifest.json" and len(files) == 2, files
-    assert files[1] == checkpoint.read_manifest(ckpt_dir)["state_file"]
-    assert files[1].startswith("state-0000000018-") and files[1].endswith(".npz")
+    for version in (18, 18, 19, 20):  # 18 twice: the same version again
+        checkpoint.save(ckpt_dir, state, version, dict(algorithm="dqn"), keep=3)
+    files = sorted(os.listdir(ckpt_dir))  # the newest 3 pairs, the killed write's temp gone
+    assert "manifest.json" in files and len(files) == 7, files
+    newest = checkpoint.read_manifest(ckpt_dir)
+    assert newest["version"] == 20 and newest["state_file"] in files
+    assert [f for f in files if f.endswith(".npz")][0].startswith("state-0000000018-")
+    assert checkpoint.load(ckpt_dir, "dqn", state)[1]["version"] == 20
+
+
+def test_a_corrupt_newest_learner_checkpoint_falls_back_to_the_previous(tmp_path):
+    _, state = _dqn_state()
+    ckpt_dir = tmp_path / "ckpt"
+    for version in (5, 6, 7):
+        checkpoint.save(str(ckpt_dir), state, version, dict(algorithm="dqn"), keep=3)
+    newest = checkpoint.read_manifest(str(ckpt_dir))
+    npz = ckpt_dir / newest["state_file"]
+    npz.write_bytes(npz.read_bytes()[:-100])  # truncated after the fact
+    loaded, manifest = checkpoint.load(str(ckpt_dir), "dqn", state)
+    assert manifest["version"] == 6, manifest
+    assert len(manifest["skipped"]) == 1 and "corrupt" in manifest["skipped"][0]
+    # Checkpoints written after the fall back are newer than the corrupt one.
+    checkpoint.save(str(ckpt_dir), loaded, 6, dict(algorithm="dqn"), keep=3)
+    assert checkpoint.load(str(ckpt_dir), "dqn", state)[1]["skipped"] == []
 
 
 def test_incomplete_and_corrupt_checkpoints_are_refused(tmp_path):
@@ -286,7 +304,7 @@ def test_incomplete_and_corrupt_checkpoints_are_refused(tmp_path):
     npz.write_bytes(bytes(data))
     with pytest.raises(checkpoint.CheckpointError, match="corrupt: its SHA-256 does not match"):
         checkpoint.load(str(ckpt_dir), "dqn", state)
-    (ckpt_dir / "manifest.json").write_text('{"format": "distrl-learn')
+    (ckpt_dir / npz.name.replace(".npz", ".json")).write_text('{"format": "distrl-learn')
     with pytest.raises(checkpoint.CheckpointError, match="unreadable"):
         checkpoint.read_manifest(str(ckpt_dir))
 
@@ -307,9 +325,8 @@ def test_resume_from_a_bad_checkpoint_exits_2_before_any_process(short_run, tmp_
     _, run_dir, _ = short_run
     corrupt, other = tmp_path / "corrupt", tmp_path / "other_shape"
     shutil.copytree(run_dir, corrupt)
-    manifest = checkpoint.read_manifest(checkpoint.directory(str(corrupt)))
-    npz = pathlib.Path(checkpoint.directory(str(corrupt))) / manifest["state_file"]
-    npz.write_bytes(npz.read_bytes()[:-100])  # truncated after the fact
+    for npz in pathlib.Path(checkpoint.directory(str(corrupt))).glob("*.npz"):
+        npz.write_bytes(npz.read_bytes()[:-100])  # every one truncated after the fact
     code, out = _python("train.py", f"--resume={corrupt}", timeout=120)
     assert code == 2, out[-2000:]
     assert "cannot resume" in out and "corrupt" in out and "Traceback" not in out
@@ -324,6 +341,71 @@ def test_resume_from_a_bad_checkpoint_exits_2_before_any_process(short_run, tmp_
     config.run_dir = str(other)
     with pytest.raises(checkpoint.CheckpointError, match="does not fit this config's dqn"):
         program.run(config, "test_mt", resume=True)
+
+
+def _replay_checkpoints(run_dir):
+    return sorted(pathlib.Path(replay_checkpoint.kept_dir(str(run_dir))).iterdir())
+
+
+def test_resume_falls_back_to_the_previous_learner_and_replay_checkpoints(
+        short_run, tmp_path, capfd):
+    _, run_dir, _ = short_run
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    ckpt_dir = checkpoint.directory(str(copy))
+    newest = checkpoint.read_manifest(ckpt_dir)
+    (pathlib.Path(ckpt_dir) / newest["state_file"]).write_bytes(b"garbage")
+    kept = _replay_checkpoints(copy)
+    assert len(kept) >= 2, kept  # checkpoints every second, 3 kept
+    (kept[-1] / "items.tfrecord").write_bytes(b"garbage")  # the newest replay checkpoint
+    config = rundir.load_config(str(copy))
+    config.run_dir = str(copy)
+    config.budget.update(dict(learner_steps=newest["version"] + 20, seconds=200.0))
+    result, _ = program.run(config, "test_mt", resume=True)
+    err = capfd.readouterr().err
+    assert f"learner checkpoint skipped: checkpoint {ckpt_dir}" in err and "corrupt" in err
+    assert f"replay checkpoint skipped: {kept[-1]}: items.tfrecord is unreadable" in err, err
+    assert f"resuming the replay from {kept[-2]}" in err
+    assert result["stop_reason"] == "learner_step_budget"
+    assert result["counts"]["env_steps"] >= newest["counts"]["env_steps"] * 0.5
+
+
+def test_replay_checkpoints_that_cannot_load_are_refused_before_start(short_run, tmp_path):
+    _, run_dir, _ = short_run
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    kept = _replay_checkpoints(copy)
+    (kept[-1] / "DONE").unlink()  # an unfinished write is never used
+    assert "no DONE marker" in replay_checkpoint.problem(str(kept[-1]))
+    for path in kept[:-1]:
+        (path / "chunks.tfrecord").write_bytes((path / "chunks.tfrecord").read_bytes()[:40])
+    code, out = _python("train.py", f"--resume={copy}", timeout=120)
+    assert code == 2, out[-2000:]
+    assert f"no replay checkpoint of {copy} can be loaded; the newest, {kept[-1]}" in out, out
+    assert "Traceback" not in out and not (copy / "logs" / "nodes-2").exists()
+
+
+def test_one_run_directory_one_live_launch(short_run, tmp_path):
+    _, run_dir, _ = short_run
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom distrl import rundir\n"
+         "with rundir.locked(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(300)",
+         str(copy)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code, out = _python("train.py", f"--resume={copy}", timeout=120)
+        assert code == 2, out[-2000:]
+        assert f"run directory {copy} is in use by a live launch (launcher pid {holder.pid})" in out
+        assert "Traceback" not in out and not (copy / "logs" / "nodes-2").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    with rundir.locked(str(copy)):  # a killed holder leaves no stale lock
+        with pytest.raises(rundir.RunDirBusy, match=f"launcher pid {os.getpid()}"):
+            with rundir.locked(str(copy)):
+                pass
 
 
 def test_progress_line_redraws_on_a_tty_and_prints_plain_lines_otherwise(tmp_path):

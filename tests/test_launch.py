@@ -226,10 +226,11 @@ def test_signal_stops_every_node(tmp_path, sig, terminal):
 
 
 _STUCK_NODE_PROGRAM = '''
-import signal, time
+import signal, sys, time
 import launchpad as lp
+import ml_collections
 from absl import app
-from distrl.program import launcher as program
+from distrl.program import supervisor
 
 def stuck():  # a node whose main thread never runs Python's SIGTERM handler
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
@@ -239,13 +240,15 @@ def stopper():
     time.sleep(3)
     lp.stop()
 
-def main(_):
+def main(argv):
     p = lp.Program("stuck")
     with p.group("stuck"):
         p.add_node(lp.PyNode(stuck))
     with p.group("stopper"):
         p.add_node(lp.PyNode(stopper))
-    program._wait(lp.launch(p, launch_type="local_mp", terminal="current_terminal"))
+    config = ml_collections.ConfigDict(dict(restart=dict(max_per_node=0, backoff_seconds=1.0)))
+    supervisor.run(p, config, argv[1], {"stuck": {}, "stopper": {}}, sys.stdout,
+                   "current_terminal")
     print("launcher survived", flush=True)
 
 app.run(main)
@@ -256,8 +259,14 @@ app.run(main)
 def test_a_node_that_ignores_the_stop_is_killed_and_the_launcher_survives(tmp_path):
     script = tmp_path / "stuck.py"
     script.write_text(_STUCK_NODE_PROGRAM)
-    proc = launch_train([], executable_args=[str(script)])
+    run_dir = tmp_path / "run"
+    proc = launch_train([], executable_args=[str(script), str(run_dir),
+                                             "--lp_termination_notice_secs=3"])
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out[-3000:]
-    assert "did not terminate in time: ['stuck/0']" in out and "launcher survived" in out
+    assert "launcher survived" in out
+    log = (run_dir / "logs" / "nodes" / "launcher").read_text()
+    assert "did not terminate in time: ['stuck']" in log, log
+    # Its stack was dumped into its output before the kill, main thread in sleep().
+    assert "[stuck/0] Current thread" in out and " in stuck\n" in out, out[-3000:]
     assert_nothing_left(proc)

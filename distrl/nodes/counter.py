@@ -4,35 +4,61 @@ Actors add env steps and episodes, the learner adds updates and its parameter
 version, the evaluator reads the totals to decide when the budget is spent. One
 small RPC object behind a lock; courier serves its public methods. A resumed run
 starts it from the totals in the learner's checkpoint, so counts continue.
+
+With `state_path` every change is written there (a small JSON file, atomically
+replaced) before anyone hears of it, and a counter restarted after its process
+died (`lifecycle.attempt() > 0`) starts from that file: totals never go back.
+Counts sent while it was down are lost (senders do not wait for it).
 """
 
+import json
+import os
 import threading
 import time
 from typing import Dict, Optional
+
+from distrl.program import lifecycle
 
 
 class Counter:
     """Sums of named counts from every node (`increment`), read with `get_counts`."""
 
-    def __init__(self, initial_counts: Optional[Dict[str, float]] = None):
+    def __init__(self, initial_counts: Optional[Dict[str, float]] = None,
+                 state_path: Optional[str] = None):
         self._lock = threading.Lock()
+        self._path = state_path
         self._counts: Dict[str, float] = dict(initial_counts or {})
+        if state_path:
+            os.makedirs(os.path.dirname(state_path), exist_ok=True)
+        if state_path and lifecycle.attempt() > 0 and os.path.exists(state_path):
+            with open(state_path) as f:
+                self._counts = json.load(f)
         self._start = time.time()
+        self._save()
 
     def increment(self, **deltas: float) -> Dict[str, float]:
         """Adds each delta to its count; returns the new totals."""
         with self._lock:
             for name, delta in deltas.items():
                 self._counts[name] = self._counts.get(name, 0) + delta
+            self._save()
             return dict(self._counts)
 
     def set(self, **values: float) -> None:
         """Records the latest value of each name (a version, a loss), not a sum."""
         with self._lock:
             self._counts.update(values)
+            self._save()
 
     def get_counts(self) -> Dict[str, float]:
         """All totals, plus the seconds since the counter started."""
         with self._lock:
             return dict(self._counts, counter_seconds=time.time() - self._start)
 
+    def _save(self) -> None:
+        if not self._path:
+            return
+        tmp = self._path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self._counts, f)
+        os.replace(tmp, self._path)  # a process death leaves the old or the new file

@@ -14,6 +14,7 @@ from that checkpoint instead of `agent.init`.
 """
 
 import functools
+import os
 import threading
 import time
 
@@ -86,33 +87,52 @@ class Learner:
         state, version, counts = self._initial_state(agent)
         with self._lock:  # published only now: a resumed run never serves fresh params
             self._state, self._version = state, version
+        replay_checkpoint = functools.partial(
+            replay.checkpoint, self._replay, keep_in=self._run_dir, keep=c.checkpoint.keep
+        )
         saver = checkpoint.Saver(
             checkpoint.directory(self._run_dir), c.checkpoint.every_seconds, c.algorithm,
-            functools.partial(replay.checkpoint, self._replay) if c.checkpoint.replay else None,
+            replay_checkpoint if c.checkpoint.replay else None, keep=c.checkpoint.keep,
         )
         report = _Report(metrics.MetricsLogger(self._run_dir, "learner", c.log.every_seconds),
                          counts)
+        final = _FinalCheckpoint(lambda replay_timeout_s: saver.save(
+            *self._published(), report.counts(self._version), self._elapsed(),
+            replay_timeout_s=replay_timeout_s))
         try:
             if replay.wait_for_server(self._replay, lifecycle.should_stop):
                 self._train(agent, env.obs_size, report, saver)
         finally:
             report.close()
         # The final checkpoint, what `--resume` continues from after a stop. The
-        # program is stopping, so Reverb gets little time (launchpad kills after 10 s).
-        saver.save(self._state, self._version, report.counts(self._version), self._elapsed(),
-                   replay_timeout_s=3.0)
+        # program is stopping, so Reverb gets little time (the launcher kills after 10 s).
+        final.save(replay_timeout_s=3.0)
         logging.info("learner: stopped after %d updates", self._version)
 
+    def _published(self):
+        with self._lock:
+            return self._state, self._version
+
     def _initial_state(self, agent):
-        """(TrainingState, version, counts): agent.init, or the run's checkpoint."""
+        """(TrainingState, version, counts): agent.init, or the run's checkpoint.
+
+        A learner restarted after its process died (`lifecycle.attempt() > 0`) loads
+        the run's newest checkpoint too, and publishes versions above every one it
+        served before (actors take only newer versions), from the counter's record.
+        """
         state = agent.init(jax.random.PRNGKey(self._config.seed))
-        if not self._restore:
-            return state, 0, {}
-        state, manifest = checkpoint.load(
-            checkpoint.directory(self._run_dir), self._config.algorithm, state
-        )
-        logging.info("learner: resumed from version %d", manifest["version"])
-        return jax.device_put(state), manifest["version"], manifest.get("counts", {})
+        restarted = lifecycle.attempt() > 0
+        ckpt_dir = checkpoint.directory(self._run_dir)
+        version, counts = 0, {}
+        if self._restore or (restarted and os.path.isdir(ckpt_dir) and os.listdir(ckpt_dir)):
+            state, manifest = checkpoint.load(ckpt_dir, self._config.algorithm, state)
+            version, counts = manifest["version"], manifest.get("counts", {})
+            logging.info("learner: resumed from version %d", version)
+        if restarted:
+            served = _counter_totals(self._counter).get("param_version", 0)
+            version = max(version, int(served) + 1)
+            logging.info("learner: restarted; publishing from version %d", version)
+        return jax.device_put(state), version, counts
 
     def _train(self, agent, obs_size: int, report, saver) -> None:
         c = self._config
@@ -148,6 +168,54 @@ class Learner:
         self._replay.mutate_priorities(
             replay.TABLE, updates=dict(zip(np.asarray(keys).tolist(), prios.tolist()))
         )
+
+
+def _counter_totals(counter) -> dict:
+    try:
+        return dict(counter.get_counts())
+    except Exception as err:  # noqa: BLE001 - courier raises grpc-level errors
+        logging.warning("learner: counter did not answer (%s)", err)
+        return {}
+
+
+# A stopping learner whose loop has not ended this long after the stop (its main
+# thread stuck in a native Reverb call: seen after a replay node died, and when
+# actors stopped first) writes its final checkpoint from another thread; Reverb's
+# tables are asked for with a timeout, after the learner's own state is safe.
+_FINAL_SAVE_AFTER_S = 3.0
+
+
+class _FinalCheckpoint:
+    """The learner's final checkpoint, written once: by the loop when it ends, or by a
+    watchdog thread when the loop is still stuck `_FINAL_SAVE_AFTER_S` after the stop."""
+
+    def __init__(self, save):
+        self._save = save
+        self._lock = threading.Lock()
+        self._done = False
+        stop_event = lifecycle.stop_event()  # the worker manager is this thread's
+        threading.Thread(target=self._watch, args=(stop_event,), name="final-checkpoint",
+                         daemon=True).start()
+
+    def _watch(self, stop_event) -> None:
+        stop_event.wait()
+        time.sleep(_FINAL_SAVE_AFTER_S)
+        if self._done:
+            return
+        logging.warning("learner: the loop is still busy %.0f s after the stop (stuck in a "
+                        "native call?); writing the final checkpoint from here",
+                        _FINAL_SAVE_AFTER_S)
+        self.save(replay_timeout_s=3.0)
+        if lifecycle.in_own_process():  # the stuck loop would keep the process up to its kill
+            logging.warning("learner: final checkpoint written; exiting")
+            logging.flush()  # absl: every handler
+            os._exit(0)
+
+    def save(self, replay_timeout_s) -> None:
+        with self._lock:
+            if not self._done:
+                self._done = True
+                self._save(replay_timeout_s)
 
 
 class _Report:

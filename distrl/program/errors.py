@@ -10,15 +10,14 @@ class LaunchError(RuntimeError):
 
 
 class NodeFailure(RuntimeError):
-    """One or more nodes raised; the program was stopped. Maps node name -> traceback."""
+    """One or more nodes failed and the program was stopped. Maps node name -> report.
+
+    The message is one line: each node with its cause (the first line of its report
+    in `failures/`), and where the full reports are.
+    """
 
     def __init__(self, failures, run_dir: str):
         self.failures = failures
-        names = ", ".join(failures)
-        last_lines = "\n".join(
-            f"  {name}: {text.strip().splitlines()[-1]}" for name, text in failures.items()
-        )
-        super().__init__(
-            f"node(s) {names} failed; the program was stopped.\n{last_lines}\n"
-            f"Tracebacks: {os.path.join(run_dir, lifecycle.FAILURES_DIR)}"
-        )
+        causes = "; ".join(f"{name} {lifecycle.summary(text)}" for name, text in failures.items())
+        where = os.path.join(run_dir, lifecycle.FAILURES_DIR)
+        super().__init__(f"node failure, the program was stopped: {causes} (reports: {where})")

@@ -1,12 +1,13 @@
 """Stage 7 of the data flow, the launcher: prepare, launch, wait, outcome.
 
-`run` validates the config (and, when resuming, the checkpoint), prepares the run
-directory (`distrl.rundir`), launches `topology.make_program(config)` under
-`local_mp` (a process per node, output in the run directory, one progress line in
-the terminal), on a Ray cluster (`distrl.program.ray.cluster`) or under `test_mt`
-(a thread per node, for tests), waits for every node to exit, draws the plots and
-returns the evaluator's `result.json`. The only module that touches Launchpad's
-private API (`_wait`, `_run_to_files`).
+`run` validates the config (and, when resuming, the checkpoint), locks and
+prepares the run directory (`distrl.rundir`: one live program per directory),
+launches `topology.make_program(config)` under `local_mp` (a supervised process
+per node, `distrl.program.supervisor`: output in the run directory, one progress
+line in the terminal, restarts as the config allows), on a Ray cluster
+(`distrl.program.ray.cluster`) or under `test_mt` (a thread per node, for tests),
+waits for every node to exit, draws the plots and returns the evaluator's
+`result.json`.
 """
 
 import contextlib
@@ -14,19 +15,17 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from typing import Optional
 
 import launchpad as lp
 from absl import logging
-from launchpad.launch.run_locally import launch_local_output_to_files as output_to_files
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 
-from distrl import checkpoint, resources, rundir
+from distrl import checkpoint, replay_checkpoint, resources, rundir
 from distrl import config as config_lib
 from distrl.analysis import plots
-from distrl.program import bindhost, lifecycle, progress
+from distrl.program import bindhost, lifecycle, supervisor
 from distrl.program.errors import NodeFailure
 from distrl.program.topology import make_program
 
@@ -52,16 +51,19 @@ def node_envs(run_dir: Optional[str] = None) -> dict:
 
 
 def local_resources(run_dir: Optional[str] = None):
-    """Per-group process settings for `local_mp`: servers listen on loopback only."""
+    """Per-group process settings for Launchpad's own `local_mp` launcher (benchmarks):
+    servers listen on loopback only."""
     loopback = bindhost.environment(bindhost.LOOPBACK)
     return {label: PythonProcess(env={**env, **loopback}) for label, env in node_envs(run_dir).items()}
 
 
-def prepare(config, resume: bool, launch_type: str = "local_mp"):
-    """Checks everything and writes config.json; returns (run_dir, restored manifest | None).
+def prepare(config, resume: bool, stack: contextlib.ExitStack, launch_type: str = "local_mp"):
+    """Checks everything, locks the run directory for `stack`'s life and writes
+    config.json; returns (run_dir, restored manifest | None).
 
-    Raises ConfigError (CheckpointError for a bad checkpoint) before any process
-    starts and before anything is written: the config, this machine's memory for
+    Raises ConfigError (CheckpointError for a bad checkpoint, a RunDirBusy for a
+    run directory another launch holds) before any process starts and before
+    anything is written but the lock file: the config, this machine's memory for
     it (local launches; a Ray cluster's machines are not known here), the run
     directory, and when resuming the saved config and checkpoint.
     """
@@ -69,10 +71,11 @@ def prepare(config, resume: bool, launch_type: str = "local_mp"):
     warning = None if launch_type == "ray" else resources.check_memory(config)
     run_dir = rundir.resolve(config)
     rundir.check_writable(run_dir)
+    stack.enter_context(rundir.locked(run_dir))
     restored = None
     if resume:
         rundir.check_resume(config, run_dir)
-        restored = checkpoint.verify(run_dir, config)
+        restored = _checkpoints_to_resume(run_dir, config)
     else:
         rundir.check_fresh(run_dir)
     if warning:
@@ -84,6 +87,34 @@ def prepare(config, resume: bool, launch_type: str = "local_mp"):
     if os.path.exists(result_path):
         os.remove(result_path)
     return run_dir, restored
+
+
+def _checkpoints_to_resume(run_dir: str, config) -> dict:
+    """The learner manifest to resume from, with "replay_checkpoint": the replay
+    checkpoint to load (None: an empty table); each newest is verified and, when
+    unusable, skipped for the one before it, which is said on stderr."""
+    restored = checkpoint.verify(run_dir, config)
+    for why in restored.get("skipped", []):
+        _say(f"learner checkpoint skipped: {why}")
+    if restored.get("skipped"):
+        _say(f"resuming the learner from version {restored['version']} "
+             f"({restored['state_file']})")
+    restored["replay_checkpoint"] = None
+    if config.checkpoint.replay:
+        path, skipped = replay_checkpoint.select(run_dir)
+        for why in skipped:
+            _say(f"replay checkpoint skipped: {why}")
+        if skipped:
+            _say(f"resuming the replay from {path}")
+        replay_checkpoint.adopt(run_dir)
+        if path is not None:  # where adopt moved it
+            path = os.path.join(replay_checkpoint.kept_dir(run_dir), os.path.basename(path))
+        restored["replay_checkpoint"] = path
+    return restored
+
+
+def _say(text: str) -> None:
+    print(f"distrl: {text}", file=sys.stderr, flush=True)
 
 
 def run(config, launch_type: str = "local_mp", terminal: str = "output_to_files",
@@ -104,86 +135,40 @@ def run(config, launch_type: str = "local_mp", terminal: str = "output_to_files"
         raise config_lib.ConfigError(
             f"launch type {launch_type!r} is unknown; valid: {config_lib.LAUNCH_TYPES}"
         )
-    if launch_type == "ray":
-        from distrl.program.ray import cluster  # noqa: PLC0415 - Ray is imported only to launch on it
+    with contextlib.ExitStack() as stack:
+        if launch_type == "ray":
+            from distrl.program.ray import cluster  # noqa: PLC0415 - Ray only to launch on it
 
-        config_lib.validate(config)  # a bad config is reported before joining the cluster
-        with cluster.connected(ray_address, config):
-            run_dir, program = _build(config, resume, launch_type)
-            cluster.run(program, config, run_dir, node_envs(run_dir), progress_stream or sys.stdout)
-        return _outcome(run_dir)
-    run_dir, program = _build(config, resume, launch_type)
-    if launch_type == "test_mt":
-        lp.launch(program, launch_type="test_mt", serialize_py_nodes=False).wait()
-    elif terminal == "output_to_files":
-        _run_to_files(program, run_dir, config, progress_stream or sys.stdout)
-    else:
-        with _temp_files_in(run_dir):
-            manager = lp.launch(program, launch_type="local_mp", terminal=terminal,
-                                local_resources=local_resources(run_dir))
-        _wait(manager)
-    return _outcome(run_dir)
+            config_lib.validate(config)  # a bad config is reported before joining the cluster
+            stack.enter_context(cluster.connected(ray_address, config))
+            run_dir, program = _build(config, resume, stack, launch_type)
+            cluster.run(program, config, run_dir, node_envs(run_dir),
+                        progress_stream or sys.stdout)
+            return _outcome(run_dir, [])
+        run_dir, program = _build(config, resume, stack, launch_type)
+        if launch_type == "test_mt":
+            lp.launch(program, launch_type="test_mt", serialize_py_nodes=False).wait()
+            return _outcome(run_dir, [])
+        restarts = supervisor.run(program, config, run_dir, node_envs(run_dir),
+                                  progress_stream or sys.stdout, terminal)
+        return _outcome(run_dir, restarts)
 
 
-def _build(config, resume: bool, launch_type: str):
-    """(run_dir, program): the prepared run directory and the program to launch in it."""
-    run_dir, restored = prepare(config, resume, launch_type)
+def _build(config, resume: bool, stack, launch_type: str):
+    """(run_dir, program): the locked, prepared run directory and the program to launch in it."""
+    run_dir, restored = prepare(config, resume, stack, launch_type)
     start_time = time.time() - (restored["elapsed_seconds"] if restored else 0.0)
     return run_dir, make_program(config, run_dir, start_time, restored)
 
 
-@contextlib.contextmanager
-def _temp_files_in(run_dir: str):
-    """Points this process's temp files at <run_dir>/tmp while launching.
+def _outcome(run_dir: str, restarts: list):
+    """(result | None, run_dir) after the program ended; NodeFailure if a node failed.
 
-    Launchpad pickles each node group into a fresh temp directory (removed when
-    the launcher exits); a killed launcher would leave it in /tmp otherwise.
+    The restarts made and the failures that ended the run go into result.json too.
     """
-    path = os.path.join(run_dir, rundir.TMP_DIR)
-    os.makedirs(path, exist_ok=True)
-    saved, tempfile.tempdir = tempfile.tempdir, path
-    try:
-        yield
-    finally:
-        tempfile.tempdir = saved
-
-
-def _run_to_files(program, run_dir: str, config, stream) -> None:
-    """local_mp with each node's output in <run_dir>/logs/nodes/<group>/<i>.
-
-    Launchpad reads that directory from LAUNCHPAD_LOGGING_DIR once, when it is
-    imported, so it is set on the module. Launchpad's own prints in this process
-    (where logs go, the stop countdown) go to logs/nodes/launcher, so that the
-    terminal shows only the progress line on `stream`.
-    """
-    output_dir = rundir.node_output_dir(run_dir)
-    os.makedirs(output_dir, exist_ok=True)
-    output_to_files._LOGGING_DIR = output_dir  # a private name: see the docstring
-    with open(os.path.join(output_dir, "launcher"), "a") as log, contextlib.redirect_stdout(log):
-        with _temp_files_in(run_dir):
-            manager = lp.launch(program, launch_type="local_mp", terminal="output_to_files",
-                                local_resources=local_resources(run_dir))
-        with progress.ProgressLine(run_dir, config, stream):
-            _wait(manager)
-
-
-def _wait(manager) -> None:
-    """Waits for a local_mp program's node processes; the launcher outlives a forced stop.
-
-    Launchpad's launcher SIGKILLs every node still running 10 s after the stop, and
-    then its own process too. A node whose main thread sits in a long native call
-    (seen: a resumed learner still starting up when the evaluator, already at its
-    target, stopped the program) runs no Python signal handler in time, and the
-    launcher died with it (exit -9, no summary, no plots). Only the nodes are killed
-    now; Launchpad names them in logs/nodes/launcher. `_kill_main_thread` is private.
-    """
-    manager._kill_main_thread = False
-    manager.wait()
-
-
-def _outcome(run_dir: str):
-    """(result | None, run_dir) after the program ended; NodeFailure if a node failed."""
     failures = lifecycle.read_failures(run_dir)
+    rundir.add_to_result(run_dir, restarts=restarts,
+                         failures={name: lifecycle.summary(t) for name, t in failures.items()})
     if failures:
         raise NodeFailure(failures, run_dir)
     result_path = os.path.join(run_dir, rundir.RESULT_FILE)

@@ -113,6 +113,12 @@ class ProgressLine:
             self._print(line)
             self._printed, self._last_plain = line, time.time()
 
+    def note(self, text: str) -> None:
+        """A message on its own line; a terminal's progress line is redrawn below it."""
+        if self._tty:
+            self._stream.write(_CLEAR_LINE)
+        self._print(text)
+
     def _loop(self) -> None:
         while not self._stop.wait(self._period):
             try:
@@ -148,6 +154,8 @@ def summary(result, run_dir: str) -> str:
         f"env steps {counts.get('env_steps', 0):,.0f}  learner updates {updates:,.0f}"
         + (f"  samples per insert {spi:.2f}" if spi is not None else "")
     )
+    for r in result.get("restarts", []):
+        lines.append(f"restarted {r['node']} at {r['at_seconds']:.0f} s: {r['cause']}")
     if result.get("grids"):
         lines.append(result["grids"])
     lines.append(f"run directory {run_dir} (plots in {os.path.join(run_dir, rundir.PLOTS_DIR)})")

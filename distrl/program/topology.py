@@ -26,7 +26,8 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
 
     `restored` is the manifest of the checkpoint a resumed run continues (None for
     a fresh run): the counter starts from its totals, the learner from its state,
-    and each actor from its share of its env steps.
+    and each actor from its share of its env steps; the replay from the checkpoint
+    at its "replay_checkpoint" path, when the launcher chose one.
     """
     obs_size = config_lib.make_env(config).obs_size
     counts = dict(restored["counts"]) if restored else {}
@@ -35,11 +36,14 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
         replay_handle = program.add_node(lp.ReverbNode(
             functools.partial(replay.make_tables, config, obs_size),
             checkpoint_ctor=functools.partial(
-                replay.make_checkpointer, os.path.join(run_dir, "checkpoints", "replay")
+                replay.make_checkpointer, os.path.join(run_dir, "checkpoints", "replay"),
+                (restored or {}).get("replay_checkpoint"),
             ),
         ))
     with program.group("counter"):
-        counter = program.add_node(lp.CourierNode(Counter, counts))
+        counter = program.add_node(lp.CourierNode(
+            Counter, counts, os.path.join(run_dir, "checkpoints", "counter.json")
+        ))
     with program.group("learner"):
         learner = program.add_node(lp.CourierNode(
             Learner, config, replay_handle, counter, run_dir, start_time, restored is not None

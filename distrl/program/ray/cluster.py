@@ -30,21 +30,17 @@ import dataclasses
 import json
 import logging as std_logging
 import os
-import signal
 import socket
-import tempfile
 import time
 from typing import List, Optional
 
 import ray
-from absl import flags, logging
+from absl import logging
 from launchpad import address as lp_address
-from launchpad import context as lp_context
-from launchpad.launch import serialization
 
 from distrl import rundir
 from distrl.config import ConfigError
-from distrl.program import lifecycle, progress
+from distrl.program import lifecycle, nodeproc, progress, staging, supervisor
 from distrl.program.errors import LaunchError
 from distrl.program.ray import nodehost
 
@@ -55,7 +51,6 @@ NAMESPACE = "distrl"
 _WATCH_S = 1.0
 _PLACEMENT_TIMEOUT_S = 120.0
 _RPC_TIMEOUT_S = 30.0
-_TAIL_LINES = 20
 _START_RAY = ("Start one first: `ray start --head` on the head machine, then "
               "`ray start --address=<head ip>:6379` on each other machine.")
 
@@ -185,16 +180,12 @@ def run(program, config, run_dir: str, envs: dict, stream) -> None:
     has_gpu = any(n.get("GPU", 0) >= 1 for n in _alive_nodes())
     output_dir = rundir.node_output_dir(run_dir)
     nodes = [
-        _Node(name=_node_name(label, i, len(group)), label=label, node=node,
-              options=placement_options(label, config, has_gpu),
-              output=os.path.join(output_dir, label, str(i)))
-        for label, group in program.groups.items() for i, node in enumerate(group)
+        _Node(name=s.name, label=s.label, node=s.node,
+              options=placement_options(s.label, config, has_gpu),
+              output=staging.output_path(output_dir, s))
+        for s in staging.stage(program)
     ]
     _Launch(nodes, config, run_dir, envs).run(stream)
-
-
-def _node_name(label: str, index: int, group_size: int) -> str:
-    return f"{label}/{index}" if label == "actor" or group_size > 1 else label
 
 
 class _Launch:
@@ -213,7 +204,7 @@ class _Launch:
             self._place()
             self._bind()
             self._start()
-            with progress.ProgressLine(self._run_dir, self._config, stream), _sigterm_interrupts():
+            with progress.ProgressLine(self._run_dir, self._config, stream), supervisor.stop_signals_interrupt():
                 try:
                     self._watch()
                 except KeyboardInterrupt:
@@ -240,28 +231,15 @@ class _Launch:
             refs[ref].where = ray.get(ref)
 
     def _bind(self) -> None:
-        """What Launchpad's launch does for local_mp, with each node's own host address."""
-        for n in self._nodes:
-            n.node.launch_context.initialize(
-                lp_context.LaunchType.LOCAL_MULTI_PROCESSING, None,
-                program_stopper=lifecycle.stop_via_file,
-            )
-        for n in self._nodes:
-            for handle in n.node.input_handles:
-                handle.connect(n.node, n.label)
+        """Each address to a port on its own node's host (contexts: `staging.stage`)."""
         for n in self._nodes:
             for address, port in zip(n.node.addresses, n.where["ports"]):
                 address.bind(HostPortAddress(n.where["ip"], port))
 
     def _start(self) -> None:
         tmp = os.path.join(self._run_dir, rundir.TMP_DIR)
-        os.makedirs(tmp, exist_ok=True)
-        starts = []
-        for n in self._nodes:
-            with tempfile.NamedTemporaryFile(dir=tmp, suffix=".pkl") as f:
-                serialization.serialize_functions(f.name, n.name, [n.node.function])
-                payload = f.read()
-            starts.append(n.host.start.remote(payload, self._envs[n.label], n.output))
+        starts = [n.host.start.remote(staging.pickled(n, tmp), self._envs[n.label], n.output)
+                  for n in self._nodes]
         for n, pid in zip(self._nodes, ray.get(starts, timeout=_RPC_TIMEOUT_S)):
             n.where["pid"] = pid
         with open(os.path.join(self._run_dir, PLACEMENT_FILE), "w") as f:
@@ -293,8 +271,7 @@ class _Launch:
                 if asked:
                     return
                 if code is not None and code != 0:
-                    if not os.path.exists(lifecycle.failure_path(self._run_dir, n.name)):
-                        self._record(n, f"exited with code {code}")
+                    self._record(n, nodeproc.exit_cause(code))
                     return
                 if code is None:
                     renew(n)
@@ -308,7 +285,7 @@ class _Launch:
     def _stop(self) -> None:
         """Stops every node (SIGTERM, then SIGKILL) and kills every host actor."""
         placed = [n for n in self._nodes if n.where is not None]  # the others never ran
-        grace = _termination_notice_secs()
+        grace = supervisor.termination_notice_secs()
         start = time.time()
         refs = [n.host.stop.remote(grace) for n in placed]
         for n, ref in zip(placed, refs):
@@ -323,44 +300,10 @@ class _Launch:
                 ray.kill(n.host, no_restart=True)
 
     def _record(self, n: _Node, why: str) -> None:
-        """A failure report for a node that died without writing one: its output's tail."""
-        try:
-            with open(n.output, errors="replace") as f:
-                tail = "".join(f.readlines()[-_TAIL_LINES:])
-        except OSError:
-            tail = ""
-        text = f"last output ({n.output}):\n{tail}\n" if tail else ""
-        lifecycle.record_failure(self._run_dir, n.name, f"{text}{n.describe()}: {why}\n")
+        """The failure report of a node that exited or was lost (`lifecycle.record_exit`)."""
+        lifecycle.record_exit(self._run_dir, n.name, why, n.output)
 
     def _report_failures(self) -> None:
-        """Prefixes each node's own failure report (a traceback) with the host it ran on."""
+        """Adds the host each failed node ran on to its failure report."""
         for n in self._nodes:
-            path = lifecycle.failure_path(self._run_dir, n.name)
-            if not os.path.exists(path):
-                continue
-            with open(path) as f:
-                text = f.read()
-            if not text.startswith(n.describe()) and n.describe() not in text:
-                lifecycle.record_failure(self._run_dir, n.name, f"{n.describe()}:\n{text}")
-
-
-def _termination_notice_secs() -> float:
-    try:
-        return float(flags.FLAGS.lp_termination_notice_secs)
-    except flags.UnparsedFlagAccessError:
-        return 10.0
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts():
-    """SIGTERM to the launcher stops the program as Ctrl-C does."""
-
-    def interrupt(signum, frame):
-        del signum, frame
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+            lifecycle.annotate_failure(self._run_dir, n.name, n.describe())

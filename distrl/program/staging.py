@@ -1,0 +1,61 @@
+"""What every process launcher does to a program before its nodes start.
+
+Shared by the local supervisor (`distrl.program.supervisor`) and the Ray launcher
+(`distrl.program.ray.cluster`): each node's name and output file, its Launchpad
+launch context (local_mp, with `lifecycle.stop_via_file` as the program stopper, so
+that a node's `lp.stop()` reaches the launcher through a file), its input handles
+connected, and its function pickled with Launchpad's own serialization. Binding
+addresses differs (loopback ports here, each host's ports on Ray) and stays with
+each launcher.
+"""
+
+import dataclasses
+import os
+import tempfile
+from typing import List
+
+from launchpad import context as lp_context
+from launchpad.launch import serialization
+
+from distrl.program import lifecycle
+
+
+@dataclasses.dataclass
+class Staged:
+    """One Launchpad node of a program, named."""
+
+    name: str  # "learner", "actor/3": the name its failures, restarts and logs go by
+    label: str  # its program group
+    index: int  # its index in the group: output in logs/nodes/<label>/<index>
+    node: object  # the lp node
+
+
+def node_name(label: str, index: int, group_size: int) -> str:
+    return f"{label}/{index}" if label == "actor" or group_size > 1 else label
+
+
+def stage(program) -> List[Staged]:
+    """The program's nodes, with launch contexts initialized and input handles connected."""
+    nodes = [Staged(node_name(label, i, len(group)), label, i, node)
+             for label, group in program.groups.items() for i, node in enumerate(group)]
+    for n in nodes:
+        n.node.launch_context.initialize(
+            lp_context.LaunchType.LOCAL_MULTI_PROCESSING, None,
+            program_stopper=lifecycle.stop_via_file,
+        )
+    for n in nodes:
+        for handle in n.node.input_handles:
+            handle.connect(n.node, n.label)
+    return nodes
+
+
+def output_path(output_dir: str, n: Staged) -> str:
+    return os.path.join(output_dir, n.label, str(n.index))
+
+
+def pickled(n: Staged, tmp_dir: str) -> bytes:
+    """The node's function, pickled as Launchpad's local_mp pickles it (addresses bound)."""
+    os.makedirs(tmp_dir, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=tmp_dir, suffix=".pkl") as f:
+        serialization.serialize_functions(f.name, n.name, [n.node.function])
+        return f.read()

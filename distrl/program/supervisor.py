@@ -1,0 +1,195 @@
+"""Stage 7, on this machine: distrl's own `local_mp` launcher, which supervises the nodes.
+
+Launchpad's `local_mp` launcher stops the program when a node dies, without
+naming it, and its nodes outlive a killed launcher. This one keeps Launchpad's
+nodes, handles, address binding, pickling and entry point (`staging`,
+`nodeproc`, shared with the Ray launcher) and owns the processes:
+
+1. Start: every node runs in a child process (`nodeproc.NodeProcess`) that dies
+   with this launcher however it dies (PR_SET_PDEATHSIG), servers on loopback
+   only (`bindhost`), output in `<run_dir>/logs/nodes/<group>/<i>`.
+2. Watch (the main thread, every 0.1 s): a node's `lp.stop()` touches the stop
+   file (`lifecycle.stop_via_file`) and ends the watch; a node that exits non-zero
+   (an exception, a signal, a native abort) is named with its cause in
+   `failures/<node>.txt` and, while `config.restart.max_per_node` allows, started
+   again after a backoff (`backoff_seconds`, doubled per restart of that node), its
+   report moved to `failures/restarted/`; otherwise the program stops.
+3. Stop: on the stop file, a failure, Ctrl-C, SIGTERM or SIGHUP every node gets
+   SIGTERM (actors and evaluator first, then the learner, then replay and counter,
+   so that the learner's final checkpoint finds Reverb up), and a node still
+   running `--lp_termination_notice_secs` after its SIGTERM gets a stack dump and
+   SIGKILL (named in logs/nodes/launcher).
+
+Every restart is listed in result.json (`restarts`) and the final summary.
+"""
+
+import contextlib
+import os
+import shutil
+import signal
+import time
+from typing import Dict, List
+
+from absl import flags
+
+from distrl import rundir
+from distrl.program import bindhost, lifecycle, nodeproc, progress, staging
+from distrl.program.ray import STOP_FILE_ENV
+
+_POLL_S = 0.1
+# Stopped first, one group after another; then the rest (replay, counter): the
+# learner's final checkpoint asks the replay node for its tables and the counter
+# for its totals, so both still run while it writes.
+_STOP_ORDER = (("actor", "evaluator"), ("learner",))
+RESTARTED_DIR = "restarted"  # under failures/: reports of nodes that were restarted
+
+
+def termination_notice_secs() -> float:
+    """Seconds a node gets between SIGTERM and SIGKILL (--lp_termination_notice_secs)."""
+    try:
+        return float(flags.FLAGS.lp_termination_notice_secs)
+    except (flags.UnparsedFlagAccessError, AttributeError):
+        return 10.0
+
+
+@contextlib.contextmanager
+def stop_signals_interrupt():
+    """SIGTERM and SIGHUP to the launcher stop the program as Ctrl-C does."""
+
+    def interrupt(signum, frame):
+        del signum, frame
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run(program, config, run_dir: str, envs: dict, stream, terminal: str,
+        show_progress: bool = True) -> List[dict]:
+    """Runs `program` with a process per node until it stops; returns the restarts made.
+
+    `envs` maps each group to its node processes' environment variables; `terminal`
+    "output_to_files" (output per node, one progress line on `stream`) or
+    "current_terminal" (every node's output here, prefixed with its name). Only
+    `config.restart` is read, and with `show_progress` what the progress line shows.
+    """
+    output_dir = rundir.node_output_dir(run_dir)
+    os.makedirs(output_dir, exist_ok=True)
+    work = os.path.join(run_dir, rundir.TMP_DIR, f"launch-{os.getpid()}")
+    os.makedirs(work, exist_ok=True)
+    supervisor = _Supervisor(config, run_dir, os.path.join(output_dir, "launcher"), stream)
+    try:
+        supervisor.prepare(program, envs, output_dir, work, terminal == "current_terminal")
+        show = show_progress and terminal == "output_to_files"
+        line = progress.ProgressLine(run_dir, config, stream) if show else contextlib.nullcontext()
+        supervisor.run(line)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return supervisor.restarts
+
+
+class _Supervisor:
+    """Starts, watches, restarts and stops the node processes of one program."""
+
+    def __init__(self, config, run_dir: str, log_path: str, stream):
+        self._run_dir = run_dir
+        self._max_restarts = config.restart.max_per_node
+        self._backoff = config.restart.backoff_seconds
+        self._log_path = log_path
+        self._stream = stream
+        self._nodes: Dict[str, nodeproc.NodeProcess] = {}
+        self._stop_file = ""
+        self._start = time.time()
+        self._line = None
+        self.restarts: List[dict] = []
+
+    def prepare(self, program, envs: dict, output_dir: str, work: str, echo: bool) -> None:
+        """Contexts, handles, loopback ports and pickles of every node; nothing runs yet."""
+        self._stop_file = os.path.join(work, "stop")
+        loopback = bindhost.environment(bindhost.LOOPBACK)
+        for n in staging.stage(program):
+            n.node.bind_addresses()  # Launchpad's local binding: a free localhost port each
+            data_file = os.path.join(work, n.name.replace("/", "_") + ".pkl")
+            with open(data_file, "wb") as f:
+                f.write(staging.pickled(n, work))
+            env = {**os.environ, **envs[n.label], **loopback, STOP_FILE_ENV: self._stop_file}
+            self._nodes[n.name] = nodeproc.NodeProcess(
+                data_file, env, staging.output_path(output_dir, n),
+                prefix=f"{n.label}/{n.index}" if echo else None,
+            )
+
+    def run(self, line) -> None:
+        try:
+            for name, p in self._nodes.items():
+                self._log(f"{name} started, pid {p.start()}")
+            with line, stop_signals_interrupt():
+                self._line = line if isinstance(line, progress.ProgressLine) else None
+                try:
+                    self._watch()
+                except KeyboardInterrupt:
+                    self._log("interrupted; stopping every node")
+        finally:
+            self._line = None
+            self._stop()
+
+    def _watch(self) -> None:
+        """Returns once a node asked to stop, a node failed for good, or every node exited."""
+        pending = {}  # name -> when to start it again
+        while not os.path.exists(self._stop_file):
+            for name, p in self._nodes.items():
+                code = p.poll()
+                if code is None or code == 0 or name in pending:
+                    continue
+                cause = lifecycle.record_exit(self._run_dir, name, nodeproc.exit_cause(code),
+                                              p.output_path)
+                if p.attempt >= self._max_restarts:
+                    self._say(f"{name} {cause}; stopping the program")
+                    return
+                pending[name] = time.monotonic() + self._backoff * 2 ** p.attempt
+                self._restarted(name, p, cause, pending[name] - time.monotonic())
+            for name in [n for n, when in pending.items() if when <= time.monotonic()]:
+                del pending[name]
+                self._log(f"{name} restarted, pid {self._nodes[name].start()}")
+            if not pending and all(p.poll() == 0 for p in self._nodes.values()):
+                return
+            time.sleep(_POLL_S)
+
+    def _restarted(self, name: str, p, cause: str, delay: float) -> None:
+        """Records a restart: its report moves to failures/restarted/, the list grows."""
+        report = os.path.join(self._run_dir, lifecycle.FAILURES_DIR, RESTARTED_DIR,
+                              f"{name.replace('/', '_')}-{p.attempt + 1}.txt")
+        os.makedirs(os.path.dirname(report), exist_ok=True)
+        os.replace(lifecycle.failure_path(self._run_dir, name), report)
+        at = time.time() - self._start
+        self.restarts.append(dict(node=name, cause=cause, restart=p.attempt + 1,
+                                  at_seconds=round(at, 1), backoff_seconds=round(delay, 1),
+                                  report=report))
+        self._say(f"{name} {cause}; restarting it in {delay:.1f} s "
+                  f"(restart {p.attempt + 1} of {self._max_restarts})")
+
+    def _stop(self) -> None:
+        grace = termination_notice_secs()
+        self._log(f"stopping every node (SIGKILL after {grace:g} s)")
+        phases = [[n for n in self._nodes if n.split("/")[0] in labels] for labels in _STOP_ORDER]
+        killed = nodeproc.stop_all(self._nodes, grace, phases)
+        if killed:
+            self._log(f"did not terminate in time: {killed}; their stacks are in their "
+                      f"output; killed")
+        for name, p in self._nodes.items():
+            self._log(f"{name} ended: {nodeproc.exit_cause(p.poll() or 0)}")
+
+    def _say(self, text: str) -> None:
+        """A line in the terminal (above the progress line) and in the launcher's log."""
+        self._log(text)
+        if self._line is not None:
+            self._line.note(f"distrl: {text}")
+        else:
+            print(f"distrl: {text}", file=self._stream, flush=True)
+
+    def _log(self, text: str) -> None:
+        with open(self._log_path, "a") as f:
+            f.write(f"{time.strftime('%H:%M:%S')} {text}\n")

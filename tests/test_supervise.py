@@ -1,0 +1,206 @@
+"""distrl's local supervisor on a small real Launchpad program (tests/supervise_program.py):
+every way a node can die is named, restarted within the policy or ends the run, and no
+node process outlives its launcher, however the launcher dies."""
+
+import json
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from conftest import ROOT, assert_nothing_left, launch_train
+
+PROGRAM = str(ROOT / "tests" / "supervise_program.py")
+
+
+def _run(run_dir, mode: str, max_restarts: int):
+    proc = launch_train([], executable_args=[PROGRAM, str(run_dir), mode, str(max_restarts)])
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0, out[-3000:]
+    assert_nothing_left(proc)
+    return out, json.loads(out.strip().splitlines()[-1])
+
+
+def test_each_death_is_named_and_the_node_restarted_within_the_policy(tmp_path):
+    out, outcome = _run(tmp_path / "run", "faults", 3)
+    causes = [r["cause"] for r in outcome["restarts"]]
+    assert causes == [
+        "exited with code -9 (killed by SIGKILL)",
+        "raised ValueError: injected in attempt 1 (exited with code 1)",
+        "exited with code -6 (killed by SIGABRT)",
+    ], outcome
+    assert [r["restart"] for r in outcome["restarts"]] == [1, 2, 3]
+    assert outcome["failures"] == {}  # every death was restarted: none ended the run
+    for r in outcome["restarts"]:
+        assert os.path.exists(r["report"]), r
+        assert f"victim {r['cause']}; restarting it" in out  # one line each in the terminal
+    assert "Traceback" not in out
+    traceback_report = open(outcome["restarts"][1]["report"]).read()
+    assert "ValueError: injected in attempt 1" in traceback_report.splitlines()[-1]
+
+
+def test_a_death_beyond_the_policy_stops_every_node_and_is_named(tmp_path):
+    run_dir = tmp_path / "run"
+    out, outcome = _run(run_dir, "fatal", 0)
+    assert outcome["restarts"] == []
+    assert outcome["failures"] == {"victim": "exited with code -9 (killed by SIGKILL)"}, outcome
+    assert "victim exited with code -9 (killed by SIGKILL); stopping the program" in out
+    log = (run_dir / "logs" / "nodes" / "launcher").read_text()
+    assert "sleeper ended: exited with code 0" in log, log  # stopped by SIGTERM, cleanly
+    assert not list((run_dir / "tmp").iterdir())  # the node pickles are gone
+
+
+def _node_processes(launcher_pid: int, count: int, timeout_s: float = 120.0):
+    """The launcher's `count` node processes, once they all run."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        children = psutil.Process(launcher_pid).children()
+        if len(children) >= count:
+            return children
+        time.sleep(0.2)
+    raise AssertionError(f"the launcher started {len(children)} of {count} nodes")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP], ids=["sigkill", "sighup"])
+def test_no_node_outlives_its_launcher(tmp_path, sig):
+    proc = launch_train([], executable_args=[PROGRAM, str(tmp_path / "run"), "hang", "0"])
+    try:
+        nodes = _node_processes(proc.pid, 2)
+        time.sleep(2.0)  # every node inside its body
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+        deadline = time.time() + 15  # SIGHUP: a graceful stop; SIGKILL: the parent-death signal
+        while any(n.is_running() and n.status() != psutil.STATUS_ZOMBIE for n in nodes):
+            assert time.time() < deadline, [n.cmdline() for n in nodes if n.is_running()]
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert_nothing_left(proc)
+
+
+def _node_process(launcher_pid: int, name: str):
+    """The live process of node `name` ("actor/0", "replay") of a launcher, or None."""
+    marker = f"{name.replace('/', '_')}.pkl"
+    for child in psutil.Process(launcher_pid).children():
+        try:
+            if any(arg.endswith(marker) for arg in child.cmdline()):
+                return child
+        except psutil.NoSuchProcess:
+            pass
+    return None
+
+
+def _rows(run_dir, node: str):
+    """The complete rows of logs/<node>.csv, as dicts of floats."""
+    path = run_dir / "logs" / f"{node}.csv"
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    header = lines[0].split(",") if lines else []
+    return [dict(zip(header, map(float, line.split(",")))) for line in lines[1:]
+            if line.count(",") == len(header) - 1]
+
+
+def _evaluator_rows(run_dir):
+    return _rows(run_dir, "evaluator")
+
+
+def _flowing_again(run_dir, since: float) -> bool:
+    """Since `since`: the learner applied 30+ updates and the evaluator saw env steps
+    and updates grow (every node of the pipeline up again)."""
+    learner = [r for r in _rows(run_dir, "learner") if r["time"] > since]
+    evaluator = [r for r in _evaluator_rows(run_dir) if r["time"] > since]
+    return (len(learner) >= 2 and learner[-1]["updates"] - learner[0]["updates"] >= 30
+            and len(evaluator) >= 2 and evaluator[-1]["env_steps"] > evaluator[0]["env_steps"]
+            and evaluator[-1]["learner_steps"] > evaluator[0]["learner_steps"])
+
+
+# The evaluator last: its restart is the slowest here (compiling its greedy rollout),
+# and the run ends soon after it reports the target.
+CHAOS_ORDER = ("actor/0", "counter", "replay", "learner", "evaluator")
+
+
+@pytest.mark.slow
+def test_chaos_one_node_of_every_group_killed_in_turn_and_the_run_still_solves(tmp_path):
+    """local_mp DQN 4x4: SIGKILL of an actor, the counter, the replay, the learner and the
+    evaluator, one after another, each once the pipeline flows again after the one before."""
+    run_dir = tmp_path / "run"
+    proc = launch_train([
+        "--config=configs/dqn.py", "--config.num_actors=2", f"--config.run_dir={run_dir}",
+        # The run lasts its time budget whatever the faults, which are all injected
+        # well before it ends; the evaluation then must be perfect.
+        "--config.budget.seconds=330", "--config.budget.env_steps=0",
+        "--config.evaluator.target_success=0",
+        "--config.restart.max_per_node=2", "--config.restart.backoff_seconds=1",
+        "--config.checkpoint.every_seconds=5",
+    ])
+    injected = []
+    try:
+        deadline = time.time() + 600
+        while len(_evaluator_rows(run_dir)) < 2:
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()[0][-3000:]
+            time.sleep(0.5)
+        for name in CHAOS_ORDER:
+            victim = _node_process(proc.pid, name)
+            assert victim is not None and proc.poll() is None, (name, injected)
+            victim.send_signal(signal.SIGKILL)
+            injected.append((name, time.time()))
+            if name == CHAOS_ORDER[-1]:
+                break
+            while not (_node_process(proc.pid, name) and _flowing_again(run_dir, injected[-1][1])):
+                assert proc.poll() is None and time.time() < deadline, (name, injected)
+                time.sleep(0.5)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-4000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["stop_reason"] == "time_budget", result
+    assert result["evaluation"]["success_rate"] == 1.0
+    assert [r["node"] for r in result["restarts"]] == list(CHAOS_ORDER), result["restarts"]
+    assert all("killed by SIGKILL" in r["cause"] for r in result["restarts"])
+    for name in CHAOS_ORDER:
+        assert f"restarted {name} at" in out, out[-3000:]
+    rows = _evaluator_rows(run_dir)
+    for column in ("env_steps", "learner_steps"):
+        values = [r[column] for r in rows]
+        assert values == sorted(values), (column, values)
+    assert_nothing_left(proc)
+
+
+@pytest.mark.slow
+def test_a_killed_node_of_a_real_run_is_named_in_one_line_and_the_learner_checkpoints(tmp_path):
+    """The default policy (no restarts): SIGKILL of the replay node ends the run with
+    exit 1, one line naming the node and its cause, result.json naming it, the learner's
+    final checkpoint written after the fault (it does not wait on Reverb), nothing left."""
+    run_dir = tmp_path / "run"
+    proc = launch_train([
+        "--config=configs/dqn.py", f"--config.run_dir={run_dir}", "--config.budget.seconds=600",
+        "--config.evaluator.target_success=0", "--config.budget.env_steps=0",
+    ])
+    try:
+        deadline = time.time() + 400
+        while len(_evaluator_rows(run_dir)) < 3:
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()[0][-3000:]
+            time.sleep(0.5)
+        _node_process(proc.pid, "replay").send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out[-3000:]
+    cause = "replay exited with code -9 (killed by SIGKILL)"
+    assert f"distrl: {cause}; stopping the program" in out
+    assert f"distrl: node failure, the program was stopped: {cause} (reports: " in out
+    assert "Traceback" not in out and "RuntimeError" not in out, out[-3000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["failures"] == {"replay": "exited with code -9 (killed by SIGKILL)"}, result
+    assert (run_dir / "failures" / "replay.txt").read_text().startswith(cause.split(" ", 1)[1])
+    newest = json.loads((run_dir / "checkpoints" / "learner" / "manifest.json").read_text())
+    assert newest["written_at"] > killed_at, "the learner's final checkpoint is missing"
+    assert_nothing_left(proc)
