@@ -13,6 +13,7 @@ import math
 import ml_collections
 
 from distrl import agents, envs
+from distrl.agents import episodes
 
 LAUNCH_TYPES = ("local_mp", "test_mt", "ray")
 SAMPLERS = ("uniform", "prioritized")
@@ -39,6 +40,11 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             unroll_length=16,  # T steps per rollout call (and per on-policy item)
             params_update_period=1,  # rollouts between parameter pulls
             epsilon_spread=0.0,  # DQN: actor i uses eps**(1 + spread*i/(N-1)) (Ape-X)
+            chunks_per_version=0,  # on-policy: chunks acted per params version before
+            # waiting for the next one (fresh data); 0: act without waiting
+            episode_window=0,  # REINFORCE/GRPO: chunks per written window; whole episodes
+            # of up to (W - 1) x T steps are trained (distrl/agents/episodes.py); 0: enough
+            # for the longest episode, ceil(time limit / T) + 1
         )
     )
     c.replay = ml_collections.ConfigDict(
@@ -48,14 +54,18 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             samples_per_insert=4.0,  # DQN rate limiter, in items
             error_buffer=0.0,  # 0: derived, max(min_size, samples_per_insert) * 10
             sampler="uniform",  # "uniform" | "prioritized"
-            priority_exponent=0.6,
+            priority_exponent=0.6,  # alpha: P(i) ~ priority_i ** alpha
+            importance_exponent=0.4,  # beta at the first update (importance weights)
+            importance_anneal_updates=5_000,  # updates over which beta rises to 1 (0: fixed)
             queue_size=4,  # on-policy: chunks buffered before actors block
         )
     )
     c.learner = ml_collections.ConfigDict(
         dict(
             batch_size=256,  # DQN: transitions; on-policy: chunks of [T, B]
-            prefetch=4,  # batches fetched ahead of the update
+            prefetch=4,  # batches fetched ahead of the update (0: none)
+            max_in_flight=0,  # samples a dataset worker requests ahead; 0: derived
+            # (queue: one batch, so chunks do not age there; replay: max(64, 4 batches))
         )
     )
     c.evaluator = ml_collections.ConfigDict(
@@ -128,6 +138,21 @@ def is_replay(agent_config) -> bool:
     return isinstance(agent_config, agents.DQNConfig)
 
 
+def episode_window(config) -> int:
+    """Chunks in a whole-episode window (REINFORCE, GRPO): the config's, or derived so
+    that the longest episode (the time limit) fits: ceil(limit / T) + 1."""
+    if config.actor.get("episode_window", 0):
+        return int(config.actor.episode_window)
+    return -(-make_env(config).time_limit // config.actor.unroll_length) + 1
+
+
+def item_length(config) -> int:
+    """Time steps in one on-policy item: T, or W x T for whole-episode windows."""
+    if episodes.whole_episodes(make_agent_config(config)):
+        return episode_window(config) * config.actor.unroll_length
+    return config.actor.unroll_length
+
+
 def items_per_batch(config) -> int:
     """Reverb items in one learner batch (DQN items hold B transitions each)."""
     if is_replay(make_agent_config(config)):
@@ -149,14 +174,32 @@ def validate(config) -> None:
         f"config.actor.params_update_period={a.params_update_period}; need >= 1",
     )
     _check(config.learner.batch_size >= 1, f"config.learner.batch_size={config.learner.batch_size}")
-    _check(config.learner.prefetch >= 1, f"config.learner.prefetch={config.learner.prefetch}")
+    _check(config.learner.prefetch >= 0,
+           f"config.learner.prefetch={config.learner.prefetch}; need >= 0 (0: none)")
+    in_flight = config.learner.get("max_in_flight", 0)
+    _check(in_flight >= 0, f"config.learner.max_in_flight={in_flight}; need >= 0 (0: derived)")
     if is_replay(agent_config):
         _validate_replay(config, agent_config)
     else:
         q = config.replay.queue_size
         _check(q >= 1, f"config.replay.queue_size={q}; need >= 1")
+        _validate_gate(config)
+        w = config.actor.get("episode_window", 0)
+        _check(w == 0 or w >= 2, f"config.actor.episode_window={w}; need >= 2 chunks, or 0")
     _validate_budget_and_evaluator(config)
     _validate_ray(config)
+
+
+def _validate_gate(config) -> None:
+    """Gated actors must produce a whole batch per version, or the learner waits forever."""
+    per_version, k = config.actor.get("chunks_per_version", 0), items_per_batch(config)
+    _check(per_version >= 0, f"config.actor.chunks_per_version={per_version}; need >= 0")
+    _check(
+        per_version == 0 or config.num_actors * per_version >= k,
+        f"config.actor.chunks_per_version={per_version} x config.num_actors="
+        f"{config.num_actors} chunks per version is less than one batch "
+        f"(config.learner.batch_size={k} chunks); need at least {k}, or 0",
+    )
 
 
 def _validate_ray(config) -> None:
@@ -177,6 +220,9 @@ def _validate_replay(config, agent_config) -> None:
     )
     items = b // n
     _check(r.sampler in SAMPLERS, f"config.replay.sampler={r.sampler!r}; valid: {SAMPLERS}")
+    beta, anneal = r.get("importance_exponent", 0.4), r.get("importance_anneal_updates", 0)
+    _check(0.0 <= beta <= 1.0, f"config.replay.importance_exponent={beta}; need 0..1")
+    _check(anneal >= 0, f"config.replay.importance_anneal_updates={anneal}; need >= 0")
     _check(r.min_size >= 1, f"config.replay.min_size={r.min_size}; need >= 1")
     _check(
         r.max_size >= max(items, r.min_size),
