@@ -5,7 +5,8 @@ Each run is one subprocess, run one at a time, bounded by `--seconds`:
   configs/*.py file and overrides; the evaluator checks every 0.2 s. Reports the
   evaluated params' version (updates to solve), the env steps in the data those
   updates learned from (version x batch chunks x T x B: exact, unlike the
-  counter's totals, which lag by their 0.5 s report period) and the data age.
+  counter's totals, which lag by their 0.1 s report period) and the data age.
+  DQN (replay: data is sampled many times) reports the counter's env steps.
 - `local`: `distrl.local.train` with B = the distributed batch's envs (actors x B
   for PPO's 2-chunk batch, B for A2C's 1-chunk batch) and the same T; its env
   steps are its updates x T x B.
@@ -38,11 +39,13 @@ c.evaluator.every_seconds = 0.2
 c.checkpoint.every_seconds, c.checkpoint.replay = 0.0, False
 c.budget.update(dict(env_steps=0, learner_steps=0, seconds=seconds))
 result, _ = launcher.run(c, "test_mt")
+print("RESULT-PENDING", flush=True)
 version = result["param_version"]
 per_update = c.learner.batch_size * c.actor.unroll_length * c.actor.num_envs
+counted = result["counts"].get("env_steps")
 print("RESULT " + json.dumps(dict(
     solved=result["stop_reason"] == "target_reached", updates=version,
-    env_steps=version * per_update, counter_env_steps=result["counts"].get("env_steps"),
+    env_steps=counted if c.algorithm == "dqn" else version * per_update, counter_env_steps=result["counts"].get("env_steps"),
     wall=result["wall_seconds"], **result["data"])), flush=True)
 """
 
@@ -62,7 +65,7 @@ def _run(code, args, seconds):
                          timeout=seconds + 120)
     lines = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
     if not lines:
-        raise RuntimeError(out.stdout[-2000:] + out.stderr[-3000:])
+        return dict(error=(out.stdout[-300:] + out.stderr[-600:]).replace("\n", " | "))
     return json.loads(lines[-1][len("RESULT "):])
 
 

@@ -42,7 +42,7 @@ def test_windows_train_every_fitting_episode_exactly_once():
         item, previous = episodes.window(previous, chunk)
         assert item.reward.shape == (12, 1) and previous.reward.shape == (8, 1)
         steps = np.arange(12) + 4 * (k - 2)  # global step index of each window position
-        owned = np.asarray(item.extras["owned"][:, 0])
+        owned = np.asarray(item.extras["owned"][:, 0]) / 3  # weight W = 3 on trained steps
         np.testing.assert_array_equal(owned[:8][steps[:8] < 0], 0)  # padding never trains
         for step, mark in zip(steps, owned):
             owned_by[int(step)] += mark if step >= 0 else 0
@@ -56,14 +56,14 @@ def test_reinforce_and_grpo_use_only_owned_steps():
     item, _ = episodes.window(episodes.pad(_chunk([0, 0, 0, 0]), 1),
                               _chunk([0, 1, 0, 1], reward=[0, 1, 0, -1]))
     owned = np.asarray(item.extras["owned"][:, 0])
-    np.testing.assert_array_equal(owned, [0, 0, 0, 0, 1, 1, 1, 1])
+    np.testing.assert_array_equal(owned, [0, 0, 0, 0, 2, 2, 2, 2])  # W = 2 on trained steps
     adv = jnp.array([[0.5], [0.5], [0.5], [0.5], [0.9], [1.0], [-0.9], [-1.0]])
     np.testing.assert_allclose(adv_lib.owned_only(adv, item)[:, 0],
                                [0, 0, 0, 0, 1.8, 2.0, -1.8, -2.0], rtol=1e-6)
     grpo_adv, weights, group = adv_lib.grpo(item, gamma=1.0)
     assert float(group) == 2  # the two owned episodes, returns +1 and -1: z-scores +-1
     np.testing.assert_allclose(grpo_adv[:, 0], [0, 0, 0, 0, 1, 1, -1, -1], atol=1e-5)
-    np.testing.assert_array_equal(weights[:, 0], owned)
+    np.testing.assert_array_equal(weights[:, 0], owned > 0)
 
 
 def test_whole_episode_agents():

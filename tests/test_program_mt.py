@@ -1,5 +1,6 @@
 """The whole program under Launchpad's test_mt: real Reverb, real courier nodes, threads.
 
+GRPO and REINFORCE run at the default chunk length T=16 (whole-episode windows).
 Each run trains until the evaluator's greedy success rate reaches 1.0 on the
 non-slippery 4x4 map (or the budget ends, which fails the test).
 """
@@ -25,7 +26,7 @@ def _run(config_name: str, run_dir: str, **budget):
     return program.run(config, "test_mt")
 
 
-@pytest.mark.parametrize("config_name", ["dqn", "dqn-prioritized", "ppo"])
+@pytest.mark.parametrize("config_name", ["dqn", "dqn-prioritized", "ppo", "grpo", "reinforce"])
 def test_trains_to_full_success_on_4x4(config_name, run_dir):
     result, out_dir = _run(config_name, run_dir)
     assert result is not None, "the evaluator wrote no result"
@@ -48,7 +49,7 @@ def _check_data_accounting(config_name: str, result, out_dir: str):
     rows = metrics.read_csv(metrics.csv_path(out_dir, "learner"))
     assert np.all(rows["data_age_mean"] >= 0) and np.all(rows["data_age_max"] >= 0)
     assert os.listdir(os.path.join(out_dir, "tb", "learner"))
-    if config_name == "ppo":  # gated actors: every batch acted with the params it updates
+    if config_name in ("ppo", "grpo", "reinforce"):  # gated actors: fresh batches
         assert data["data_age_mean"] <= 1.0, data
 
 

@@ -124,13 +124,11 @@ def grpo(batch: Transition, gamma: float, eps: float = 1e-6):
 
 
 def owned_only(adv: jnp.ndarray, batch: Transition) -> jnp.ndarray:
-    """Advantages [T, N] of the steps a whole-episode window trains (`extras["owned"]`,
-    see `distrl.agents.episodes`), scaled by 1 / their share so that the loss is a
-    mean over those steps; unchanged for a batch without that mark."""
+    """Advantages [T, N] times the weights of a whole-episode window (`extras["owned"]`:
+    W on the steps it trains, 0 elsewhere; see `distrl.agents.episodes`); unchanged
+    for a batch without them."""
     owned = batch.extras.get("owned") if isinstance(batch.extras, dict) else None
-    if owned is None:
-        return adv
-    return adv * owned / jnp.maximum(jnp.mean(owned), 1e-6)
+    return adv if owned is None else adv * owned
 
 
 def normalize(adv: jnp.ndarray, weights: jnp.ndarray, eps: float = 1e-8) -> jnp.ndarray:

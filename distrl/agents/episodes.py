@@ -2,9 +2,11 @@
 
 Their advantages need each episode's outcome, which a fixed-length chunk cuts off.
 The actor therefore writes a sliding window of its last W chunks, [W * T, B], each
-time a chunk is done, with `extras["owned"]` [W * T, B] marking the steps that this
+time a chunk is done, with `extras["owned"]` [W * T, B] weighting the steps that this
 window trains: those of whole episodes (begun inside the window) that end in its
-newest chunk. Every step of an episode that fits in the window is trained exactly
+newest chunk get W, the rest 0, so that a loss's mean over the window weighs each
+trained step as a mean over one chunk would (no more, relative to terms such as
+the entropy bonus that average over every step). Every step of an episode that fits in the window is trained exactly
 once, as soon as its episode ends; longer episodes are not trained at all. Before
 the first W - 1 chunks exist, the window is padded with one-step "episodes" that are
 never owned.
@@ -53,7 +55,8 @@ def window(previous: Transition, chunk: Transition):
     """(previous [(W-1) T, B], chunk [T, B]) -> (window [W T, B] with extras["owned"],
     the next call's previous [(W-1) T, B])."""
     full = jax.tree.map(lambda a, b: jnp.concatenate([a, b], axis=0), previous, chunk)
-    owned = owned_steps(full.last, chunk.last.shape[0])
+    chunks = full.last.shape[0] // chunk.last.shape[0]  # W
+    owned = chunks * owned_steps(full.last, chunk.last.shape[0])
     item = full._replace(extras=dict(full.extras, owned=owned))
     keep = previous.last.shape[0]
     return item, jax.tree.map(lambda x: x[x.shape[0] - keep:], full)
