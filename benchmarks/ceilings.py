@@ -7,7 +7,7 @@
   shape (DQN QTransition [N], PPO Transition [T, M*B]), via `benchmarks.learner`;
 - Reverb insert: the real `replay.Writer` writing the real items of a rollout
   (DQN: T items of [B] per call, PPO: one [T, B] chunk) to a server in a child
-  process; Reverb read: the learner's `replay.make_dataset` on that table once
+  process; Reverb read: the learner's `replay.iterate_batches` on that table once
   filled, plus `replay.to_learner_batch`.
 Every figure is in env steps (= transitions) per second, plus calls per second.
 """
@@ -95,9 +95,9 @@ def reverb_ceilings(work: ActorWork, address: str, seconds: float) -> dict:
     insert_calls = measure_rate(insert, seconds)
     writer.close()
     fill = tables.table_counts(client)
-    dataset = replay.make_dataset(address, config, obs_size).as_numpy_iterator()
+    batches = replay.iterate_batches(address, config, obs_size, lambda: False)  # the learner's
     read_batches = measure_rate(
-        lambda: replay.to_learner_batch(next(dataset).data, is_replay), seconds
+        lambda: replay.to_learner_batch(next(batches)[0].data, is_replay), seconds
     )
     t, b = config.actor.unroll_length, config.actor.num_envs
     items_per_call = t if is_replay else 1

@@ -1,10 +1,19 @@
-"""Actor-critic with V-trace corrections for stale behaviour policies, 4x4 map."""
+"""Actor-critic with V-trace corrections for stale behaviour policies, 4x4 map.
+
+Deliberately asynchronous, so the data is old (what V-trace is for): actors never
+wait for new params (`actor.chunks_per_version=0`), a queue of 8 chunks, 4 batches
+prefetched and 16 samples in flight. Measured mean data age about 20 updates (max
+33-34), solved in every run (README, "Data").
+"""
 
 from distrl.config import base_config
 
 
 def get_config():
     config = base_config("vtrace")
-    config.learner.batch_chunks = 1  # chunks of [T, B] per update
-    config.replay.queue_size = 4
+    config.learner.batch_chunks = 1
+    config.learner.prefetch = 4
+    config.learner.max_in_flight = 16
+    config.actor.chunks_per_version = 0
+    config.replay.queue_size = 8
     return config

@@ -26,6 +26,7 @@ import re
 import ml_collections
 
 from distrl import agents, envs
+from distrl.agents import episodes
 
 LAUNCH_TYPES = ("local_mp", "test_mt", "ray")
 SAMPLERS = ("uniform", "prioritized")
@@ -72,6 +73,11 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             unroll_length=LONG_CHUNKS.get(algorithm, 16),  # T: env steps per rollout (chunk)
             params_update_period=1,  # rollouts between parameter pulls
             epsilon_spread=0.0,  # DQN: actor i uses eps**(1 + spread*i/(N-1)) (Ape-X); >= 0
+            chunks_per_version=0,  # on-policy: chunks acted per params version before
+            # waiting for the next one (fresh data); 0: act without waiting
+            episode_window=0,  # REINFORCE/GRPO: chunks per written window; whole episodes
+            # of up to (W - 1) x T steps are trained (distrl/agents/episodes.py); 0: enough
+            # for the longest episode, ceil(time limit / T) + 1
         )
     )
     c.replay = ml_collections.ConfigDict(
@@ -81,7 +87,9 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             samples_per_insert=4.0,  # DQN: transitions sampled per transition inserted (ratio)
             error_buffer=0.0,  # DQN: rate limiter slack, in transitions; 0: derived
             sampler="uniform",  # DQN: "uniform" | "prioritized"
-            priority_exponent=0.6,  # DQN, prioritized: priority = |TD| ** exponent
+            priority_exponent=0.6,  # DQN, prioritized: alpha, P(i) ~ priority_i ** alpha
+            importance_exponent=0.4,  # DQN, prioritized: beta at the first update
+            importance_anneal_updates=5_000,  # updates over which beta rises to 1 (0: fixed)
             queue_size=4,  # on-policy: chunks [T, B] buffered before actors block
         )
     )
@@ -89,7 +97,9 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
         dict(
             batch_size=256,  # DQN: transitions per update; a multiple of actor.num_envs
             batch_chunks=1,  # on-policy: chunks [T, B] per update (T x B transitions each)
-            prefetch=4,  # batches fetched ahead of the update
+            prefetch=4,  # batches fetched ahead of the update (0: none)
+            max_in_flight=0,  # samples a dataset worker requests ahead; 0: derived
+            # (queue: one batch, so chunks do not age there; replay: max(64, 4 batches))
         )
     )
     c.evaluator = ml_collections.ConfigDict(
@@ -197,6 +207,21 @@ def make_agent_config(config):
 def is_replay(agent_config) -> bool:
     """True for the replay-table pipeline (DQN), False for the on-policy queue."""
     return isinstance(agent_config, agents.DQNConfig)
+
+
+def episode_window(config) -> int:
+    """Chunks in a whole-episode window (REINFORCE, GRPO): the config's, or derived so
+    that the longest episode (the time limit) fits: ceil(limit / T) + 1."""
+    if config.actor.episode_window:
+        return int(config.actor.episode_window)
+    return -(-make_env(config).time_limit // config.actor.unroll_length) + 1
+
+
+def item_length(config) -> int:
+    """Time steps in one on-policy item: T, or W x T for whole-episode windows."""
+    if episodes.whole_episodes(make_agent_config(config)):
+        return episode_window(config) * config.actor.unroll_length
+    return config.actor.unroll_length
 
 
 def items_per_batch(config) -> int:
@@ -358,7 +383,9 @@ _LOWEST = {
     "actor.unroll_length": 1,
     "actor.params_update_period": 1,
     "actor.epsilon_spread": 0,
-    "learner.prefetch": 1,
+    "learner.prefetch": 0,
+    "learner.max_in_flight": 0,
+    "actor.chunks_per_version": 0,
     "evaluator.num_envs": 1,
     "seed": 0,
     "env.time_limit": 0,
@@ -384,6 +411,17 @@ def _check_ranges(config) -> None:
     )
 
 
+def _validate_gate(config) -> None:
+    """Gated actors must produce a whole batch per version, or the learner waits forever."""
+    per_version, k = config.actor.chunks_per_version, items_per_batch(config)
+    _check(
+        per_version == 0 or config.num_actors * per_version >= k,
+        f"config.actor.chunks_per_version={per_version} x config.num_actors="
+        f"{config.num_actors} chunks per version is less than one batch "
+        f"(config.learner.batch_chunks={k}); need at least {k}, or 0",
+    )
+
+
 def _validate_ray(config) -> None:
     r = config.ray
     _check(r.actor_cpus > 0, f"config.ray.actor_cpus={r.actor_cpus}; need > 0")
@@ -397,6 +435,9 @@ def _validate_on_policy(config, agent_config) -> None:
     q, k = config.replay.queue_size, config.learner.batch_chunks
     _check(q >= 1, f"config.replay.queue_size={q} chunks; need >= 1")
     _check(k >= 1, f"config.learner.batch_chunks={k}; need >= 1")
+    _validate_gate(config)
+    w = config.actor.episode_window
+    _check(w == 0 or w >= 2, f"config.actor.episode_window={w}; need >= 2 chunks, or 0")
     if isinstance(agent_config, agents.PPOConfig):
         steps = k * config.actor.unroll_length * config.actor.num_envs
         m = agent_config.num_minibatches
@@ -415,6 +456,9 @@ def _validate_replay(config, agent_config) -> None:
     _check(r.priority_exponent >= 0,
            f"config.replay.priority_exponent={r.priority_exponent}; need >= 0")
     need = max(b, r.min_size)
+    beta, anneal = r.importance_exponent, r.importance_anneal_updates
+    _check(0.0 <= beta <= 1.0, f"config.replay.importance_exponent={beta}; need 0..1")
+    _check(anneal >= 0, f"config.replay.importance_anneal_updates={anneal}; need >= 0")
     _check(
         r.max_size >= need,
         f"config.replay.max_size={r.max_size} transitions is smaller than the batch "

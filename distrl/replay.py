@@ -11,6 +11,7 @@ What an actor writes and what the learner reads are both derived from one exampl
 pytree (`example_item`), so the two cannot drift apart.
 """
 
+import queue
 import threading
 import time
 from typing import Dict, Iterator, Optional
@@ -24,25 +25,29 @@ from reverb.platform import checkpointers_lib
 
 from distrl import config as config_lib
 from distrl import replay_checkpoint
-from distrl.types import QTransition, Transition
+from distrl.agents import episodes
+from distrl.types import QTransition, Transition, Versioned
 
 TABLE = "experience"
 
 
-def example_item(config, obs_size: int):
+def example_item(config, obs_size: int) -> Versioned:
     """A zero pytree shaped like one Reverb item of this config's pipeline."""
-    b, t = config.actor.num_envs, config.actor.unroll_length
+    b, t = config.actor.num_envs, config_lib.item_length(config)
     agent_config = config_lib.make_agent_config(config)
     obs = np.zeros((b, obs_size), np.float32)
     scalar = lambda dtype=np.float32: np.zeros((b,), dtype)  # noqa: E731
+    version = np.zeros((), np.int32)
     if config_lib.is_replay(agent_config):
-        return QTransition(obs, scalar(np.int32), scalar(), scalar(), obs)
+        return Versioned(QTransition(obs, scalar(np.int32), scalar(), scalar(), obs), version)
+    extras = {"log_prob": scalar(), "value": scalar()}
+    if episodes.whole_episodes(agent_config):
+        extras["owned"] = scalar()  # see distrl.agents.episodes
     step = Transition(
         observation=obs, action=scalar(np.int32), reward=scalar(), discount=scalar(),
-        last=scalar(np.bool_), next_observation=obs,
-        extras={"log_prob": scalar(), "value": scalar()},
+        last=scalar(np.bool_), next_observation=obs, extras=extras,
     )
-    return jax.tree.map(lambda x: np.zeros((t,) + x.shape, x.dtype), step)
+    return Versioned(jax.tree.map(lambda x: np.zeros((t,) + x.shape, x.dtype), step), version)
 
 
 def signature(config, obs_size: int):
@@ -79,35 +84,49 @@ def make_tables(config, obs_size: int):
 class Writer:
     """Writes rollout output to the table: per time step (replay) or per chunk (queue).
 
-    `write_steps(items)` takes a pytree with a leading [K] dim and makes K items;
-    `write_chunk(item)` makes one item of the whole pytree. Both return once the
-    server has confirmed the items, waiting in short slices so that a stop request
-    (`should_stop()`) is noticed even while the rate limiter or a full queue blocks.
+    `write_steps(items, version)` takes a pytree with a leading [K] dim and makes K
+    items; `write_chunk(item, version)` makes one item of the whole pytree. Each item
+    is a `Versioned(data, version)`: `version` is the params version the actor acted
+    with. New items get `self.priority` (the actor keeps it at the learner's largest
+    priority under prioritized replay). Both return once the server has confirmed
+    the items, waiting in short slices so that a stop request (`should_stop()`) is
+    noticed even while the rate limiter or a full queue blocks.
     """
 
     def __init__(self, client: reverb.Client, should_stop, flush_timeout_ms: int = 200):
         self._writer = client.trajectory_writer(num_keep_alive_refs=1)
         self._should_stop = should_stop
         self._timeout_ms = flush_timeout_ms
+        self.priority = 1.0
         self.blocked_seconds = 0.0  # time spent waiting on the server, for metrics
+        self._created = 0  # items created since the last confirmed flush
+        self._written = 0  # items the server confirmed, not yet popped
 
-    def write_steps(self, items) -> None:
+    def pop_written(self) -> int:
+        """Items the server confirmed since the last call."""
+        written, self._written = self._written, 0
+        return written
+
+    def write_steps(self, items, version: int = 0) -> None:
         """K items from a pytree of numpy arrays [K, ...], one append + item each."""
         leaves, treedef = jax.tree.flatten(items)
+        stamp = np.int32(version)
         for k in range(leaves[0].shape[0]):
-            self._writer.append(jax.tree.unflatten(treedef, [x[k] for x in leaves]))
+            self._writer.append(Versioned(jax.tree.unflatten(treedef, [x[k] for x in leaves]),
+                                          stamp))
             self._create_item()
         self._flush()
 
-    def write_chunk(self, item) -> None:
+    def write_chunk(self, item, version: int = 0) -> None:
         """One item holding the whole pytree (e.g. a [T, B] chunk)."""
-        self._writer.append(item)
+        self._writer.append(Versioned(item, np.int32(version)))
         self._create_item()
         self._flush()
 
     def _create_item(self) -> None:
         step = jax.tree.map(lambda column: column[-1], self._writer.history)
-        self._writer.create_item(TABLE, priority=1.0, trajectory=step)
+        self._writer.create_item(TABLE, priority=float(self.priority), trajectory=step)
+        self._created += 1
 
     def _flush(self) -> None:
         start = time.perf_counter()
@@ -115,6 +134,7 @@ class Writer:
             while not self._should_stop():
                 try:
                     self._writer.flush(timeout_ms=self._timeout_ms)
+                    self._written, self._created = self._written + self._created, 0
                     return
                 except reverb.errors.DeadlineExceededError:
                     continue
@@ -130,27 +150,58 @@ class Writer:
         self._writer.close()
 
 
-def make_dataset(server_address: str, config, obs_size: int, timeout_ms: int = 500):
-    """A prefetching tf.data pipeline of learner batches (numpy pytrees).
+def in_flight_samples(config) -> int:
+    """Samples a dataset worker may request ahead: `learner.max_in_flight`, or derived.
 
-    Yields the sampled `ReplaySample` batches with leading [items_per_batch]. On a
-    sampling timeout (nothing to sample for `timeout_ms`) the iterator ends, so the
-    learner can check for a stop request and build a new one.
+    A queue's sampled chunks leave the table at once, so every in-flight sample is a
+    chunk that ages while it waits; 0 derives one batch for the queue. Replay samples
+    stay in the table, so there 0 derives max(64, 4 batches) for throughput.
     """
+    k = config_lib.items_per_batch(config)
+    if config.learner.get("max_in_flight", 0):  # a run saved before the field: derived
+        return int(config.learner.max_in_flight)
+    if config_lib.is_replay(config_lib.make_agent_config(config)):
+        return max(64, 4 * k)
+    return k
+
+
+def make_dataset(server_address: str, config, obs_size: int, timeout_ms: int = 500):
+    """A prefetching tf.data pipeline of sampled items (numpy pytrees).
+
+    Replay: `ReplaySample` batches with leading [items_per_batch] (tf.data batches;
+    a partial batch lost at a timeout was only sampled, never removed). Queue: single
+    items, `learner.prefetch` batches' worth buffered, one worker: `iterate_batches`
+    batches them so that no consumed chunk is ever dropped. On a sampling timeout
+    (nothing to sample for `timeout_ms`) the iterator ends, so the learner can check
+    for a stop request and build a new one.
+    """
+    sig = signature(config, obs_size)
+    is_replay = config_lib.is_replay(config_lib.make_agent_config(config))
+    k = config_lib.items_per_batch(config)
     ds = reverb.TrajectoryDataset(
         server_address=server_address,
         table=TABLE,
-        dtypes=tf.nest.map_structure(lambda s: s.dtype, signature(config, obs_size)),
-        shapes=tf.nest.map_structure(lambda s: s.shape, signature(config, obs_size)),
-        max_in_flight_samples_per_worker=max(64, 4 * config_lib.items_per_batch(config)),
+        dtypes=tf.nest.map_structure(lambda s: s.dtype, sig),
+        shapes=tf.nest.map_structure(lambda s: s.shape, sig),
+        max_in_flight_samples_per_worker=in_flight_samples(config),
+        # One worker: a second one's buffered chunks would be lost when the first
+        # times out and the iterator is rebuilt.
+        num_workers_per_iterator=-1 if is_replay else 1,
         rate_limiter_timeout_ms=timeout_ms,
     )
-    ds = ds.batch(config_lib.items_per_batch(config), drop_remainder=True)
-    return ds.prefetch(config.learner.prefetch)
+    if is_replay:
+        ds = ds.batch(k, drop_remainder=True)
+        return ds.prefetch(config.learner.prefetch) if config.learner.prefetch else ds
+    return ds.prefetch(config.learner.prefetch * k) if config.learner.prefetch else ds
 
 
 def to_learner_batch(data, replay: bool):
-    """A sampled batch -> the agent's batch: QTransition [K*B] or Transition [T, M*B]."""
+    """A sampled batch -> the agent's batch: QTransition [K*B] or Transition [T, M*B].
+
+    `data` is the sampled `Versioned` batch (its `data` is used) or that data itself.
+    """
+    if isinstance(data, Versioned):
+        data = data.data
     if replay:
         return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), data)
 
@@ -161,23 +212,114 @@ def to_learner_batch(data, replay: bool):
     return jax.tree.map(to_time_major, data)
 
 
-def iterate_batches(server_address: str, config, obs_size: int, should_stop) -> Iterator:
-    """Yields (ReplaySample batch, seconds waited) until `should_stop()`.
+def _stack(samples):
+    """K single `ReplaySample`s -> one with a leading [K] dim on every leaf."""
+    return jax.tree.map(lambda *xs: np.stack(xs), *samples)
+
+
+def iterate_batches(server_address: str, config, obs_size: int, should_stop,
+                    timeout_ms: int = 500) -> Iterator:
+    """Yields (ReplaySample batch [items_per_batch], seconds waited) until `should_stop()`.
 
     Rebuilds the dataset after each sampling timeout, so waiting for data never
-    hides a stop request.
+    hides a stop request. Queue items sampled before a timeout are kept and go
+    into the next batch: every chunk taken from the queue is learned from (only a
+    partial batch pending when the program stops is not).
     """
+    batched = config_lib.is_replay(config_lib.make_agent_config(config))
+    k = config_lib.items_per_batch(config)
+    pending = []  # queue items sampled but not yet yielded; survives rebuilds
+    waited = 0.0
     while not should_stop():
-        iterator = make_dataset(server_address, config, obs_size).as_numpy_iterator()
+        iterator = make_dataset(server_address, config, obs_size, timeout_ms).as_numpy_iterator()
         start = time.perf_counter()
         try:
             for sample in iterator:
-                yield sample, time.perf_counter() - start
+                if not batched:
+                    pending.append(sample)
+                    if len(pending) < k:
+                        continue
+                    sample, pending = _stack(pending), []
+                yield sample, waited + time.perf_counter() - start
+                waited = 0.0
                 if should_stop():
                     return
                 start = time.perf_counter()
         except tf.errors.DeadlineExceededError:
+            waited += time.perf_counter() - start
             logging.info("replay: no data for a while; still waiting")
+
+
+def importance_exponent(config, updates: int) -> float:
+    """beta after `updates` updates: linear from `importance_exponent` to 1."""
+    r = config.replay
+    beta0, anneal = r.get("importance_exponent", 0.4), r.get("importance_anneal_updates", 0)
+    if not anneal:
+        return float(beta0)
+    return float(beta0 + (1.0 - beta0) * min(updates / anneal, 1.0))
+
+
+def importance_weights(info, beta: float) -> np.ndarray:
+    """Prioritized replay's importance-sampling weights [K] of a sampled batch.
+
+    w_i = (N * P(i)) ** -beta, over the batch's largest weight (so weights only
+    shrink updates), with P(i) the item's sampling probability and N the table size
+    when it was sampled (`SampleInfo.probability`, `SampleInfo.table_size`).
+    """
+    w = (np.asarray(info.table_size, np.float64) * np.asarray(info.probability)) ** -beta
+    return (w / np.max(w)).astype(np.float32)
+
+
+class PriorityUpdater:
+    """Writes new item priorities to the table from a background thread.
+
+    `submit(keys [K], priorities [K * B])` returns at once (the arrays may still be
+    on the device; they are fetched in the thread), so the learner's next update
+    does not wait for Reverb. An item holds B transitions: its priority is the
+    largest of theirs (floored at 1e-6 so that no item becomes unsampleable).
+    `max_priority` is the largest item priority written so far (1.0 before the
+    first), what new items are inserted at. At most `max_pending` updates wait; beyond
+    that `submit` blocks, so a slow server slows the learner instead of growing a
+    backlog of stale priorities.
+    """
+
+    def __init__(self, client: reverb.Client, max_pending: int = 8):
+        self._client = client
+        self._queue = queue.Queue(max_pending)
+        self._max = None
+        self.written = 0  # updates applied, for tests and metrics
+        self._thread = threading.Thread(target=self._loop, name="priority-updater", daemon=True)
+        self._thread.start()
+
+    @property
+    def max_priority(self) -> float:
+        return 1.0 if self._max is None else self._max
+
+    def submit(self, keys, priorities) -> None:
+        self._queue.put((keys, priorities))
+
+    def _loop(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            keys, priorities = jax.device_get(job)
+            keys = np.asarray(keys)
+            priorities = np.asarray(priorities, np.float64).reshape(len(keys), -1)
+            priorities = np.maximum(np.max(priorities, axis=1), 1e-6)  # [K]
+            self._max = max(self._max or 0.0, float(np.max(priorities)))
+            try:
+                self._client.mutate_priorities(
+                    TABLE, updates=dict(zip(keys.tolist(), priorities.tolist()))
+                )
+                self.written += 1
+            except Exception as err:  # noqa: BLE001 - a stopping server: nothing to update
+                logging.info("replay: priority update failed (%s)", err)
+
+    def close(self, timeout_s: float = 3.0) -> None:
+        """Applies what is pending (up to `timeout_s`) and stops the thread."""
+        self._queue.put(None)
+        self._thread.join(timeout_s)
 
 
 def wait_for_server(client: reverb.Client, should_stop, max_backoff_s: float = 8.0) -> bool:

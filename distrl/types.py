@@ -48,3 +48,17 @@ class QTransition(NamedTuple):
     reward: Array
     discount: Array
     next_observation: Array
+
+
+class Versioned(NamedTuple):
+    """One Reverb item: what the actor wrote and the params version it acted with.
+
+    data: a `QTransition` [B] (replay) or a `Transition` [T, B] chunk (queue).
+    version: [] int32, the learner version of the behaviour policy's params (the
+      version the actor's `ParamsClient` held when the rollout was dispatched). The
+      learner's data age of an item is its own version minus this one.
+    Both gain a leading [K] dim when written K at a time or sampled in a batch.
+    """
+
+    data: Any
+    version: Array

@@ -182,3 +182,37 @@ def test_learning_rate_decays_linearly_then_stays():
     np.testing.assert_allclose(sizes, [1.0, 0.8, 0.6, 0.4, 0.2, 0.2], atol=1e-6)
     config = agents.make_config("a2c", learning_rate_decay_steps=100, learning_rate_final=1e-4)
     assert config.learning_rate_decay_steps == 100  # every preset carries the fields
+
+
+def test_importance_weights_scale_each_transitions_loss():
+    """Known answer: loss = mean(w_i * l_i); the priorities are |TD| whatever the weights."""
+    config = dqn.DQNConfig(network="table", double_q=False, loss="l2")
+    agent = dqn.make_agent(config, SPEC)
+    args = (agent.network, config, table_params(Q_ONLINE), table_params(Q_TARGET), hand_batch())
+    weights = jnp.array([0.5, 0.0])
+    value, metrics = dqn.loss_fn(*args, weights)
+    np.testing.assert_allclose(value, (0.5 * 0.5 * 3.1**2 + 0.0) / 2, rtol=1e-6)
+    np.testing.assert_allclose(metrics["priorities"], [3.1, 1.25], rtol=1e-6)
+    grads = jax.grad(lambda p: dqn.loss_fn(agent.network, config, p, *args[3:], weights)[0])(
+        table_params(Q_ONLINE)
+    )
+    expected = np.zeros((4, 4), np.float32)
+    expected[0, 1] = -0.5 * 3.1 / 2  # the zero-weight transition moves nothing
+    np.testing.assert_allclose(grads["table"]["w"], expected, rtol=1e-6, atol=1e-7)
+
+
+def test_update_applies_the_weights():
+    """The jitted update with weights [1, 0] equals the update on the first transition."""
+    config = dqn.DQNConfig(network="table", double_q=False, loss="l2", optimizer="sgd",
+                           learning_rate=1.0, max_grad_norm=0.0)
+    agent = dqn.make_agent(config, SPEC)
+    state = agent.init(jax.random.PRNGKey(0))
+    state = state._replace(params=table_params(Q_ONLINE), target_params=table_params(Q_TARGET))
+    weighted, metrics = agent.update(state, hand_batch(), jnp.array([1.0, 0.0]))
+    first = jax.tree.map(lambda x: x[:1], hand_batch())
+    alone, _ = agent.update(state, first)
+    # mean over 2 with one zero weight = half the single-transition gradient
+    delta_w = weighted.params["table"]["w"] - Q_ONLINE
+    delta_1 = alone.params["table"]["w"] - Q_ONLINE
+    np.testing.assert_allclose(delta_w, 0.5 * delta_1, rtol=1e-6, atol=1e-7)
+    assert metrics["priorities"].shape == (2,)

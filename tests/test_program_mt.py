@@ -1,5 +1,6 @@
 """The whole program under Launchpad's test_mt: real Reverb, real courier nodes, threads.
 
+GRPO and REINFORCE run at the default chunk length T=16 (whole-episode windows).
 Each run trains until the evaluator's greedy success rate reaches 1.0 on the
 non-slippery 4x4 map (or the budget ends, which fails the test).
 """
@@ -7,21 +8,25 @@ non-slippery 4x4 map (or the budget ends, which fails the test).
 import json
 import os
 
+import numpy as np
 import pytest
 from conftest import load_config
 
+from distrl import metrics
 from distrl.program import errors
 from distrl.program import launcher as program
 
 
 def _run(config_name: str, run_dir: str, **budget):
-    config = load_config(config_name)
+    config = load_config(config_name.split("-")[0])
+    if config_name == "dqn-prioritized":  # weights, max-priority inserts, async updates
+        config.replay.sampler = "prioritized"
     config.run_dir = run_dir
     config.budget.update(dict(env_steps=3_000_000, seconds=150.0, **budget))
     return program.run(config, "test_mt")
 
 
-@pytest.mark.parametrize("config_name", ["dqn", "ppo"])
+@pytest.mark.parametrize("config_name", ["dqn", "dqn-prioritized", "ppo", "grpo", "reinforce"])
 def test_trains_to_full_success_on_4x4(config_name, run_dir):
     result, out_dir = _run(config_name, run_dir)
     assert result is not None, "the evaluator wrote no result"
@@ -33,6 +38,19 @@ def test_trains_to_full_success_on_4x4(config_name, run_dir):
         assert json.load(f)["stop_reason"] == "target_reached"
     assert os.path.exists(os.path.join(out_dir, "config.json"))
     assert "G" in result["grids"] and ">" in result["grids"]
+    _check_data_accounting(config_name, result, out_dir)
+
+
+def _check_data_accounting(config_name: str, result, out_dir: str):
+    """Data age and item counts reach result.json and the learner's CSV and TensorBoard."""
+    data = result["data"]
+    assert data["items_learned"] > 0 and data["items_written"] > 0  # (counter: up to 0.5 s old)
+    assert 0.0 <= data["data_age_mean"] <= data["data_age_max"]
+    rows = metrics.read_csv(metrics.csv_path(out_dir, "learner"))
+    assert np.all(rows["data_age_mean"] >= 0) and np.all(rows["data_age_max"] >= 0)
+    assert os.listdir(os.path.join(out_dir, "tb", "learner"))
+    if config_name in ("ppo", "grpo", "reinforce"):  # gated actors: fresh batches
+        assert data["data_age_mean"] <= 1.0, data
 
 
 def test_learner_step_budget_stops_the_program(run_dir):

@@ -5,6 +5,9 @@ rollout written through `replay.Writer`, read back through the learner's prefetc
 dataset, reshaped, and fed to the agent's jitted update.
 """
 
+import threading
+import time
+
 import jax
 import numpy as np
 import pytest
@@ -57,11 +60,11 @@ def test_actor_items_match_learner_batches(algorithm, server_for):
     is_replay = config_lib.is_replay(agent_config)
     writer = replay.Writer(client, lambda: False)
     write = writer.write_steps if is_replay else writer.write_chunk
-    to_items, tail = make_item_fn(agent_config), None
+    to_items, tail = make_item_fn(agent_config, config_lib.episode_window(c)), None
     for i in range(2):
         carry, chunk, _ = unroll(state.params, carry, jax.random.PRNGKey(i), 0.5)
         items, tail = to_items(tail, chunk)
-        write(jax.device_get(items))
+        write(jax.device_get(items), version=7 + i)
     expected = replay.example_item(c, env.obs_size)
     size = client.server_info()[replay.TABLE].current_size
     assert size == (2 * c.actor.unroll_length - agent_config.n_step + 1 if is_replay else 2)
@@ -76,12 +79,18 @@ def test_actor_items_match_learner_batches(algorithm, server_for):
     k = config_lib.items_per_batch(c)
     for got, want in zip(jax.tree.leaves(data), jax.tree.leaves(expected)):
         assert got.shape == (k,) + want.shape and got.dtype == want.dtype
+    assert set(data.version.tolist()) <= {7, 8}  # each item carries its behaviour version
+    if not is_replay:  # the queue hands chunks out in order
+        assert data.version.tolist() == [7, 8]
 
-    batch = replay.to_learner_batch(data, is_replay)
-    n, t = c.actor.num_envs, c.actor.unroll_length
+    batch = replay.to_learner_batch(data.data, is_replay)
+    n, t = c.actor.num_envs, config_lib.item_length(c)  # T, or W x T for episode windows
     assert batch.action.shape == ((k * n,) if is_replay else (t, k * n))
     new_state, metrics = agent.update(state, batch)
     assert int(new_state.step) == 1
+    priorities = metrics.pop("priorities", None)  # DQN: |TD| per transition
+    if is_replay:
+        assert priorities.shape == batch.action.shape
     assert all(np.isfinite(float(v)) for v in metrics.values())
     writer.close()
 
@@ -105,3 +114,136 @@ def test_wait_for_server_retries_then_honours_stop(caplog):
     with caplog.at_level("WARNING"):
         assert replay.wait_for_server(client, should_stop, max_backoff_s=0.1) is False
     assert "unreachable" in caplog.text and "retrying" in caplog.text
+
+
+def _queue_config(batch_chunks: int):
+    c = config_lib.base_config("ppo")
+    c.actor.num_envs, c.actor.unroll_length = 2, 3
+    c.learner.batch_size = batch_chunks
+    c.replay.queue_size = 8
+    return c
+
+
+def _chunk(c, obs_size: int):
+    return replay.example_item(c, obs_size).data
+
+
+def test_no_queue_chunk_is_dropped_across_dataset_timeouts(server_for):
+    """Chunks produced = chunks learned from, even when a batch straddles timeouts.
+
+    Three chunks for batches of two, then a pause of many sampling timeouts, then a
+    fourth: the third chunk waits in the learner's pending batch across dataset
+    rebuilds (tf.data's drop_remainder used to throw it away) and both batches hold
+    every chunk exactly once, in the order written.
+    """
+    c = _queue_config(batch_chunks=2)
+    obs_size = config_lib.make_env(c).obs_size
+    client = server_for(c, obs_size)
+    writer = replay.Writer(client, lambda: False)
+    for i in range(3):
+        writer.write_chunk(_chunk(c, obs_size), version=i)
+    late = threading.Timer(1.5, lambda: writer.write_chunk(_chunk(c, obs_size), version=3))
+    late.start()
+    taken, deadline = [], time.time() + 60
+    try:
+        for sample, _ in replay.iterate_batches(
+            client.server_address, c, obs_size,
+            should_stop=lambda: len(taken) == 2 or time.time() > deadline, timeout_ms=100,
+        ):
+            taken.append(sample.data.version.tolist())
+    finally:
+        late.join()
+    assert writer.pop_written() == 4
+    assert taken == [[0, 1], [2, 3]]
+    assert client.server_info()[replay.TABLE].current_size == 0
+    writer.close()
+
+
+def test_queue_dataset_holds_at_most_one_batch_ahead(server_for):
+    """Freshness: with prefetch 0 the learner's dataset takes one batch of chunks at a
+    time, and the rest stay in the queue (where actors block on them)."""
+    c = _queue_config(batch_chunks=2)
+    c.learner.prefetch = 0
+    obs_size = config_lib.make_env(c).obs_size
+    client = server_for(c, obs_size)
+    writer = replay.Writer(client, lambda: False)
+    for i in range(6):
+        writer.write_chunk(_chunk(c, obs_size), version=i)
+    iterator = replay.iterate_batches(client.server_address, c, obs_size, lambda: False)
+    sample, _ = next(iterator)
+    assert sample.data.version.tolist() == [0, 1]
+    time.sleep(0.5)  # time for any read-ahead to happen
+    left = client.server_info()[replay.TABLE].current_size
+    assert left >= 6 - 2 * c.learner.batch_size, left  # at most one more batch in flight
+    iterator.close()
+    writer.close()
+
+
+def _prioritized_config():
+    c = config_lib.base_config("dqn")
+    c.actor.num_envs, c.actor.unroll_length = 2, 4
+    c.learner.batch_size = 2 * 8  # 8 items per batch
+    c.replay.update(dict(sampler="prioritized", priority_exponent=0.5, min_size=1,
+                         samples_per_insert=1000.0, error_buffer=1e6))
+    return c
+
+
+def _sample_frequencies(client, c, obs_size, batches: int):
+    """Sampled share of each item (by its version stamp) and the reported P(i)."""
+    counts, probability, taken = np.zeros(4), {}, []
+    for sample, _ in replay.iterate_batches(client.server_address, c, obs_size,
+                                            should_stop=lambda: len(taken) == batches):
+        taken.append(sample)
+        for v, p in zip(sample.data.version.tolist(), sample.info.probability.tolist()):
+            counts[v] += 1
+            probability[v] = p
+    return counts / counts.sum(), np.array([probability[i] for i in range(4)]), taken
+
+
+def test_prioritized_sampling_follows_priorities(server_for):
+    """Real Reverb table: P(i) ~ priority_i ** alpha, at insert and after an update
+    written by the learner's background `PriorityUpdater`."""
+    c = _prioritized_config()
+    obs_size = config_lib.make_env(c).obs_size
+    client = server_for(c, obs_size)
+    writer = replay.Writer(client, lambda: False)
+    one_step = jax.tree.map(lambda x: x[None], replay.example_item(c, obs_size).data)
+    inserted = np.array([1.0, 2.0, 4.0, 9.0])
+    for i, priority in enumerate(inserted):
+        writer.priority = priority  # the actor's max-priority inserts go through this
+        writer.write_steps(one_step, version=i)
+    want = inserted**0.5 / np.sum(inserted**0.5)
+    share, reported, taken = _sample_frequencies(client, c, obs_size, batches=250)
+    np.testing.assert_allclose(reported, want, rtol=1e-5)
+    np.testing.assert_allclose(share, want, atol=0.03)  # 2,000 draws: 3 std errors ~0.03
+
+    # The learner's path: per-transition priorities [K * B] -> item max -> the table.
+    key_of = {v: k for s in taken for v, k in zip(s.data.version.tolist(), s.info.key.tolist())}
+    new = np.array([9.0, 4.0, 1.0, 1.0])
+    per_transition = np.repeat(new, c.actor.num_envs)
+    per_transition[1::2] *= 0.5  # the item's max counts, not the mean
+    updater = replay.PriorityUpdater(client)
+    updater.submit(np.array([key_of[i] for i in range(4)], np.uint64), per_transition)
+    updater.close()
+    assert updater.written == 1 and updater.max_priority == 9.0
+    want = np.sqrt(new) / np.sum(np.sqrt(new))
+    share, reported, _ = _sample_frequencies(client, c, obs_size, batches=250)
+    np.testing.assert_allclose(reported, want, rtol=1e-5)
+    np.testing.assert_allclose(share, want, atol=0.03)
+    writer.close()
+
+
+def test_importance_weights_known_answer():
+    """w_i = (N P(i)) ** -beta / max_j w_j; beta anneals linearly to 1."""
+
+    class Info:
+        probability = np.array([0.1, 0.4, 0.5])
+        table_size = np.array([10, 10, 10])
+
+    w = replay.importance_weights(Info, beta=0.5)
+    np.testing.assert_allclose(w, [1.0, (4.0**-0.5) / 1.0, (5.0**-0.5) / 1.0], rtol=1e-6)
+    c = _prioritized_config()
+    c.replay.importance_exponent, c.replay.importance_anneal_updates = 0.4, 100
+    assert replay.importance_exponent(c, 0) == pytest.approx(0.4)
+    assert replay.importance_exponent(c, 50) == pytest.approx(0.7)
+    assert replay.importance_exponent(c, 1000) == pytest.approx(1.0)

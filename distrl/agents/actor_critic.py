@@ -4,8 +4,10 @@ Batch: `Transition` [T, N] trajectory chunks with behaviour extras
 {'log_prob': [T, N], 'value': [T, N]}. Advantages come from GAE(lambda) (or
 V-trace for stale behaviour policies) via `distrl.agents.advantages`, which keeps
 bootstrapping right across truncation vs termination. REINFORCE is
-`use_critic=False, gae_lambda=1.0`: Monte-Carlo returns inside the chunk, no
-baseline (a chunk end cuts an episode's return; use chunks longer than episodes).
+`use_critic=False, gae_lambda=1.0`: Monte-Carlo returns, no baseline. A chunk end
+cuts an episode's return, so distributed REINFORCE trains on windows of whole
+episodes (`extras["owned"]`, see `distrl.agents.episodes`); without that mark
+(the single-process trainer) use chunks longer than episodes.
 """
 
 import dataclasses
@@ -119,6 +121,7 @@ def loss_fn(network, config: ActorCriticConfig, params, batch: Transition):
     )  # [T, N]
     if config.normalize_advantages:
         adv = adv_lib.normalize(adv, jnp.ones_like(adv))
+    adv = adv_lib.owned_only(adv, batch)
     losses, metrics = jax.vmap(trajectory_loss, (None, None, None, 1, 1, 1))(
         network, config, params, batch, adv, targets
     )

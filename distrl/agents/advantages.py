@@ -100,7 +100,8 @@ def grpo(batch: Transition, gamma: float, eps: float = 1e-6):
     """Group-relative advantages for a batch of chunks [T, N]; no critic.
 
     The group is every episode segment of the batch that ends inside its chunk
-    (one per `last` step). Each such segment scores its discounted return R (see
+    (one per `last` step); for whole-episode windows (`extras["owned"]`, see
+    `distrl.agents.episodes`), every whole episode the window trains. Each such segment scores its discounted return R (see
     `segment_returns`); all its steps get (R - mean(R)) / (std(R) + eps), with mean
     and std over the group. Steps of segments still running at the chunk end get
     weight 0 (their outcome is unknown). Returns (advantages [T, N], weights [T, N],
@@ -109,6 +110,9 @@ def grpo(batch: Transition, gamma: float, eps: float = 1e-6):
     seg, complete, is_start = jax.vmap(segment_returns, in_axes=(1, None), out_axes=1)(
         batch, gamma
     )  # [T, N] each
+    owned = batch.extras.get("owned") if isinstance(batch.extras, dict) else None
+    if owned is not None:  # a window: only its whole episodes ending in the newest chunk
+        complete = owned > 0
     member = (complete & is_start).astype(jnp.float32)  # one entry per segment
     count = jnp.sum(member)
     safe = jnp.maximum(count, 1.0)
@@ -117,6 +121,14 @@ def grpo(batch: Transition, gamma: float, eps: float = 1e-6):
     weights = complete.astype(jnp.float32)
     adv = (seg - mean) / (std + eps) * weights
     return adv, weights, count
+
+
+def owned_only(adv: jnp.ndarray, batch: Transition) -> jnp.ndarray:
+    """Advantages [T, N] times the weights of a whole-episode window (`extras["owned"]`:
+    W on the steps it trains, 0 elsewhere; see `distrl.agents.episodes`); unchanged
+    for a batch without them."""
+    owned = batch.extras.get("owned") if isinstance(batch.extras, dict) else None
+    return adv if owned is None else adv * owned
 
 
 def normalize(adv: jnp.ndarray, weights: jnp.ndarray, eps: float = 1e-8) -> jnp.ndarray:

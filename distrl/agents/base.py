@@ -41,7 +41,9 @@ class Agent(NamedTuple):
     """The pure functions an algorithm exposes (see CONTRACTS / WORKSPACE).
 
     init: (key) -> TrainingState.
-    update: (TrainingState, batch) -> (TrainingState, metrics); one jax.jit.
+    update: (TrainingState, batch) -> (TrainingState, metrics); one jax.jit. metrics are
+      scalars, except DQN's `priorities` [N] (|TD| per transition, for prioritized
+      replay), whose update also takes `weights` [N] (importance sampling).
     policy: (params, key, observations [B, O], epsilon []) -> (actions [B] int32, extras).
     greedy: (params, observations [B, O]) -> actions [B] int32.
     value: (params, observations [B, O]) -> values [B] (max_a Q or V).

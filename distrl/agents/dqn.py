@@ -93,8 +93,14 @@ def td_error(network, params, target_params, transition: QTransition, double_q: 
     )
 
 
-def loss_fn(network, config: DQNConfig, params, target_params, batch: QTransition):
-    """Mean Huber / L2 TD loss over a batch [N]; returns (loss, metrics)."""
+def loss_fn(network, config: DQNConfig, params, target_params, batch: QTransition,
+            weights=None):
+    """Weighted mean Huber / L2 TD loss over a batch [N]; returns (loss, metrics).
+
+    weights: [N] importance-sampling weights of prioritized replay (None: all 1).
+    metrics holds scalars and `priorities` [N] = |TD| (no gradient), the new
+    priorities of the batch's transitions.
+    """
     td = jax.vmap(td_error, in_axes=(None, None, None, 0, None))(
         network, params, target_params, batch, config.double_q
     )  # [N]
@@ -104,8 +110,11 @@ def loss_fn(network, config: DQNConfig, params, target_params, batch: QTransitio
         losses = rlax.l2_loss(td)  # 0.5 * td**2
     else:
         raise ValueError(f"unknown loss {config.loss!r}; use 'huber' or 'l2'")
+    if weights is not None:
+        losses = losses * weights
     loss = jnp.mean(losses)
-    return loss, {"loss": loss, "td_abs": jnp.mean(jnp.abs(td))}
+    td_abs = jnp.abs(jax.lax.stop_gradient(td))
+    return loss, {"loss": loss, "td_abs": jnp.mean(td_abs), "priorities": td_abs}
 
 
 def _update_target(config: DQNConfig, params, target_params, step):
@@ -115,10 +124,12 @@ def _update_target(config: DQNConfig, params, target_params, step):
     return optax.incremental_update(params, target_params, tau)
 
 
-def _update(net, optimizer, config: DQNConfig, state: base.TrainingState, batch: QTransition):
-    """One gradient step and target refresh: (state, batch [N]) -> (state, metrics)."""
+def _update(net, optimizer, config: DQNConfig, state: base.TrainingState, batch: QTransition,
+            weights=None):
+    """One gradient step and target refresh: (state, batch [N], weights [N] | None) ->
+    (state, metrics), metrics with `priorities` [N] (see `loss_fn`)."""
     grads, metrics = jax.grad(loss_fn, argnums=2, has_aux=True)(
-        net, config, state.params, state.target_params, batch
+        net, config, state.params, state.target_params, batch, weights
     )
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)

@@ -6,9 +6,10 @@ the truncation-aware trick of `distrl.agents.advantages`, or group-relative
 GRPO), then runs `num_epochs` x `num_minibatches` Adam steps on shuffled time
 steps with `lax.scan`, all in one compiled call.
 
-GRPO scores only episodes that end inside their chunk (see `advantages.grpo`), so it
-needs chunks longer than most episodes: T=64 on the 4x4 map (with T=16 the greedy
-policy never settled in our runs).
+GRPO scores only episodes that end inside their chunk (see `advantages.grpo`): the
+distributed actor writes windows of whole episodes (`distrl.agents.episodes`); the
+single-process trainer needs chunks longer than most episodes (T=64 on the 4x4 map;
+with T=16 and no windows the greedy policy never settled in our runs).
 """
 
 import dataclasses
@@ -96,6 +97,7 @@ def batch_advantages(network, config: PPOConfig, params, batch: Transition):
     """(advantages [T, N], value_targets [T, N], metrics) before any epoch."""
     if config.advantage == "grpo":
         adv, _, group = adv_lib.grpo(batch, config.discount)
+        adv = adv_lib.owned_only(adv, batch)
         return adv, jnp.zeros_like(adv), {"group_size": group}
     if config.advantage != "gae":
         raise ValueError(f"unknown advantage {config.advantage!r}; use 'gae' or 'grpo'")

@@ -18,11 +18,11 @@ from absl import logging
 
 from distrl import agents, metrics, replay, rollout
 from distrl import config as config_lib
-from distrl.agents import nstep
+from distrl.agents import episodes, nstep
 from distrl.nodes.variables import ParamsClient
 from distrl.program import lifecycle
 
-_REPORT_SECONDS = 0.5
+_REPORT_SECONDS = 0.1  # counts reach the counter (and result.json) at most this late
 
 
 def actor_epsilon(base_epsilon: float, actor_id: int, num_actors: int, spread: float) -> float:
@@ -32,13 +32,23 @@ def actor_epsilon(base_epsilon: float, actor_id: int, num_actors: int, spread: f
     return float(base_epsilon ** (1.0 + spread * actor_id / (num_actors - 1)))
 
 
-def make_item_fn(agent_config):
+def make_item_fn(agent_config, episode_window: int = 2):
     """Jitted `(tail, chunk) -> (items, tail)`: what one rollout chunk writes.
 
     Replay: n-step transitions [T, B] (the first chunk, without a tail, gives
     T - n + 1); the last n - 1 steps carry over so every step is emitted once.
-    Queue: the chunk itself, written as one item.
+    Queue: the chunk itself, written as one item; for REINFORCE and GRPO the window
+    of the last `episode_window` chunks with the steps it trains marked
+    (`distrl.agents.episodes`), the previous chunks carried over.
     """
+    if episodes.whole_episodes(agent_config):
+
+        @jax.jit
+        def window(tail, chunk):
+            previous = episodes.pad(chunk, episode_window - 1) if tail is None else tail
+            return episodes.window(previous, chunk)
+
+        return window
     if not config_lib.is_replay(agent_config):
         return lambda tail, chunk: (chunk, None)
     n, gamma = agent_config.n_step, agent_config.discount
@@ -93,7 +103,7 @@ class Actor:
         """Steps, writes and reports until the program stops; returns env steps."""
         c = self._config
         unroll = rollout.make_rollout(env, agent.policy, c.actor.unroll_length)
-        to_items = make_item_fn(agent_config)
+        to_items = make_item_fn(agent_config, config_lib.episode_window(c))
         write = writer.write_steps if config_lib.is_replay(agent_config) else writer.write_chunk
         key = jax.random.fold_in(jax.random.PRNGKey(c.seed), 1000 + self._id)
         if self._start_steps:  # a resumed run explores differently from the one it continues
@@ -101,11 +111,17 @@ class Actor:
         key, carry_key = jax.random.split(key)
         carry = rollout.init_carry(env, carry_key, c.actor.num_envs)
         tally, tail, env_steps = _Tally(), None, self._start_steps
+        prioritized = config_lib.is_replay(agent_config) and c.replay.sampler == "prioritized"
+        max_priority = _MaxPriority(self._learner) if prioritized else None
+        gate = _VersionGate(params, c)
         steps_per_chunk = c.actor.num_envs * c.actor.unroll_length
-        pending = None  # the previous chunk's (items, stats), written while this one computes
+        pending = None  # the previous chunk's (items, stats, version), written while this
+        # one computes (not under the gate: a chunk held back would stall the learner)
         while not lifecycle.should_stop():
-            if params.update():
+            if gate.wait(lifecycle.should_stop) or params.update():
                 tally.add(version_lag=params.last_lag, param_updates=1)
+            if max_priority is not None:
+                max_priority.refresh(writer)
             global_steps = env_steps * c.num_actors  # the schedule counts all actors
             epsilon = actor_epsilon(float(agent.epsilon(global_steps)), self._id,
                                     c.num_actors, c.actor.epsilon_spread)
@@ -116,7 +132,10 @@ class Actor:
             items, tail = to_items(tail, chunk)
             if pending is not None:
                 self._deliver(pending, write, writer, tally)
-            pending = (items, stats)
+            pending = (items, stats, params.version)  # the behaviour policy's version
+            if gate.enabled:
+                self._deliver(pending, write, writer, tally)
+                pending = None
             env_steps += steps_per_chunk
             tally.maybe_report(self._counter, log)
             log.maybe_write(params.version, epsilon)
@@ -124,10 +143,12 @@ class Actor:
 
     @staticmethod
     def _deliver(pending, write, writer, tally) -> None:
-        """Writes one finished chunk's items and counts its steps and episodes."""
-        items, stats = jax.device_get(pending)
-        write(items)
+        """Writes one finished chunk's items (stamped with their behaviour version)
+        and counts its steps, episodes and items."""
+        items, stats, version = jax.device_get(pending)
+        write(items, version)
         tally.add(
+            items_written=writer.pop_written(),
             env_steps=int(stats.env_steps), episodes=int(stats.episodes),
             successes=int(stats.successes), return_sum=float(stats.return_sum),
             actor_blocked_seconds=writer.blocked_seconds,
@@ -135,8 +156,73 @@ class Actor:
         writer.blocked_seconds = 0.0
 
 
+class _VersionGate:
+    """On-policy freshness: act at most `chunks_per_version` chunks per params version.
+
+    N actors then write N x chunks_per_version chunks per round, `step` = that many
+    over the batch's K chunks updates' worth. After its chunks with version v, an
+    actor waits (server-side, `ParamsClient.wait_for_version`) until the learner
+    reaches v + step, so no chunk waits in the queue for older params to be used
+    up: data age stays below `step`. Each round holds at least a batch (validated),
+    so the learner always has what it needs to get there; a learner that still
+    made no progress for `patience_s` (a lost chunk) lets the actor act anyway.
+    Acting during a mere pause (the first update's compile) would leave a batch
+    of older chunks queued for the rest of the run, so the patience is long.
+    0 turns the gate off (fully asynchronous acting).
+    """
+
+    def __init__(self, params, config, wait_s: float = 0.5, patience_s: float = 30.0):
+        self._params = params
+        self._limit = int(config.actor.get("chunks_per_version", 0))
+        per_round = config.num_actors * self._limit
+        self._step = max(1, per_round // config_lib.items_per_batch(config))
+        self._wait_s, self._patience_s = wait_s, patience_s
+        self.enabled = self._limit > 0
+        self._version, self._chunks = None, 0
+
+    def wait(self, should_stop) -> bool:
+        """Call before each rollout; True when newer params were swapped in."""
+        if not self.enabled:
+            return False
+        swapped = False
+        if self._version == self._params.version and self._chunks >= self._limit:
+            target, last, since = self._version + self._step, self._version, time.time()
+            while not should_stop() and self._params.version < target:
+                swapped |= self._params.wait_for_version(target, self._wait_s)
+                if self._params.version != last:
+                    last, since = self._params.version, time.time()
+                elif time.time() - since > self._patience_s:
+                    logging.warning("actor: learner stuck at version %d; acting anyway", last)
+                    break
+        if self._version != self._params.version:
+            self._version, self._chunks = self._params.version, 0
+        self._chunks += 1
+        return swapped
+
+
+class _MaxPriority:
+    """Keeps the writer's priority for new items at the learner's largest priority.
+
+    Asked for in the background once per rollout (a courier future), like params.
+    """
+
+    def __init__(self, learner):
+        self._learner = learner
+        self._future = None
+
+    def refresh(self, writer) -> None:
+        if self._future is not None and self._future.done():
+            try:
+                writer.priority = float(self._future.result())
+            except Exception as err:  # noqa: BLE001 - a busy learner: keep the last value
+                logging.info("actor: max priority not refreshed (%s)", err)
+            self._future = None
+        if self._future is None:
+            self._future = self._learner.futures.max_priority()
+
+
 class _Tally:
-    """Counts accumulated locally and sent to the counter at most every 0.5 s."""
+    """Counts accumulated locally and sent to the counter at most every 0.1 s."""
 
     def __init__(self):
         self._pending = {}

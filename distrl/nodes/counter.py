@@ -1,7 +1,8 @@
 """Stage 6 of the data flow: the counter node, the program's shared tally.
 
-Actors add env steps and episodes, the learner adds updates and its parameter
-version, the evaluator reads the totals to decide when the budget is spent. One
+Actors add env steps, episodes and items written, the learner adds updates, items
+learned from, the data age sum and maximum, and its parameter version, the
+evaluator reads the totals to decide when the budget is spent. One
 small RPC object behind a lock; courier serves its public methods. A resumed run
 starts it from the totals in the learner's checkpoint, so counts continue.
 
@@ -50,6 +51,13 @@ class Counter:
             self._counts.update(values)
             self._save()
 
+    def maximum(self, **values: float) -> None:
+        """Keeps the largest value seen of each name (e.g. the oldest data's age)."""
+        with self._lock:
+            for name, value in values.items():
+                self._counts[name] = max(self._counts.get(name, value), value)
+            self._save()
+
     def get_counts(self) -> Dict[str, float]:
         """All totals, plus the seconds since the counter started."""
         with self._lock:
@@ -62,3 +70,20 @@ class Counter:
         with open(tmp, "w") as f:
             json.dump(self._counts, f)
         os.replace(tmp, self._path)  # a process death leaves the old or the new file
+
+
+def data_summary(counts: Dict[str, float]) -> Dict[str, float]:
+    """What happened to the data, from the counter's totals (for result.json).
+
+    data_age_mean / data_age_max: updates between the params an item was acted with
+    and the update that learned from it; items_written: items the actors' writes
+    confirmed; items_learned: items the learner's updates used (queue: equal to
+    items_written up to what the queue and the learner held when the run stopped).
+    """
+    items = counts.get("learner_items", 0)
+    return dict(
+        data_age_mean=counts.get("data_age_sum", 0.0) / items if items else 0.0,
+        data_age_max=counts.get("data_age_max", 0.0),
+        items_written=counts.get("items_written", 0),
+        items_learned=items,
+    )

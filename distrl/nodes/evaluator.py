@@ -25,6 +25,7 @@ from absl import logging
 from distrl import agents, evaluation, metrics
 from distrl import config as config_lib
 from distrl.envs import exact
+from distrl.nodes.counter import data_summary
 from distrl.nodes.replay_monitor import ReplayMonitor
 from distrl.nodes.variables import ParamsClient
 from distrl.program import lifecycle
@@ -197,6 +198,7 @@ class Evaluator:
             evaluation=report._asdict() if report is not None else None,
             exact=answer,
             replay=replay_summary,
+            data=data_summary(counts),
             map=list(env.desc),
         )
         text = [f"distrl: run ended ({reason}) after {result['wall_seconds']:.1f} s"]

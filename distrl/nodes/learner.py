@@ -19,32 +19,14 @@ import threading
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
 from distrl import agents, checkpoint, metrics, replay
 from distrl import config as config_lib
-from distrl.agents import dqn
 from distrl.program import lifecycle
 
-_REPORT_SECONDS = 0.5
-
-
-def make_priority_fn(agent):
-    """Jitted `(state, batch [K*B], K) -> item priorities [K]`: max |TD| over each item.
-
-    An item holds the B transitions of one time step, so its priority is the
-    largest TD error among them (floored so that no item becomes unsampleable).
-    """
-    td = jax.vmap(dqn.td_error, in_axes=(None, None, None, 0, None))
-
-    def priorities(state, batch, items: int):
-        errors = td(agent.network, state.params, state.target_params, batch,
-                    agent.config.double_q)  # [K * B]
-        return jnp.maximum(jnp.max(jnp.abs(errors.reshape(items, -1)), axis=1), 1e-6)
-
-    return jax.jit(priorities, static_argnums=2)
+_REPORT_SECONDS = 0.1  # counts reach the counter (and result.json) at most this late
 
 
 def num_transitions(batch) -> int:
@@ -64,9 +46,21 @@ class Learner:
         self._counter = counter
         self._start = start_time  # the run's start; earlier for a resumed run
         self._restore = restore
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()  # notified when a new version is published
         self._state = None
         self._version = 0
+        self._priorities = None  # replay.PriorityUpdater under prioritized replay
+
+    def wait_params(self, after_version: int, timeout_s: float):
+        """`get_params()` once the version exceeds `after_version`, or after `timeout_s`."""
+        with self._lock:
+            self._lock.wait_for(lambda: self._version > after_version, min(timeout_s, 2.0))
+        return self.get_params()
+
+    def max_priority(self) -> float:
+        """The priority new items get: the largest one written so far (1.0 at first)."""
+        updater = self._priorities
+        return updater.max_priority if updater is not None else 1.0
 
     def get_params(self):
         """(version, params as numpy pytree); version -1 before the first init."""
@@ -137,37 +131,56 @@ class Learner:
     def _train(self, agent, obs_size: int, report, saver) -> None:
         c = self._config
         is_replay = config_lib.is_replay(agent.config)
-        prioritized = is_replay and c.replay.sampler == "prioritized"
-        priorities = make_priority_fn(agent) if prioritized else None
+        if is_replay and c.replay.sampler == "prioritized":
+            self._priorities = replay.PriorityUpdater(self._replay)
         server = self._replay.server_address
         batches = replay.iterate_batches(server, c, obs_size, lifecycle.should_stop)
-        for sample, waited in batches:
-            start = time.perf_counter()
-            # The jitted update moves the numpy batch itself: an explicit device_put
-            # of the 5-leaf batch cost 390 us per update here (benchmarks/whatif.py).
-            batch = replay.to_learner_batch(sample.data, is_replay)
+        try:
+            for sample, waited in batches:
+                start = time.perf_counter()
+                # Data age: updates applied since the actor acted, per item [K].
+                ages = self._version - np.asarray(sample.data.version)
+                state, metrics_ = self._update(agent, sample, is_replay)
+                with self._lock:
+                    self._state, self._version = state, self._version + 1
+                    self._lock.notify_all()
+                report.add(metrics_, waited, time.perf_counter() - start,
+                           num_transitions(sample.data.data), ages)
+                report.maybe_send(self._counter, self._version)
+                if saver.due():
+                    saver.save(state, self._version, report.counts(self._version),
+                               self._elapsed())
+        finally:
+            if self._priorities is not None:
+                self._priorities.close()
+
+    def _update(self, agent, sample, is_replay: bool):
+        """One update on a sampled batch; returns the finished (state, scalar metrics).
+
+        Under prioritized replay the loss is weighted by importance weights and the
+        batch's new priorities go to the table in the background.
+        """
+        # The jitted update moves the numpy batch itself: an explicit device_put
+        # of the 5-leaf batch cost 390 us per update here (benchmarks/whatif.py).
+        batch = replay.to_learner_batch(sample.data.data, is_replay)
+        if self._priorities is None:
             state, metrics_ = agent.update(self._state, batch)
-            # Publish only finished updates: unbounded async dispatch let the version
-            # run ~30 updates ahead of the params get_params could return, and made
-            # get_params wait for the whole backlog.
-            jax.block_until_ready(state.step)
-            if priorities is not None:
-                self._update_priorities(priorities, state, batch, sample.info.key)
-            with self._lock:
-                self._state, self._version = state, self._version + 1
-            report.add(metrics_, waited, time.perf_counter() - start, batch)
-            report.maybe_send(self._counter, self._version)
-            if saver.due():
-                saver.save(state, self._version, report.counts(self._version), self._elapsed())
+        else:
+            beta = replay.importance_exponent(self._config, self._version)
+            weights = replay.importance_weights(sample.info, beta)  # [K], one per item
+            per_transition = np.repeat(weights, self._config.actor.num_envs)  # [K * B]
+            state, metrics_ = agent.update(self._state, batch, per_transition)
+        priorities = metrics_.pop("priorities", None)  # [K * B] |TD|, DQN only
+        # Publish only finished updates: unbounded async dispatch let the version
+        # run ~30 updates ahead of the params get_params could return, and made
+        # get_params wait for the whole backlog.
+        jax.block_until_ready(state.step)
+        if self._priorities is not None:
+            self._priorities.submit(sample.info.key, priorities)
+        return state, metrics_
 
     def _elapsed(self) -> float:
         return time.time() - self._start
-
-    def _update_priorities(self, priorities, state, batch, keys) -> None:
-        prios = np.asarray(priorities(state, batch, len(keys)), np.float64)
-        self._replay.mutate_priorities(
-            replay.TABLE, updates=dict(zip(np.asarray(keys).tolist(), prios.tolist()))
-        )
 
 
 def _counter_totals(counter) -> dict:
@@ -219,7 +232,7 @@ class _FinalCheckpoint:
 
 
 class _Report:
-    """Learner counts and the latest metrics: to the counter every 0.5 s, to the log.
+    """Learner counts and the latest metrics: to the counter every 0.1 s, to the log.
 
     Also keeps the counter's latest totals (the answer to its own increments), so a
     checkpoint can record them without a blocking call.
@@ -235,15 +248,20 @@ class _Report:
         self._last = time.time()
         self._totals = dict(counts)  # the counter's totals as last heard
         self._future = None
+        self._age = _AgeTally()  # since the last send to the counter
+        self._log_age = _AgeTally()  # since the last log row
         self._since_log = dict(updates=0.0, samples=0.0, wait=0.0)
         self._deltas = metrics.Deltas(self._since_log)
 
-    def add(self, metrics_, waited: float, busy: float, batch) -> None:
+    def add(self, metrics_, waited: float, busy: float, transitions: int, ages) -> None:
+        """One update: its metrics, seconds waited and busy, transitions, item ages [K]."""
         self._updates += 1
-        self._samples += num_transitions(batch)
+        self._samples += transitions
         self._wait += waited
         self._busy += busy
         self._metrics = metrics_
+        self._age.add(ages)
+        self._log_age.add(ages)
 
     def maybe_send(self, counter, version: int) -> None:
         """Sends in the background, so reporting never blocks learning."""
@@ -255,8 +273,11 @@ class _Report:
             learner_steps=self._updates, learner_samples=self._samples,
             learner_wait_seconds=self._wait, learner_busy_seconds=self._busy,
         )
+        counts.update(learner_items=self._age.items, data_age_sum=self._age.total)
         self._future = counter.futures.increment(**counts)
         counter.futures.set(param_version=version, **latest)
+        counter.futures.maximum(data_age_max=self._age.max)
+        self._age = _AgeTally()
         for name, value in zip(("updates", "samples", "wait"), (self._updates, self._samples,
                                                                 self._wait)):
             self._since_log[name] += value
@@ -284,10 +305,32 @@ class _Report:
     def _maybe_log(self, version: int, latest: dict) -> None:
         if not self._log.due():
             return
+        self._log_age, log_age = _AgeTally(), self._log_age
         d, seconds = self._deltas.step(self._since_log)
         self._log.write(version, dict(
             updates=version, param_version=version,
             updates_per_s=d["updates"] / seconds, samples_per_s=d["samples"] / seconds,
             wait_frac=d["wait"] / seconds,
+            data_age_mean=log_age.mean(), data_age_max=log_age.max,
             **{k[len("learner_"):]: v for k, v in latest.items()},
         ))
+
+
+class _AgeTally:
+    """Data age of the items learned from: how many, their summed and largest age.
+
+    An item's age is the learner's version when it updates on the item minus the
+    version the actor acted with (0: the newest params; under a queue, age > 0
+    means the data is off-policy by that many updates).
+    """
+
+    def __init__(self):
+        self.items, self.total, self.max = 0, 0.0, 0.0
+
+    def add(self, ages) -> None:
+        self.items += len(ages)
+        self.total += float(np.sum(ages))
+        self.max = max(self.max, float(np.max(ages)))
+
+    def mean(self) -> float:
+        return self.total / self.items if self.items else 0.0

@@ -43,6 +43,19 @@ class ParamsClient:
             logging.info("params: refresh failed (%s)", err)
             return False
 
+    def wait_for_version(self, version: int, wait_s: float = 0.5) -> bool:
+        """Asks for params of at least `version`; True when newer params were swapped in.
+
+        The learner holds the call until it publishes that version or `wait_s`
+        passes (`Learner.wait_params`), so callers wait without polling; after a
+        timeout this holds the newest params the learner had.
+        """
+        try:
+            return self._set(self._learner.wait_params(version - 1, wait_s))
+        except Exception as err:  # noqa: BLE001 - courier raises grpc-level errors
+            logging.info("params: wait for version %d failed (%s)", version, err)
+            return False
+
     def update(self) -> bool:
         """Call once per rollout; returns True when new params were swapped in."""
         self._calls += 1

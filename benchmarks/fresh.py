@@ -1,0 +1,95 @@
+"""Distributed on-policy vs the single-process trainer at the same per-update batch.
+
+Each run is one subprocess, run one at a time, bounded by `--seconds`:
+- `distributed`: the program under test_mt (`distrl.program.launcher.run`) with a
+  configs/*.py file and overrides; the evaluator checks every 0.2 s. Reports the
+  evaluated params' version (updates to solve), the env steps in the data those
+  updates learned from (version x batch chunks x T x B: exact, unlike the
+  counter's totals, which lag by their 0.1 s report period) and the data age.
+  DQN (replay: data is sampled many times) reports the counter's env steps.
+- `local`: `distrl.local.train` with B = the distributed batch's envs (actors x B
+  for PPO's 2-chunk batch, B for A2C's 1-chunk batch) and the same T; its env
+  steps are its updates x T x B.
+
+    .venv/bin/python benchmarks/fresh.py --algo ppo --seeds 0 1 2
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+
+_DISTRIBUTED = r"""
+import json, sys
+sys.path.insert(0, "tests")
+from conftest import load_config
+from distrl.program import launcher
+algo, seed, seconds, sets = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
+c = load_config(algo)
+for item in sets:
+    key, value = item.split("=", 1)
+    *path, last = key.split(".")
+    node = c
+    for p in path:
+        node = node[p]
+    node[last] = type(node[last])(json.loads(value))
+c.seed, c.run_dir = seed, sys.argv[0]
+c.evaluator.every_seconds = 0.2
+c.checkpoint.every_seconds, c.checkpoint.replay = 0.0, False
+c.budget.update(dict(env_steps=0, learner_steps=0, seconds=seconds))
+result, _ = launcher.run(c, "test_mt")
+print("RESULT-PENDING", flush=True)
+version = result["param_version"]
+per_update = c.learner.batch_size * c.actor.unroll_length * c.actor.num_envs
+counted = result["counts"].get("env_steps")
+print("RESULT " + json.dumps(dict(
+    solved=result["stop_reason"] == "target_reached", updates=version,
+    env_steps=counted if c.algorithm == "dqn" else version * per_update, counter_env_steps=result["counts"].get("env_steps"),
+    wall=result["wall_seconds"], **result["data"])), flush=True)
+"""
+
+_LOCAL = r"""
+import json, sys
+from distrl import local
+algo, seed, envs, t = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+r = local.train(local.LocalConfig(algo=algo, seed=seed, num_envs=envs, rollout_length=t,
+                                  max_env_steps=3_000_000, xla_opt_level=-1))
+print("RESULT " + json.dumps(dict(solved=r.solved, updates=r.updates, env_steps=r.env_steps,
+                                  wall=r.wall_time)), flush=True)
+"""
+
+
+def _run(code, args, seconds):
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                         timeout=seconds + 120)
+    lines = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
+    if not lines:
+        return dict(error=(out.stdout[-300:] + out.stderr[-600:]).replace("\n", " | "))
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", default="ppo")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seconds", type=float, default=120.0)
+    parser.add_argument("--set", nargs="*", default=[], help="config overrides key=json")
+    parser.add_argument("--only", choices=("distributed", "local"), default=None)
+    args = parser.parse_args()
+    for seed in args.seeds:
+        if args.only != "local":
+            run_dir = tempfile.mkdtemp(prefix=f"fresh_{args.algo}_")
+            code = _DISTRIBUTED.replace('sys.argv[0]', repr(run_dir))
+            row = _run(code, [args.algo, str(seed), str(args.seconds), *args.set], args.seconds)
+            print(json.dumps(dict(kind="distributed", algo=args.algo, seed=seed, sets=args.set,
+                                  **row)), flush=True)
+        if args.only != "distributed":
+            envs = 128 if args.algo == "ppo" else 64  # the distributed batch's envs
+            row = _run(_LOCAL, [args.algo, str(seed), str(envs), "16"], args.seconds)
+            print(json.dumps(dict(kind="local", algo=args.algo, seed=seed, num_envs=envs, T=16,
+                                  **row)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
