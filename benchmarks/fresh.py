@@ -41,7 +41,7 @@ c.budget.update(dict(env_steps=0, learner_steps=0, seconds=seconds))
 result, _ = launcher.run(c, "test_mt")
 print("RESULT-PENDING", flush=True)
 version = result["param_version"]
-per_update = c.learner.batch_size * c.actor.unroll_length * c.actor.num_envs
+per_update = c.learner.batch_chunks * c.actor.unroll_length * c.actor.num_envs
 counted = result["counts"].get("env_steps")
 print("RESULT " + json.dumps(dict(
     solved=result["stop_reason"] == "target_reached", updates=version,

@@ -33,7 +33,7 @@ class _Versions:
 
 def _gated(num_actors, batch_chunks, per_version=1):
     c = config_lib.base_config("a2c")
-    c.num_actors, c.learner.batch_size = num_actors, batch_chunks
+    c.num_actors, c.learner.batch_chunks = num_actors, batch_chunks
     c.actor.chunks_per_version = per_version
     learner = _Versions()
     params = ParamsClient(learner)
@@ -81,7 +81,7 @@ def test_gate_honours_a_stop():
 ])
 def test_bad_on_policy_settings_are_named(field, value, message):
     c = config_lib.base_config("reinforce")
-    c.learner.batch_size = 4  # 4 chunks per update, 2 actors
+    c.learner.batch_chunks = 4  # 4 chunks per update, 2 actors
     section, name = field.split(".")
     c[section][name] = value
     with pytest.raises(config_lib.ConfigError, match=message):

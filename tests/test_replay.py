@@ -119,7 +119,7 @@ def test_wait_for_server_retries_then_honours_stop(caplog):
 def _queue_config(batch_chunks: int):
     c = config_lib.base_config("ppo")
     c.actor.num_envs, c.actor.unroll_length = 2, 3
-    c.learner.batch_size = batch_chunks
+    c.learner.batch_chunks = batch_chunks
     c.replay.queue_size = 8
     return c
 
@@ -174,7 +174,7 @@ def test_queue_dataset_holds_at_most_one_batch_ahead(server_for):
     assert sample.data.version.tolist() == [0, 1]
     time.sleep(0.5)  # time for any read-ahead to happen
     left = client.server_info()[replay.TABLE].current_size
-    assert left >= 6 - 2 * c.learner.batch_size, left  # at most one more batch in flight
+    assert left >= 6 - 2 * c.learner.batch_chunks, left  # at most one more batch in flight
     iterator.close()
     writer.close()
 
@@ -183,7 +183,7 @@ def _prioritized_config():
     c = config_lib.base_config("dqn")
     c.actor.num_envs, c.actor.unroll_length = 2, 4
     c.learner.batch_size = 2 * 8  # 8 items per batch
-    c.replay.update(dict(sampler="prioritized", priority_exponent=0.5, min_size=1,
+    c.replay.update(dict(sampler="prioritized", priority_exponent=0.5, min_size=2,
                          samples_per_insert=1000.0, error_buffer=1e6))
     return c
 
