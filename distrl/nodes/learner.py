@@ -206,11 +206,12 @@ class _FinalCheckpoint:
         self._save = save
         self._lock = threading.Lock()
         self._done = False
-        stop_event = lifecycle.stop_event()  # the worker manager is this thread's
-        threading.Thread(target=self._watch, args=(stop_event,), name="final-checkpoint",
-                         daemon=True).start()
+        # Both read Launchpad's context, which only the node's own thread has.
+        stop_event, own_process = lifecycle.stop_event(), lifecycle.in_own_process()
+        threading.Thread(target=self._watch, args=(stop_event, own_process),
+                         name="final-checkpoint", daemon=True).start()
 
-    def _watch(self, stop_event) -> None:
+    def _watch(self, stop_event, own_process: bool) -> None:
         stop_event.wait()
         time.sleep(_FINAL_SAVE_AFTER_S)
         if self._done:
@@ -219,7 +220,7 @@ class _FinalCheckpoint:
                         "native call?); writing the final checkpoint from here",
                         _FINAL_SAVE_AFTER_S)
         self.save(replay_timeout_s=3.0)
-        if lifecycle.in_own_process():  # the stuck loop would keep the process up to its kill
+        if own_process:  # the stuck loop would keep the process up to its kill
             logging.warning("learner: final checkpoint written; exiting")
             logging.flush()  # absl: every handler
             os._exit(0)
