@@ -16,6 +16,8 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from distrl import files
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # CPU-side processes of the benchmark (Reverb server child, one-thread checks) keep
@@ -193,7 +195,4 @@ def read_json(path: str):
 
 def write_json(path: str, value) -> None:
     """Writes atomically, so a reader never sees half a file."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(value, f, indent=2, default=float)
-    os.replace(tmp, path)
+    files.write_atomic(path, json.dumps(value, indent=2, default=float))

@@ -38,12 +38,12 @@ import jax
 import numpy as np
 from absl import logging
 
-from distrl import agents
+from distrl import agents, files
 from distrl import config as config_lib
 
 FORMAT = "distrl-learner-checkpoint/1"
 MANIFEST = "manifest.json"
-_TMP_SUFFIX = ".tmp"
+_TMP_SUFFIX = ".tmp"  # files.write_atomic's temp files: an unfinished write
 
 
 class CheckpointError(config_lib.ConfigError):
@@ -74,7 +74,7 @@ def save(ckpt_dir: str, state, version: int, extra: dict, keep: int = 3) -> str:
     leaves = jax.tree.leaves(state)
     np.savez(buffer, **{f"leaf_{i}": np.asarray(x) for i, x in enumerate(leaves)})
     data = buffer.getvalue()
-    _atomic_write(os.path.join(ckpt_dir, name), data)
+    files.write_atomic(os.path.join(ckpt_dir, name), data, durable=True)
     manifest = dict(
         format=FORMAT,
         version=int(version),
@@ -86,8 +86,8 @@ def save(ckpt_dir: str, state, version: int, extra: dict, keep: int = 3) -> str:
     )
     text = _manifest_text(manifest).encode()
     path = os.path.join(ckpt_dir, _manifest_name(name))
-    _atomic_write(path, text)
-    _atomic_write(os.path.join(ckpt_dir, MANIFEST), text)
+    files.write_atomic(path, text, durable=True)
+    files.write_atomic(os.path.join(ckpt_dir, MANIFEST), text, durable=True)
     _remove_stale(ckpt_dir, keep)
     return path
 
@@ -247,20 +247,6 @@ def _read_arrays(ckpt_dir: str, manifest: dict) -> list:
     with np.load(io.BytesIO(data), allow_pickle=False) as npz:
         return [npz[f"leaf_{i}"] for i in range(len(manifest["leaves"]))]
 
-
-def _atomic_write(path: str, data: bytes) -> None:
-    """Temp file, fsync, rename, fsync the directory: all of `data` or nothing."""
-    tmp = path + _TMP_SUFFIX
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(os.path.dirname(path), os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def _remove_stale(ckpt_dir: str, keep: int) -> None:

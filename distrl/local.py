@@ -54,6 +54,7 @@ from distrl.agents.replay_buffer import ReplayBuffer, replay_add, replay_init, r
 from distrl.envs import exact
 from distrl.types import QTransition, Transition
 
+
 class Settings(NamedTuple):
     """The trainer's view of an experiment config (see the module docstring); no
     defaults of its own: `Settings.of(config)` derives every field."""

@@ -27,13 +27,13 @@ bookkeeping periods (`RESUMABLE`) may change, e.g. a larger budget to train on.
 
 import contextlib
 import fcntl
-import json
 import os
 import time
 
 import ml_collections
 
 from distrl import config as config_lib
+from distrl import files
 
 LOCK_FILE = ".lock"
 CONFIG_FILE = "config.json"
@@ -151,12 +151,9 @@ def write_config(config, run_dir: str) -> None:
     config.json says exactly what ran. ConfigError when the directory cannot be made.
     """
     config.run_dir = run_dir
-    tmp = os.path.join(run_dir, CONFIG_FILE + ".tmp")
     try:
         os.makedirs(run_dir, exist_ok=True)
-        with open(tmp, "w") as f:
-            f.write(config.to_json_best_effort(indent=2))
-        os.replace(tmp, os.path.join(run_dir, CONFIG_FILE))
+        files.write_atomic(os.path.join(run_dir, CONFIG_FILE), config.to_json_best_effort(indent=2))
     except OSError as err:
         raise config_lib.ConfigError(f"run directory {run_dir}: {err.strerror}") from None
 
@@ -200,31 +197,3 @@ def locked(run_dir: str):
         yield
     finally:
         os.close(fd)
-
-
-def add_to_result(run_dir: str, **fields) -> None:
-    """Adds `fields` to result.json; without one (no evaluator outcome), writes one
-    whose stop_reason is "node_failed" when `fields` holds failures."""
-    path = os.path.join(run_dir, RESULT_FILE)
-    if os.path.exists(path):
-        with open(path) as f:
-            result = json.load(f)
-    elif fields.get("failures"):
-        result = dict(stop_reason="node_failed")
-    else:
-        return
-    result.update(fields)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f, indent=2)
-    os.replace(tmp, path)
-
-
-def _flatten(tree: dict, prefix: str = "") -> dict:
-    flat = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat

@@ -21,9 +21,9 @@ import sys
 import launchpad  # noqa: F401 - defines --lp_launch_type
 from absl import flags
 
-from distrl import checkpoint, cli, rundir
+from distrl import checkpoint, cli, results, rundir
 from distrl import config as config_lib
-from distrl.program import errors, launcher, progress
+from distrl.program import errors, launcher
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -123,7 +123,7 @@ def main(argv):
         return 1
     # Node output printed here already holds the evaluator's summary.
     here = launch_type == "test_mt" or _TERMINAL.value == "current_terminal"
-    print(f"distrl: run directory {run_dir}" if here else progress.summary(result, run_dir))
+    print(f"distrl: run directory {run_dir}" if here else results.summary(result, run_dir))
     return 130 if result["stop_reason"] == "stopped" else 0
 
 

@@ -4,8 +4,8 @@ the carried chunks, and the losses restricted to those steps (known answers)."""
 import jax.numpy as jnp
 import numpy as np
 
-from distrl.agents import episodes
 from distrl.agents import advantages as adv_lib
+from distrl.agents import episodes
 from distrl.types import Transition
 
 

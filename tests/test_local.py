@@ -12,7 +12,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from conftest import ROOT, load_config
 
 from distrl import config as config_lib

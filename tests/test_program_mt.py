@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import load_config
 
-from distrl import metrics
+from distrl import metrics, results
 from distrl.program import errors
 from distrl.program import launcher as program
 
@@ -82,7 +82,6 @@ def test_slippery_result_carries_interval_and_exact_answers(run_dir):
     the success interval's lower bound reaches 90% of the optimum, and result.json, the
     metrics and the summary carry the interval and the exact figures."""
     from distrl import metrics
-    from distrl.program import progress
 
     config = load_config("tabular_q")
     config.env.slippery = True
@@ -107,6 +106,6 @@ def test_slippery_result_carries_interval_and_exact_answers(run_dir):
     rows = metrics.read_csv(metrics.csv_path(out_dir, "evaluator"))
     for column in ("success_low", "success_high", "exact_success", "optimal_success"):
         assert column in rows, column
-    text = progress.summary(result, out_dir)
+    text = results.summary(result, out_dir)
     assert "95% Wilson, 5000 episodes" in text and "optimal 0.740" in text
     assert os.path.exists(os.path.join(out_dir, "plots", "curves.png"))

@@ -24,7 +24,6 @@ def _small_config(algorithm: str):
     c = config_lib.base_config(algorithm)
     c.actor.num_envs = 8
     c.actor.unroll_length = 4
-    is_replay = config_lib.is_replay(config_lib.make_agent_config(c))
     c.learner.batch_size, c.learner.batch_chunks = 16, 2  # 2 items either way
     c.replay.min_size = 16  # transitions: 2 items of 8
     c.replay.samples_per_insert = 1.0

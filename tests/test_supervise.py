@@ -9,7 +9,6 @@ import time
 
 import psutil
 import pytest
-
 from conftest import ROOT, assert_nothing_left, launch_train
 
 PROGRAM = str(ROOT / "tests" / "supervise_program.py")

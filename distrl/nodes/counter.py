@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Dict, Optional
 
+from distrl import files
 from distrl.program import lifecycle
 
 
@@ -66,10 +67,7 @@ class Counter:
     def _save(self) -> None:
         if not self._path:
             return
-        tmp = self._path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self._counts, f)
-        os.replace(tmp, self._path)  # a process death leaves the old or the new file
+        files.write_json(self._path, self._counts)  # a death leaves the old or the new file
 
 
 def data_summary(counts: Dict[str, float]) -> Dict[str, float]:

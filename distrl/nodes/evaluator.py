@@ -15,14 +15,12 @@ greedy actions as arrays), prints the final success rate, value grid and policy
 arrows, and stops the whole program.
 """
 
-import json
-import os
 import time
 
 import jax
 from absl import logging
 
-from distrl import agents, evaluation, metrics
+from distrl import agents, evaluation, metrics, results
 from distrl import config as config_lib
 from distrl.envs import exact
 from distrl.nodes.counter import data_summary
@@ -201,26 +199,13 @@ class Evaluator:
             data=data_summary(counts),
             map=list(env.desc),
         )
-        text = [f"distrl: run ended ({reason}) after {result['wall_seconds']:.1f} s"]
         if report is not None:
             values, actions = evaluation.value_grid(env, agent, source.params)
             grids = evaluation.report(env, grids=(values, actions))
             result.update(grids=grids, values=values.tolist(), actions=actions.tolist())
-            text += [
-                f"{evaluation.describe_success(report)}  mean return {report.mean_return:+.3f}"
-                f"  mean length {report.mean_length:.1f}  (greedy)",
-                evaluation.describe_exact(answer),
-                f"env steps {counts.get('env_steps', 0):,.0f}  learner updates "
-                f"{counts.get('learner_steps', 0):,.0f}",
-                grids,
-            ]
-        print("\n".join(text), flush=True)
-        os.makedirs(self._run_dir, exist_ok=True)
-        tmp = os.path.join(self._run_dir, "result.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(jax.tree.map(_plain, result), f, indent=2)
-        os.replace(tmp, os.path.join(self._run_dir, "result.json"))
-
+        result = jax.tree.map(_plain, result)
+        print(results.summary(result, self._run_dir), flush=True)
+        results.write(self._run_dir, result)
 
 def _plain(x):
     """JSON-friendly scalars (numpy / jax numbers -> Python numbers)."""

@@ -11,7 +11,6 @@ waits for every node to exit, draws the plots and returns the evaluator's
 """
 
 import contextlib
-import json
 import os
 import shutil
 import sys
@@ -22,7 +21,7 @@ import launchpad as lp
 from absl import logging
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 
-from distrl import checkpoint, replay_checkpoint, resources, rundir
+from distrl import checkpoint, replay_checkpoint, resources, results, rundir
 from distrl import config as config_lib
 from distrl.analysis import plots
 from distrl.program import bindhost, lifecycle, supervisor
@@ -83,9 +82,7 @@ def prepare(config, resume: bool, stack: contextlib.ExitStack, launch_type: str 
     rundir.write_config(config, run_dir)
     # A resumed run must not report an earlier launch's outcome or failures.
     shutil.rmtree(os.path.join(run_dir, lifecycle.FAILURES_DIR), ignore_errors=True)
-    result_path = os.path.join(run_dir, rundir.RESULT_FILE)
-    if os.path.exists(result_path):
-        os.remove(result_path)
+    results.remove(run_dir)
     return run_dir, restored
 
 
@@ -167,15 +164,13 @@ def _outcome(run_dir: str, restarts: list):
     The restarts made and the failures that ended the run go into result.json too.
     """
     failures = lifecycle.read_failures(run_dir)
-    rundir.add_to_result(run_dir, restarts=restarts,
-                         failures={name: lifecycle.summary(t) for name, t in failures.items()})
+    results.add(run_dir, restarts=restarts,
+                failures={name: lifecycle.summary(t) for name, t in failures.items()})
     if failures:
         raise NodeFailure(failures, run_dir)
-    result_path = os.path.join(run_dir, rundir.RESULT_FILE)
-    if not os.path.exists(result_path):
+    result = results.read(run_dir)
+    if result is None:
         return None, run_dir
-    with open(result_path) as f:
-        result = json.load(f)
     try:
         plots.plot_run(run_dir)
     except Exception as err:  # noqa: BLE001 - a plot must not lose a finished run's result

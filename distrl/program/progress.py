@@ -7,15 +7,15 @@ elapsed time, env steps and env steps/s, learner updates and updates/s, the
 latest greedy success rate (with the exact one where logged), and what is left of
 the budget. On a terminal the
 line is redrawn in place; into a file or a pipe a plain line is printed every
-`plain_every` seconds instead, so logs stay readable. `summary` is the text the
-launcher prints when the run is over.
+`plain_every` seconds instead, so logs stay readable. The final summary is
+`distrl.results.summary`.
 """
 
 import os
 import threading
 import time
 
-from distrl import evaluation, metrics, rundir
+from distrl import metrics, rundir
 
 _CLEAR_LINE = "\r\x1b[K"
 
@@ -129,34 +129,3 @@ class ProgressLine:
     def _print(self, line: str) -> None:
         self._stream.write(line + "\n")
         self._stream.flush()
-
-
-def summary(result, run_dir: str) -> str:
-    """The final report: outcome, evaluation, counts, grids and where files are."""
-    counts, ev = result.get("counts", {}), result.get("evaluation")
-    lines = [f"distrl: run ended ({result['stop_reason']}) after {result['wall_seconds']:.1f} s"]
-    if ev:
-        if "success_low" in ev:  # runs before the interval was recorded lack it
-            success = evaluation.describe_success(ev)
-        else:
-            success = f"success rate {ev['success_rate']:.3f}"
-        lines.append(
-            f"{success}  mean return {ev['mean_return']:+.3f}"
-            f"  mean length {ev['mean_length']:.1f}  (greedy evaluation)"
-        )
-    if result.get("exact"):
-        lines.append(evaluation.describe_exact(result["exact"]))
-    spi = result.get("replay", {}).get("samples_per_insert")
-    # The counter hears from the learner every 0.5 s; the evaluated params' version
-    # is exact, so a run shorter than that report period is not shown as ~0 updates.
-    updates = max(counts.get("learner_steps", 0), result.get("param_version") or 0)
-    lines.append(
-        f"env steps {counts.get('env_steps', 0):,.0f}  learner updates {updates:,.0f}"
-        + (f"  samples per insert {spi:.2f}" if spi is not None else "")
-    )
-    for r in result.get("restarts", []):
-        lines.append(f"restarted {r['node']} at {r['at_seconds']:.0f} s: {r['cause']}")
-    if result.get("grids"):
-        lines.append(result["grids"])
-    lines.append(f"run directory {run_dir} (plots in {os.path.join(run_dir, rundir.PLOTS_DIR)})")
-    return "\n".join(lines)
