@@ -94,7 +94,7 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
     )
     c.evaluator = ml_collections.ConfigDict(
         dict(
-            num_envs=64,  # greedy episodes per evaluation
+            num_envs=64,  # episodes per evaluation (greedy unless sampled)
             every_seconds=1.0,  # between evaluations (and budget checks)
             target_success=1.0,  # stop once the success rate reaches this (0: never)
             sampled=False,  # evaluate the sampled policy instead of the greedy one

@@ -43,6 +43,7 @@ RESUMABLE = (
     "log.",
     "checkpoint.every_seconds",
     "run_dir",
+    "local.",  # the single-process trainer's own settings; unused here
 )
 
 
