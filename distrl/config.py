@@ -104,9 +104,9 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
     )
     c.evaluator = ml_collections.ConfigDict(
         dict(
-            num_envs=1000,  # greedy episodes per evaluation (1 on a deterministic map: exact)
+            num_envs=1000,  # episodes per evaluation (greedy unless sampled; 1 if deterministic)
             every_seconds=1.0,  # between evaluations (and budget checks)
-            target_success=1.0,  # stop once the success interval's lower bound reaches it (0: never)
+            target_success=1.0,  # stop once the success interval's lower bound is here (0: never)
             # > 0: the target is this fraction of the exact optimal success (envs.exact's
             # pi* for the agent's discount) instead of target_success
             target_of_optimal=0.0,

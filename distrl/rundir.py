@@ -55,6 +55,7 @@ RESUMABLE = (
     "checkpoint.keep",
     "restart.",
     "run_dir",
+    "local.",  # the single-process trainer's own settings; unused here
 )
 
 

@@ -75,6 +75,11 @@ def _config():
     config, resume = cli.load(_CONFIG), _RESUME.value
     if resume is not None and not resume.strip():
         raise config_lib.ConfigError("--resume= is empty; give the run directory to continue")
+    if _RUN_DIR.value is not None and not _RUN_DIR.value.strip():
+        raise config_lib.ConfigError(
+            "--run_dir= is empty; give a directory, or leave the flag out for "
+            "runs/<algorithm>-<time>"
+        )
     if resume:
         if not os.path.exists(os.path.join(resume, "config.json")):
             raise config_lib.ConfigError(

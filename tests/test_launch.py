@@ -56,6 +56,7 @@ BAD_INPUTS = [
     (["--run_dir={tmp}/file"], "is a file, not a directory"),
     (["--run_dir=/proc/1/run"], "/proc/1 is not writable"),
     (["--resume="], "--resume= is empty; give the run directory to continue"),
+    (["--run_dir="], "--run_dir= is empty; give a directory"),
     (["--resume={tmp}/corrupt"], "config.json is not valid JSON"),
     (["--resume={tmp}/older"], "config lacks"),
     (["--config.num_actors=1000000"], "(num_actors=1000000 processes x 0.6 GB"),
