@@ -56,16 +56,16 @@ class ActorCriticConfig:
         checks.check(self, RULES)
 
 
-RULES = {
+# The network's fields, shared with PPO (same actor-critic network).
+TORSO_RULES = {
     "hidden_sizes": checks.SIZES,
     "shared_torso": checks.FLAG,
     "activation": checks.one_of(*networks.ACTIVATIONS),
-    "optimizer": checks.one_of(*base.OPTIMIZERS),
-    "learning_rate": checks.POSITIVE,
-    "learning_rate_decay_steps": checks.at_least(0),
-    "learning_rate_final": checks.NONNEGATIVE,
-    "max_grad_norm": checks.FINITE,
-    "discount": checks.FRACTION,
+}
+
+RULES = {
+    **TORSO_RULES,
+    **checks.optimizer_rules(base.OPTIMIZERS),
     "gae_lambda": checks.FRACTION,
     "use_critic": checks.FLAG,
     "value_coef": checks.NONNEGATIVE,
@@ -175,13 +175,7 @@ def make_policy_gradient_agent(config, env_spec, update_impl) -> base.Agent:
     net = networks.make_actor_critic_network(
         config.hidden_sizes, env_spec.num_actions, config.shared_torso, config.activation
     )
-    optimizer = base.make_optimizer(
-        config.learning_rate,
-        config.max_grad_norm,
-        config.optimizer,
-        config.learning_rate_decay_steps,
-        config.learning_rate_final,
-    )
+    optimizer = base.optimizer_of(config)
     init = base.make_init(net, optimizer, env_spec.obs_size, with_target=False)
     update = jax.jit(functools.partial(update_impl, net, optimizer, config))
     policy, greedy, value = make_policy_fns(net)

@@ -107,6 +107,17 @@ def make_optimizer(
     return optax.flatten(opt)
 
 
+def optimizer_of(config) -> optax.GradientTransformation:
+    """`make_optimizer` from an agent config's optimizer fields (checks.optimizer_rules)."""
+    return make_optimizer(
+        config.learning_rate,
+        config.max_grad_norm,
+        config.optimizer,
+        config.learning_rate_decay_steps,
+        config.learning_rate_final,
+    )
+
+
 def global_norm(tree) -> jnp.ndarray:
     """L2 norm of a pytree, through one flat vector.
 

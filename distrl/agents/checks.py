@@ -40,6 +40,18 @@ def one_of(*names: str):
     return (lambda v: v in names, f"one of {', '.join(map(repr, names))}")
 
 
+def optimizer_rules(optimizers) -> dict:
+    """The rules of the fields every agent's optimizer reads (base.optimizer_of)."""
+    return {
+        "optimizer": one_of(*optimizers),
+        "learning_rate": POSITIVE,
+        "learning_rate_decay_steps": at_least(0),
+        "learning_rate_final": NONNEGATIVE,
+        "max_grad_norm": FINITE,
+        "discount": FRACTION,
+    }
+
+
 def check(config, rules: dict) -> None:
     """ValueError 'field=value; need <rule>' for the first field that breaks its rule."""
     for field in dataclasses.fields(config):

@@ -56,12 +56,7 @@ RULES = {
     "network": checks.one_of("mlp", "table"),
     "hidden_sizes": checks.SIZES,
     "activation": checks.one_of(*networks.ACTIVATIONS),
-    "optimizer": checks.one_of(*base.OPTIMIZERS),
-    "learning_rate": checks.POSITIVE,
-    "learning_rate_decay_steps": checks.at_least(0),
-    "learning_rate_final": checks.NONNEGATIVE,
-    "max_grad_norm": checks.FINITE,
-    "discount": checks.FRACTION,
+    **checks.optimizer_rules(base.OPTIMIZERS),
     "n_step": checks.at_least(1),
     "double_q": checks.FLAG,
     "loss": checks.one_of("huber", "l2"),
@@ -144,13 +139,7 @@ def make_agent(config: DQNConfig, env_spec) -> base.Agent:
     net = networks.make_dqn_network(
         config.network, config.hidden_sizes, env_spec.num_actions, config.activation
     )
-    optimizer = base.make_optimizer(
-        config.learning_rate,
-        config.max_grad_norm,
-        config.optimizer,
-        config.learning_rate_decay_steps,
-        config.learning_rate_final,
-    )
+    optimizer = base.optimizer_of(config)
     epsilon_fn = optax.linear_schedule(
         config.epsilon_init, config.epsilon_final, config.epsilon_decay_steps
     )

@@ -21,7 +21,6 @@ import jax.numpy as jnp
 import optax
 import rlax
 
-from distrl import networks
 from distrl.agents import actor_critic, base, checks
 from distrl.agents import advantages as adv_lib
 from distrl.types import Transition
@@ -61,15 +60,8 @@ class PPOConfig:
 
 
 RULES = {
-    "hidden_sizes": checks.SIZES,
-    "shared_torso": checks.FLAG,
-    "activation": checks.one_of(*networks.ACTIVATIONS),
-    "optimizer": checks.one_of(*base.OPTIMIZERS),
-    "learning_rate": checks.POSITIVE,
-    "learning_rate_decay_steps": checks.at_least(0),
-    "learning_rate_final": checks.NONNEGATIVE,
-    "max_grad_norm": checks.FINITE,
-    "discount": checks.FRACTION,
+    **actor_critic.TORSO_RULES,
+    **checks.optimizer_rules(base.OPTIMIZERS),
     "gae_lambda": checks.FRACTION,
     "clip_epsilon": checks.POSITIVE,
     "value_coef": checks.NONNEGATIVE,
