@@ -85,7 +85,7 @@ def main():
             print(json.dumps(dict(kind="distributed", algo=args.algo, seed=seed, sets=args.set,
                                   **row)), flush=True)
         if args.only != "distributed":
-            envs = 128 if args.algo == "ppo" else 64  # the distributed batch's envs
+            envs = 128 if args.algo in ("ppo", "grpo") else 64  # the distributed batch's envs
             row = _run(_LOCAL, [args.algo, str(seed), str(envs), "16"], args.seconds)
             print(json.dumps(dict(kind="local", algo=args.algo, seed=seed, num_envs=envs, T=16,
                                   **row)), flush=True)
