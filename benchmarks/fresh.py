@@ -39,13 +39,13 @@ c.evaluator.every_seconds = 0.2
 c.checkpoint.every_seconds, c.checkpoint.replay = 0.0, False
 c.budget.update(dict(env_steps=0, learner_steps=0, seconds=seconds))
 result, _ = launcher.run(c, "test_mt")
-print("RESULT-PENDING", flush=True)
 version = result["param_version"]
 per_update = c.learner.batch_chunks * c.actor.unroll_length * c.actor.num_envs
 counted = result["counts"].get("env_steps")
 print("RESULT " + json.dumps(dict(
     solved=result["stop_reason"] == "target_reached", updates=version,
-    env_steps=counted if c.algorithm == "dqn" else version * per_update, counter_env_steps=result["counts"].get("env_steps"),
+    env_steps=counted if c.algorithm == "dqn" else version * per_update,
+    counter_env_steps=counted,
     wall=result["wall_seconds"], **result["data"])), flush=True)
 """
 
@@ -85,7 +85,7 @@ def main():
             print(json.dumps(dict(kind="distributed", algo=args.algo, seed=seed, sets=args.set,
                                   **row)), flush=True)
         if args.only != "distributed":
-            envs = 128 if args.algo == "ppo" else 64  # the distributed batch's envs
+            envs = 128 if args.algo in ("ppo", "grpo") else 64  # the distributed batch's envs
             row = _run(_LOCAL, [args.algo, str(seed), str(envs), "16"], args.seconds)
             print(json.dumps(dict(kind="local", algo=args.algo, seed=seed, num_envs=envs, T=16,
                                   **row)), flush=True)

@@ -101,11 +101,11 @@ def grpo(batch: Transition, gamma: float, eps: float = 1e-6):
 
     The group is every episode segment of the batch that ends inside its chunk
     (one per `last` step); for whole-episode windows (`extras["owned"]`, see
-    `distrl.agents.episodes`), every whole episode the window trains. Each such segment scores its discounted return R (see
-    `segment_returns`); all its steps get (R - mean(R)) / (std(R) + eps), with mean
-    and std over the group. Steps of segments still running at the chunk end get
-    weight 0 (their outcome is unknown). Returns (advantages [T, N], weights [T, N],
-    group_size []).
+    `distrl.agents.episodes`), every whole episode the window trains. Each such
+    segment scores its discounted return R (see `segment_returns`); all its steps
+    get (R - mean(R)) / (std(R) + eps), with mean and std over the group. Steps of
+    segments still running at the chunk end get weight 0 (their outcome is unknown).
+    Returns (advantages [T, N], weights [T, N], group_size []).
     """
     seg, complete, is_start = jax.vmap(segment_returns, in_axes=(1, None), out_axes=1)(
         batch, gamma

@@ -6,10 +6,10 @@ time a chunk is done, with `extras["owned"]` [W * T, B] weighting the steps that
 window trains: those of whole episodes (begun inside the window) that end in its
 newest chunk get W, the rest 0, so that a loss's mean over the window weighs each
 trained step as a mean over one chunk would (no more, relative to terms such as
-the entropy bonus that average over every step). Every step of an episode that fits in the window is trained exactly
-once, as soon as its episode ends; longer episodes are not trained at all. Before
-the first W - 1 chunks exist, the window is padded with one-step "episodes" that are
-never owned.
+the entropy bonus that average over every step). Every step of an episode that
+fits in the window is trained exactly once, as soon as its episode ends; longer
+episodes are not trained at all. Before the first W - 1 chunks exist, the window
+is padded with one-step "episodes" that are never owned.
 """
 
 import jax

@@ -2,8 +2,8 @@
 
 Actors add env steps, episodes and items written, the learner adds updates, items
 learned from, the data age sum and maximum, and its parameter version, the
-evaluator reads the totals to decide when the budget is spent. One
-small RPC object behind a lock; courier serves its public methods. A resumed run
+evaluator reads the totals to decide when the budget is spent. One small RPC
+object behind a lock; courier serves its public methods. A resumed run
 starts it from the totals in the learner's checkpoint, so counts continue.
 
 With `state_path` every change is written there (a small JSON file, atomically
