@@ -194,6 +194,7 @@ class _FinalCheckpoint:
         self._lock = threading.Lock()
         self._done = False
         stop_event = lifecycle.stop_event()  # the worker manager is this thread's
+        self._own_process = lifecycle.in_own_process()  # the launch context is too
         threading.Thread(target=self._watch, args=(stop_event,), name="final-checkpoint",
                          daemon=True).start()
 
@@ -206,7 +207,7 @@ class _FinalCheckpoint:
                         "native call?); writing the final checkpoint from here",
                         _FINAL_SAVE_AFTER_S)
         self.save(replay_timeout_s=3.0)
-        if lifecycle.in_own_process():  # the stuck loop would keep the process up to its kill
+        if self._own_process:  # the stuck loop would keep the process up to its kill
             logging.warning("learner: final checkpoint written; exiting")
             logging.flush()  # absl: every handler
             os._exit(0)
