@@ -9,11 +9,15 @@ Everything a run writes lands in one directory (default `runs/<algorithm>-<time>
                             the nodes restarted and the failures that ended the run
     logs/<node>.csv         metric rows of actor_<i>, learner, evaluator, replay
     logs/nodes/<group>/<i>  each node process's own output (local_mp), and
-                            logs/nodes/launcher launchpad's own messages; a
-                            resumed launch writes logs/nodes-2/, logs/nodes-3/...
+                            logs/nodes/launcher the launcher's (starts, deaths,
+                            restarts, the stop); a resumed launch writes
+                            logs/nodes-2/, logs/nodes-3/...
     tb/<node>/              TensorBoard event files of the same metrics
     checkpoints/learner/    learner checkpoints (see distrl.checkpoint)
-    checkpoints/replay/     Reverb's checkpoints of the replay tables
+    checkpoints/replay/     Reverb's checkpoints of the replay tables (its newest);
+                            checkpoints/replay-kept/ the newest few, kept
+                            (see distrl.replay_checkpoint)
+    checkpoints/counter.json  the counter's totals, for a restarted counter
     plots/                  learning curves and the learned policy (distrl.analysis.plots)
     failures/<node>.txt     how a node that ended the run failed (first line), and its
                             traceback or last output; failures/restarted/ the same

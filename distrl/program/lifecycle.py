@@ -115,7 +115,8 @@ def guard(name: str, run_dir: str):
 
 
 def in_own_process() -> bool:
-    """True when this node is a process of its own (local_mp, Ray), not a test_mt thread."""
+    """True when this node is a process of its own (local_mp, Ray), not a test_mt thread.
+    Ask in the node's main thread: Launchpad's launch context is per thread."""
     return lp_context.get_context().launch_type is not lp_context.LaunchType.TEST_MULTI_THREADING
 
 
