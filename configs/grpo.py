@@ -10,7 +10,7 @@ from distrl.config import base_config
 
 def get_config():
     config = base_config("grpo")
-    config.learner.batch_size = 2  # windows of [W x T, B] per update: one per actor
+    config.learner.batch_chunks = 2  # windows of [W x T, B] per update: one per actor
     config.learner.prefetch = 0
     config.actor.chunks_per_version = 1
     config.replay.queue_size = 2

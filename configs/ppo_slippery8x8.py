@@ -17,7 +17,10 @@ def get_config():
     config.agent.learning_rate = 1e-3
     config.agent.learning_rate_decay_steps = 192_000  # optimizer steps
     config.agent.learning_rate_final = 1e-5
-    config.learner.batch_chunks = 2  # chunks of [T, B] per update
+    # Chunks of [16, 16], one per update, as the single-process trainer's (the decay
+    # counts optimizer steps, so the chunk size sets its pace in env steps).
+    config.actor.num_envs = 16
+    config.learner.batch_chunks = 1  # chunks of [T, B] per update
     config.replay.queue_size = 4
     config.evaluator.target_success = 0.0
     config.evaluator.target_of_optimal = 0.98

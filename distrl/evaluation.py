@@ -235,10 +235,11 @@ def describe_exact(answer: dict) -> str:
 
 
 def describe_success(result) -> str:
-    """'success 0.874 [0.853, 0.893] (1000 episodes)', or '(exact)' for one alike episode."""
+    """'success rate 0.874 [0.853, 0.893] (95% Wilson, 1000 episodes)', or 'success rate
+    1.000 (exact: deterministic, 1 episode)'."""
     r = result._asdict() if hasattr(result, "_asdict") else result
     rate, low, high = (float(r[k]) for k in ("success_rate", "success_low", "success_high"))
     episodes = int(r["episodes"])
     if low == high:
-        return f"success {rate:.3f} (exact: deterministic, {episodes} episode)"
-    return f"success {rate:.3f} [{low:.3f}, {high:.3f}] (95% Wilson, {episodes} episodes)"
+        return f"success rate {rate:.3f} (exact: deterministic, {episodes} episode)"
+    return f"success rate {rate:.3f} [{low:.3f}, {high:.3f}] (95% Wilson, {episodes} episodes)"

@@ -271,3 +271,26 @@ def test_a_node_that_ignores_the_stop_is_killed_and_the_launcher_survives(tmp_pa
     # Its stack was dumped into its output before the kill, main thread in sleep().
     assert "[stuck/0] Current thread" in out and " in stuck\n" in out, out[-3000:]
     assert_nothing_left(proc)
+
+
+@pytest.mark.slow
+def test_local_mp_slippery_4x4_reaches_98_percent_of_the_exact_optimum(tmp_path):
+    """DQN with the slippery preset's settings on slippery 4x4, 2 actors: the run stops
+    once 10,000 greedy episodes put the success's lower bound at 98% of the exact
+    optimum (0.740), and the greedy policy's exact success agrees."""
+    run_dir = tmp_path / "run"
+    proc = launch_train([
+        "--config=configs/dqn_slippery8x8.py", "--lp_launch_type=local_mp",
+        "--config.num_actors=2", "--config.env.map=4x4", f"--config.run_dir={run_dir}",
+        "--config.budget.seconds=300",
+    ])
+    out, _ = proc.communicate(timeout=500)
+    assert proc.returncode == 0, out[-4000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["stop_reason"] == "target_reached", result
+    answer, ev = result["exact"], result["evaluation"]
+    assert answer["optimal_success"] == pytest.approx(0.740, abs=1e-3)
+    assert ev["episodes"] == 10_000 and ev["success_low"] >= 0.98 * answer["optimal_success"]
+    assert answer["ratio"] >= 0.98, answer
+    assert "95% Wilson, 10000 episodes" in out and "optimal 0.740" in out
+    assert_nothing_left(proc)
