@@ -4,8 +4,6 @@ Nothing here imports Reverb, Launchpad or JAX, so every benchmark module (the pu
 `learner.py` included) can use it.
 """
 
-import ast
-import importlib.util
 import json
 import os
 import pathlib
@@ -16,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from distrl import files
+from distrl import cli, files
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -27,13 +25,8 @@ QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
 
 def load_config(name: str, overrides: dict[str, object] | None = None):
     """configs/<name>.py's config, with dotted-path overrides ('replay.max_size': 10)."""
-    spec = importlib.util.spec_from_file_location(f"config_{name}", ROOT / "configs" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    config = module.get_config()
-    config.lock()  # an override of a field the config lacks is an error, not a new field
-    config.update_from_flattened_dict(dict(overrides or {}))
-    config.unlock()
+    config = cli.load_file(name)
+    cli.apply_overrides(config, overrides or {})
     return config
 
 
@@ -44,14 +37,11 @@ def parse_sets(items: Sequence[str]) -> dict[str, dict[str, object]]:
     """
     out: dict[str, dict[str, object]] = {}
     for item in items:
-        head, sep, text = item.partition("=")
+        head, sep, _ = item.partition("=")
         if not sep:
             raise ValueError(f"--set {item!r}: expected [algo:]path=value")
-        target, _, path = head.rpartition(":")
-        try:
-            value = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            value = text
+        target, _, _ = head.rpartition(":")
+        path, value = cli.parse_override(item[len(target) + 1 if target else 0 :])
         out.setdefault(target or "*", {})[path] = value
     return out
 

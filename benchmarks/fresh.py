@@ -24,16 +24,11 @@ _DISTRIBUTED = r"""
 import json, sys
 sys.path.insert(0, "tests")
 from conftest import load_config
+from distrl import cli
 from distrl.program import launcher
 algo, seed, seconds, sets = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
 c = load_config(algo)
-for item in sets:
-    key, value = item.split("=", 1)
-    *path, last = key.split(".")
-    node = c
-    for p in path:
-        node = node[p]
-    node[last] = type(node[last])(json.loads(value))
+cli.apply_overrides(c, dict(cli.parse_override(item) for item in sets))
 c.seed, c.run_dir = seed, sys.argv[0]
 c.evaluator.every_seconds = 0.2
 c.checkpoint.every_seconds, c.checkpoint.replay = 0.0, False
@@ -74,7 +69,7 @@ def main():
     parser.add_argument("--algo", default="ppo")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--seconds", type=float, default=120.0)
-    parser.add_argument("--set", nargs="*", default=[], help="config overrides key=json")
+    parser.add_argument("--set", nargs="*", default=[], help="config overrides field=value (a Python literal, else a string)")
     parser.add_argument("--only", choices=("distributed", "local"), default=None)
     args = parser.parse_args()
     for seed in args.seeds:

@@ -6,6 +6,8 @@ results; this module formats them (`fmt`, `to_markdown`).
 
 import dataclasses
 
+from distrl.program import progress
+
 
 @dataclasses.dataclass
 class Row:
@@ -44,7 +46,7 @@ class Row:
 
 
 def fmt(value, unit: str = "") -> str:
-    """1234567 -> '1.23 M', 0.512 -> '0.512', 0.25 'share' -> '25%', None -> '—'."""
+    """1234567 -> '1.23M', 0.512 -> '0.512', 0.25 'share' -> '25%', None -> '—'."""
     if value is None:
         return "—"
     if isinstance(value, str):
@@ -55,10 +57,7 @@ def fmt(value, unit: str = "") -> str:
         return f"{value:.1f} s"
     if unit == "share":
         return f"{100 * value:.0f}%"
-    for scale, suffix in ((1e9, " G"), (1e6, " M"), (1e3, " k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g}{suffix}"
-    return f"{value:.3g}"
+    return progress.human(value) if abs(value) >= 1e3 else f"{value:.3g}"
 
 
 def to_markdown(rows) -> str:

@@ -137,6 +137,8 @@ ROWS = [
          "<algo> 8x8 slippery, 2 actors: to 95% of optimal ({slippery.optimal.target})",
          figure="slippery.<algo>.wall", unit="s",
          note="{slippery.<algo>.summary}", only_if="slippery.<algo>.reached"),
+    Spec("5 time to solve", "<algo> 8x8 slippery: exact success of the final policy / optimal",
+         figure="slippery.<algo>.exact_ratio", unit="share"),
 ]
 
 

@@ -3,8 +3,8 @@
 - `distributed`: `launch/train.py` under local_mp as a subprocess with N actors; the
   evaluator stops the program at `evaluator.target_success`; wall = Popen to exit.
   Env steps and the stop reason come from the run's result.json.
-- `optimal_success`: the success rate the optimal greedy policy reaches on a map
-  within the time limit, by value iteration (the slippery 8x8 target is 95% of it).
+- `optimal_success`: the exact optimum of a map (`distrl.envs.exact`): pi*'s
+  success within the time limit, the best any policy reaches, V*(S).
 
     python -m benchmarks.solve --map=8x8     # the slippery map's optimum
 """
@@ -13,73 +13,11 @@ import argparse
 import os
 import sys
 
-import numpy as np
-
 from benchmarks.common import ROOT, override_flags, read_json, run_subprocess
 from benchmarks.report import fmt
+from distrl.envs import exact, make_env
 
-_MOVES = ((0, -1), (1, 0), (0, 1), (-1, 0))  # LEFT DOWN RIGHT UP, as distrl.envs
 _FIRST_EVAL = ("logs", "evaluator.csv")  # written at the evaluator's first evaluation
-
-
-def transition_model(desc, slippery: bool, rewards=(1.0, -1.0, 0.0)):
-    """(P [S, A, S] probabilities, R [S, A, S] rewards, terminal [S]) of a FrozenLake map."""
-    rows, cols = len(desc), len(desc[0])
-    n = rows * cols
-    goal, hole, step = rewards
-    reward_of = {"G": goal, "H": hole, "S": step, "F": step}
-    p, r = np.zeros((n, 4, n)), np.zeros((n, 4, n))
-    terminal = np.array([ch in "HG" for ch in "".join(desc)])
-    for s in range(n):
-        row, col = divmod(s, cols)
-        for a in range(4):
-            if terminal[s]:
-                p[s, a, s] = 1.0  # absorbing, no reward
-                continue
-            for d in ((a - 1) % 4, a, (a + 1) % 4) if slippery else (a,):
-                nr = min(max(row + _MOVES[d][0], 0), rows - 1)
-                nc = min(max(col + _MOVES[d][1], 0), cols - 1)
-                s2 = nr * cols + nc
-                p[s, a, s2] += 1.0 / (3 if slippery else 1)
-                r[s, a, s2] = reward_of[desc[nr][nc]]
-    return p, r, terminal
-
-
-def optimal_success(
-    desc, slippery: bool, gamma: float = 0.99, horizon: int = 200, rewards=(1.0, -1.0, 0.0)
-) -> dict:
-    """Success within `horizon` steps of the greedy policy of Q* (value iteration).
-
-    Returns {'greedy_success': P(reach G within horizon | greedy on Q*, ties to the
-    lowest action as distrl's argmax), 'best_success': the highest such probability
-    any policy can reach (finite-horizon DP), 'v_start': V*(S)}.
-    """
-    p, r, terminal = transition_model(desc, slippery, rewards)
-    expected_r = np.einsum("ijk,ijk->ij", p, r)  # [S, A]
-    v = np.zeros(len(terminal))
-    for _ in range(10_000):
-        q = expected_r + gamma * p @ v  # [S, A]
-        q[terminal] = 0.0
-        new_v = q.max(axis=1)
-        if np.max(np.abs(new_v - v)) < 1e-12:
-            break
-        v = new_v
-    policy = q.argmax(axis=1)
-    goal = np.array([ch == "G" for ch in "".join(desc)])
-    start = "".join(desc).index("S")
-    p_pi = p[np.arange(len(policy)), policy]  # [S, S]
-    dist = np.zeros(len(policy))
-    dist[start] = 1.0
-    for _ in range(horizon):
-        dist = dist @ p_pi
-    best = goal.astype(float)  # P(reach G within k steps) maximised, k = 0..horizon
-    for _ in range(horizon):
-        best = np.where(terminal, goal.astype(float), (p @ best).max(axis=1))
-    return {
-        "greedy_success": float(dist[goal].sum()),
-        "best_success": float(best[start]),
-        "v_start": float(v[start]),
-    }
 
 
 def distributed(algo: str, num_actors: int, run_dir: str, cap_s: float, overrides=None) -> dict:
@@ -121,6 +59,8 @@ def distributed(algo: str, num_actors: int, run_dir: str, cap_s: float, override
         "env_steps": counts.get("env_steps"),
         "learner_steps": counts.get("learner_steps"),
         "success_rate": (result.get("evaluation") or {}).get("success_rate"),
+        # the final greedy policy's exact success over pi*'s (result.json's "exact")
+        "exact_ratio": (result.get("exact") or {}).get("ratio"),
         "log": proc["log"],
     }
     return dict(out, summary=_summary(out))
@@ -138,13 +78,24 @@ def _summary(s: dict) -> str:
             f"success {fmt(s['success_rate'])}); {text}")
 
 
+def optimal_success(map_name: str, slippery: bool = True, discount: float = 0.99) -> dict:
+    """The exact optimum of a named map (`distrl.envs.exact`): pi*'s success within the
+    time limit (`greedy_success`), the best any policy reaches, and V*(S)."""
+    env = make_env(map_name, slippery=slippery)
+    best = exact.optimum(env, discount)
+    s = env.start_cell
+    return {
+        "greedy_success": float(best.success[s]),
+        "best_success": float(best.max_success[s]),
+        "v_start": float(best.value[s]),
+    }
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description="The optimal success rate of a slippery map.")
     parser.add_argument("--map", default="8x8")
     args = parser.parse_args(argv)
-    from distrl.envs import MAPS
-
-    print(optimal_success(MAPS[args.map], slippery=True))
+    print(optimal_success(args.map))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ fixes the algorithm, since its agent section holds that preset's defaults).
 `load(flag)` reads the parsed config (ConfigError for a file that failed to load).
 """
 
+import ast
 import importlib.util
 import os
 import sys
@@ -21,6 +22,50 @@ from distrl import agents
 from distrl import config as config_lib
 
 BAD_INPUT = 2  # the exit status of every bad flag, config or checkpoint
+# configs/ of the checkout this package runs from (an editable install).
+CONFIGS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+
+
+def load_file(name_or_path: str):
+    """A config file's get_config(): `name` (configs/<name>.py), a path, or `path:arg`.
+
+    The one loader of config files outside absl's flag (comparisons, benchmarks,
+    tests); ConfigError when the file does not exist.
+    """
+    path, _, arg = name_or_path.partition(":")
+    if not path.endswith(".py"):
+        path = os.path.join(CONFIGS_DIR, f"{path}.py")
+    if not os.path.isfile(path):
+        raise config_lib.ConfigError(f"config {name_or_path!r}: {path} does not exist")
+    name = os.path.basename(path)[:-3]
+    spec = importlib.util.spec_from_file_location(f"distrl_config_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(*([arg] if arg else []))
+
+
+def parse_override(item: str) -> tuple:
+    """'actor.num_envs=32' -> ('actor.num_envs', 32): a Python literal where the value
+    parses as one (32, 1.5, True, (64, 64)), else the string ('8x8')."""
+    key, sep, text = item.partition("=")
+    if not sep or not key:
+        raise config_lib.ConfigError(f"override {item!r}: expected <field>=<value>")
+    try:
+        return key, ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return key, text
+
+
+def apply_overrides(config, overrides: dict) -> None:
+    """Sets each dotted field of `overrides`; ConfigError naming a field the config lacks
+    or a value of the wrong type."""
+    config.lock()  # a field the config lacks is an error, not a new field
+    try:
+        config.update_from_flattened_dict(dict(overrides))
+    except (KeyError, AttributeError, TypeError, ValueError) as err:
+        raise config_lib.ConfigError(f"override {overrides}: {_last_line(err)}") from None
+    finally:
+        config.unlock()
 
 
 def define_config(default: str):
@@ -129,11 +174,7 @@ def _unknown_field(argv, default: str) -> str:
         if arg.startswith("--config."):
             overrides.append(arg[len("--config."):].partition("=")[0])
     try:
-        file, _, arg = path.partition(":")
-        spec = importlib.util.spec_from_file_location("distrl_cli_config", file)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        config = module.get_config(*([arg] if arg else []))
+        config = load_file(path)
     except Exception:  # noqa: BLE001 - the file itself is what failed; say that instead
         return ""
     for override in overrides:

@@ -2,7 +2,6 @@
 user does (in its own process session, so that every process it started can be
 checked for afterwards), and a clean CPU setup."""
 
-import importlib.util
 import os
 import pathlib
 import subprocess
@@ -12,16 +11,15 @@ import time
 import psutil
 import pytest
 
+from distrl import cli
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, str(ROOT / "launch" / "train.py")]
 
 
 def load_config(name: str):
     """The ml_collections config of configs/<name>.py, as the launcher loads it."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "configs" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config()
+    return cli.load_file(name)
 
 
 @pytest.fixture

@@ -225,13 +225,13 @@ def test_a_restarted_counter_continues_from_its_totals(tmp_path, monkeypatch):
 def test_a_restarted_learner_loads_the_newest_checkpoint_and_publishes_newer_versions(
         tmp_path, monkeypatch):
     import jax
+    from conftest import load_config
 
     from distrl import agents, checkpoint
     from distrl import config as config_lib
     from distrl.nodes.counter import Counter
     from distrl.nodes.learner import Learner
     from distrl.program import nodeproc
-    from conftest import load_config
 
     config = load_config("dqn")
     agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))

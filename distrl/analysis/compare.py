@@ -16,9 +16,7 @@ Definitions used in the report (also printed under its table):
   (items: a replay item holds one time step of B envs, a queue item a T x B chunk).
 """
 
-import ast
 import dataclasses
-import importlib.util
 import json
 import os
 import subprocess
@@ -26,10 +24,10 @@ import sys
 
 import numpy as np
 
+from distrl import cli, metrics, rundir
 from distrl import config as config_lib
-from distrl import metrics, rundir
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
+ROOT = os.path.dirname(cli.CONFIGS_DIR)  # the checkout
 
 
 @dataclasses.dataclass
@@ -42,31 +40,9 @@ class RunSpec:
     config: object
 
 
-def load_config(name_or_path: str):
-    """configs/<name>.py (or any config file path) -> its get_config()."""
-    path = name_or_path
-    if not path.endswith(".py"):
-        path = os.path.join(ROOT, "configs", f"{name_or_path}.py")
-    if not os.path.exists(path):
-        raise config_lib.ConfigError(f"config {name_or_path!r}: {path} does not exist")
-    spec = importlib.util.spec_from_file_location(f"compare_{os.path.basename(path)[:-3]}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config()
-
-
 def parse_overrides(items: list[str]) -> dict:
     """['actor.num_envs=32', 'env.slippery=True'] -> {'actor.num_envs': 32, ...}."""
-    out = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep:
-            raise config_lib.ConfigError(f"--set {item!r}: expected key=value")
-        try:
-            out[key] = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            out[key] = text  # a plain string, e.g. a map name
-    return out
+    return dict(cli.parse_override(item) for item in items)
 
 
 def plan(names, seeds, out_dir: str, shared: dict, overrides: dict) -> list[RunSpec]:
@@ -80,9 +56,9 @@ def plan(names, seeds, out_dir: str, shared: dict, overrides: dict) -> list[RunS
         for seed in seeds:
             run_dir = os.path.abspath(os.path.join(out_dir, os.path.basename(name), f"seed{seed}"))
             try:
-                config = load_config(name)
-                config.update_from_flattened_dict(dict(shared, seed=seed, run_dir=run_dir))
-                config.update_from_flattened_dict(overrides)
+                config = cli.load_file(name)
+                cli.apply_overrides(config, dict(shared, seed=seed, run_dir=run_dir))
+                cli.apply_overrides(config, overrides)
                 config_lib.validate(config)
                 rundir.check_fresh(run_dir)
             except (config_lib.ConfigError, KeyError, TypeError, AttributeError) as err:
