@@ -48,8 +48,13 @@ _LOCAL = r"""
 import json, sys
 from distrl import local
 algo, seed, envs, t = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-r = local.train(local.LocalConfig(algo=algo, seed=seed, num_envs=envs, rollout_length=t,
-                                  max_env_steps=3_000_000, xla_opt_level=-1))
+from distrl import cli
+c = cli.load_file(algo)  # configs/<algo>.py, as one process: B = envs, one update per rollout
+cli.apply_overrides(c, {"seed": seed, "num_actors": 1, "actor.num_envs": envs,
+                        "actor.unroll_length": t, "learner.batch_chunks": 1,
+                        "budget.env_steps": 3_000_000, "budget.seconds": 0.0,
+                        "local.xla_opt_level": -1})
+r = local.train(c)
 print("RESULT " + json.dumps(dict(solved=r.solved, updates=r.updates, env_steps=r.env_steps,
                                   wall=r.wall_time)), flush=True)
 """

@@ -111,6 +111,9 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             # pi* for the agent's discount) instead of target_success
             target_of_optimal=0.0,
             confirm_envs=10_000,  # episodes of the confirming evaluation near the target
+            # a run that ends on a budget reports the confirmed params with the best
+            # success lower bound rather than the last ones
+            keep_best=True,
             sampled=False,  # evaluate the sampled policy instead of the greedy one
         )
     )

@@ -178,3 +178,20 @@ def test_a_small_evaluation_never_stops_a_run_even_when_its_bound_clears():
     low, high = evaluation.wilson_interval(8850, 10_000)
     large = evaluation.EvalResult(0.885, 0.8, 30.0, 10_000.0, float(low), float(high))
     assert evaluator_node.stop_reason(config, large, {}, 0.0) == "target_reached"
+
+
+def test_keep_best_picks_the_confirmed_evaluation_with_the_best_lower_bound():
+    from distrl.nodes.evaluator import _better
+
+    def result(k, n):
+        low, high = evaluation.wilson_interval(k, n)
+        return evaluation.EvalResult(k / n, 0.0, 0.0, float(n), float(low), float(high))
+
+    good, final = (result(8760, 10_000), "good", 3), (result(8640, 10_000), "final", 9)
+    lucky_small = (result(99, 100), "lucky", 5)  # too few episodes to count
+    best = None
+    for candidate in (good, lucky_small, final):
+        best = _better(best, candidate, 10_000)
+    assert best[1:] == ("good", 3)
+    assert _better(None, lucky_small, 10_000) is None
+    assert _better(good, (result(8760, 10_000), "later", 12), 10_000)[1] == "later"

@@ -111,6 +111,7 @@ class Evaluator:
         self._replay = replay_client
         self._run_dir = run_dir
         self._start = start_time
+        self._last_params = None
 
     def run(self) -> None:
         with lifecycle.guard("evaluator", self._run_dir):
@@ -134,29 +135,33 @@ class Evaluator:
         monitor = ReplayMonitor(self._replay, self._run_dir, c.log.every_seconds)
         target = target_for(c, best)
         if source.wait_first(lifecycle.should_stop):
-            reason, report, counts = self._loop(
+            reason, report, counts, kept = self._loop(
                 (evaluate, confirm, judge), source, log, monitor, target
             )
         else:
-            reason, report, counts = "stopped", None, {}
-        answer = judge(source.params) if report is not None else None
-        self._finish(reason, env, agent, source, report, counts, monitor.summary(), answer)
+            reason, report, counts, kept = "stopped", None, {}, (source.params, source.version)
+        answer = judge(kept[0]) if report is not None else None
+        self._finish(reason, env, agent, kept, report, counts, monitor.summary(), answer)
         log.close()
         monitor.close()
         if reason != "stopped":
             lifecycle.request_stop()
 
     def _loop(self, evaluators, source, log, monitor, target):
-        """Evaluates until there is a stop reason; returns (reason, report, counts).
+        """Evaluates until there is a stop reason.
 
         evaluators: (evaluate, confirm, judge): the routine evaluation, the large
         confirming one (also the final report's), and the exact figures' function.
+        Returns (reason, report, counts, (params, version)): the params the result
+        is about, the final ones or, when a budget ended the run and
+        `evaluator.keep_best` is set, the confirmed ones with the best lower bound.
         """
         c = self._config
         evaluate, confirm, judge = evaluators
         confirm_envs = c.evaluator.get("confirm_envs", 10_000)
         key = jax.random.PRNGKey(c.seed + 7)
         rates, counts = metrics.RateWindow(), self._initial_counts
+        best = None  # (report, params, version) of the best confirm_envs-episode evaluation
         while True:
             key, eval_key, confirm_key = jax.random.split(key, 3)
             report = jax.device_get(evaluate(source.params, eval_key))
@@ -170,13 +175,19 @@ class Evaluator:
             log.write(row["env_steps"], row)
             monitor.maybe_log(row["env_steps"])
             print(progress_line(elapsed, counts, report), flush=True)
+            best = _better(best, (report, source.params, source.version), confirm_envs)
             reason = stop_reason(c, report, counts, elapsed, target)
             if reason is None and lifecycle.should_stop(c.evaluator.every_seconds):
                 reason = "stopped"  # a signal, Ctrl-C, or a failed node
             if reason is not None:
                 if report.episodes < confirm_envs:
                     report = jax.device_get(confirm(source.params, confirm_key))
-                return reason, report, counts
+                self._last_params = source.params
+                final = (report, source.params, source.version)
+                if reason.endswith("budget") and c.evaluator.get("keep_best", True):
+                    final = _better(best, final, confirm_envs)
+                return reason, final[0], counts, final[1:]
+            self._last_params = source.params
             source.refresh_now()
 
     def _read_counts(self, previous):
@@ -187,11 +198,13 @@ class Evaluator:
             logging.info("evaluator: counter did not answer (%s)", err)
             return previous
 
-    def _finish(self, reason, env, agent, source, report, counts, replay_summary, answer):
+    def _finish(self, reason, env, agent, kept, report, counts, replay_summary, answer):
+        params, version = kept
         result = dict(
             stop_reason=reason,
             wall_seconds=time.time() - self._start,
-            param_version=source.version,
+            param_version=version,  # the params this result is about
+            kept_best=params is not self._last_params,  # not the last evaluated params
             counts=counts,
             evaluation=report._asdict() if report is not None else None,
             exact=answer,
@@ -200,12 +213,23 @@ class Evaluator:
             map=list(env.desc),
         )
         if report is not None:
-            values, actions = evaluation.value_grid(env, agent, source.params)
+            values, actions = evaluation.value_grid(env, agent, params)
             grids = evaluation.report(env, grids=(values, actions))
             result.update(grids=grids, values=values.tolist(), actions=actions.tolist())
         result = jax.tree.map(_plain, result)
         print(results.summary(result, self._run_dir), flush=True)
         results.write(self._run_dir, result)
+
+def _better(best, candidate, confirm_envs: int):
+    """The (report, params, version) with the higher success lower bound, among those
+    of at least confirm_envs episodes (a later one wins a tie); best may be None."""
+    report = candidate[0]
+    if report.episodes < confirm_envs and report.success_low != report.success_high:
+        return best
+    if best is None or report.success_low >= best[0].success_low:
+        return candidate
+    return best
+
 
 def _plain(x):
     """JSON-friendly scalars (numpy / jax numbers -> Python numbers)."""
