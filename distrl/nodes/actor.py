@@ -127,7 +127,7 @@ class Actor:
                                     c.num_actors, c.actor.epsilon_spread)
             key, step_key = jax.random.split(key)
             # Dispatch is asynchronous: XLA computes chunk k+1 while Python writes chunk
-            # k to Reverb (measured +50% env steps/s for PPO at B=64, benchmarks/whatif.py).
+            # k to Reverb (+50% env steps/s for PPO at B=64; benchmarks/README.md).
             carry, chunk, stats = unroll(params.params, carry, step_key, epsilon)
             items, tail = to_items(tail, chunk)
             if pending is not None:

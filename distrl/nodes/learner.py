@@ -161,7 +161,7 @@ class Learner:
         batch's new priorities go to the table in the background.
         """
         # The jitted update moves the numpy batch itself: an explicit device_put
-        # of the 5-leaf batch cost 390 us per update here (benchmarks/whatif.py).
+        # of the 5-leaf batch cost 390 us per update here (benchmarks/README.md, what-ifs).
         batch = replay.to_learner_batch(sample.data.data, is_replay)
         if self._priorities is None:
             state, metrics_ = agent.update(self._state, batch)
