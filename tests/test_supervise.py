@@ -9,7 +9,6 @@ import time
 
 import psutil
 import pytest
-
 from conftest import ROOT, assert_nothing_left, launch_train
 
 PROGRAM = str(ROOT / "tests" / "supervise_program.py")
@@ -37,8 +36,8 @@ def test_each_death_is_named_and_the_node_restarted_within_the_policy(tmp_path):
         assert os.path.exists(r["report"]), r
         assert f"victim {r['cause']}; restarting it" in out  # one line each in the terminal
     assert "Traceback" not in out
-    traceback_report = open(outcome["restarts"][1]["report"]).read()
-    assert "ValueError: injected in attempt 1" in traceback_report.splitlines()[-1]
+    with open(outcome["restarts"][1]["report"]) as f:
+        assert "ValueError: injected in attempt 1" in f.read().splitlines()[-1]
 
 
 def test_a_death_beyond_the_policy_stops_every_node_and_is_named(tmp_path):
@@ -226,19 +225,19 @@ def test_a_restarted_counter_continues_from_its_totals(tmp_path, monkeypatch):
 def test_a_restarted_learner_loads_the_newest_checkpoint_and_publishes_newer_versions(
         tmp_path, monkeypatch):
     import jax
+    from conftest import load_config
 
     from distrl import agents, checkpoint
     from distrl import config as config_lib
     from distrl.nodes.counter import Counter
     from distrl.nodes.learner import Learner
     from distrl.program import nodeproc
-    from conftest import load_config
 
     config = load_config("dqn")
     agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
     saved = agent.init(jax.random.PRNGKey(11))
     run_dir = str(tmp_path)
-    checkpoint.save(checkpoint.directory(run_dir), saved, 40, dict(algorithm="dqn"))
+    checkpoint.save(checkpoint.directory(run_dir), saved, 40, {"algorithm": "dqn"})
     counter = Counter()
     counter.set(param_version=95)  # what it served before it died
     monkeypatch.setenv(nodeproc.ATTEMPT_ENV, "1")

@@ -25,7 +25,6 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Optional
 
 PARENT_PID_ENV = "DISTRL_NODE_PARENT_PID"
 ATTEMPT_ENV = "DISTRL_NODE_ATTEMPT"  # 0 for a node's first start, n for its n-th restart
@@ -75,12 +74,12 @@ class NodeProcess:
     process's stdout, each line prefixed "[prefix] " (the debugging terminal mode).
     """
 
-    def __init__(self, data_file: str, env: dict, output_path: str, prefix: Optional[str] = None):
+    def __init__(self, data_file: str, env: dict, output_path: str, prefix: str | None = None):
         self.data_file = data_file
         self.env = env
         self.output_path = output_path
         self.prefix = prefix
-        self.process: Optional[subprocess.Popen] = None
+        self.process: subprocess.Popen | None = None
         self.attempt = -1
 
     def start(self) -> int:
@@ -105,7 +104,7 @@ class NodeProcess:
             sys.stdout.write(f"[{self.prefix}] {line.decode(errors='replace')}")
             sys.stdout.flush()
 
-    def poll(self) -> Optional[int]:
+    def poll(self) -> int | None:
         """The exit code once the process has exited, else None (None before any start)."""
         return None if self.process is None else self.process.poll()
 
@@ -136,7 +135,7 @@ class NodeProcess:
             self.process.kill()
         self.process.wait()
 
-    def stop(self, grace_seconds: float) -> Optional[int]:
+    def stop(self, grace_seconds: float) -> int | None:
         """SIGTERM; after `grace_seconds` a stack dump and SIGKILL. Returns the exit code."""
         self.terminate()
         if not self.wait(time.monotonic() + grace_seconds):
