@@ -62,15 +62,22 @@ def _node_processes(launcher_pid: int, count: int, timeout_s: float = 120.0):
     raise AssertionError(f"the launcher started {len(children)} of {count} nodes")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP], ids=["sigkill", "sighup"])
-def test_no_node_outlives_its_launcher(tmp_path, sig):
+# A hang-up of the whole process group: what closing the terminal does.
+@pytest.mark.parametrize("sig,group", [(signal.SIGKILL, False), (signal.SIGHUP, False),
+                                       (signal.SIGHUP, True)],
+                         ids=["sigkill", "sighup", "terminal-closed"])
+def test_no_node_outlives_its_launcher(tmp_path, sig, group):
     proc = launch_train([], executable_args=[PROGRAM, str(tmp_path / "run"), "hang", "0"])
     try:
         nodes = _node_processes(proc.pid, 2)
         time.sleep(2.0)  # every node inside its body
-        proc.send_signal(sig)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         proc.wait(timeout=60)
-        deadline = time.time() + 15  # SIGHUP: a graceful stop; SIGKILL: the parent-death signal
+        # SIGHUP: an orderly stop (nodes ignore the hang-up); SIGKILL: the parent-death signal.
+        deadline = time.time() + 15
         while any(n.is_running() and n.status() != psutil.STATUS_ZOMBIE for n in nodes):
             assert time.time() < deadline, [n.cmdline() for n in nodes if n.is_running()]
             time.sleep(0.2)
@@ -78,6 +85,9 @@ def test_no_node_outlives_its_launcher(tmp_path, sig):
         if proc.poll() is None:
             proc.kill()
     assert_nothing_left(proc)
+    if sig == signal.SIGHUP:  # stopped in order by the launcher, not hung up
+        log = (tmp_path / "run" / "logs" / "nodes" / "launcher").read_text()
+        assert "interrupted; stopping every node" in log and "SIGHUP" not in log, log
 
 
 def _node_process(launcher_pid: int, name: str):

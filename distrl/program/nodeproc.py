@@ -14,6 +14,8 @@ that makes it die with whoever started it:
 - `faulthandler` on SIGUSR1: `stop` dumps every thread's stack of a node that
   missed the stop before killing it, even when its main thread sits in native code
   (a Python-level handler would never run there).
+- SIGHUP ignored: a closed terminal hangs up its whole process group, nodes
+  included; the launcher alone answers it, with an orderly stop.
 
 Imports neither Launchpad nor the learning stack: a Ray node host imports it.
 """
@@ -37,6 +39,7 @@ ctypes.CDLL(None).prctl({_PR_SET_PDEATHSIG}, signal.SIGKILL)
 if os.getppid() != int(os.environ["{PARENT_PID_ENV}"]):
     sys.exit(1)
 faulthandler.register(signal.SIGUSR1, all_threads=True)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
