@@ -21,7 +21,6 @@ so alone it keeps one, and loads the newest with DONE when the server starts. He
 import glob
 import os
 import shutil
-from typing import List, Optional, Tuple
 
 from absl import logging
 
@@ -40,7 +39,7 @@ def kept_dir(run_dir: str) -> str:
     return os.path.join(run_dir, "checkpoints", "replay-kept")
 
 
-def keep(path: str, run_dir: str, count: Optional[int]) -> None:
+def keep(path: str, run_dir: str, count: int | None) -> None:
     """Hard-links the complete checkpoint at `path` into the kept ones; keeps the newest
     `count` (None: all)."""
     target = os.path.join(kept_dir(run_dir), os.path.basename(path.rstrip("/")))
@@ -57,7 +56,7 @@ def keep(path: str, run_dir: str, count: Optional[int]) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def problem(path: str) -> Optional[str]:
+def problem(path: str) -> str | None:
     """Why the checkpoint at `path` cannot be loaded, or None if it can.
 
     Complete (DONE), every record of every file readable (ZLIB TFRecords, CRCs
@@ -71,7 +70,7 @@ def problem(path: str) -> Optional[str]:
         tables, chunks, items = (_records(path, name) for name in _FILES)
     except _Unreadable as err:
         return str(err)
-    from reverb.cc import schema_pb2  # noqa: PLC0415 - only a resume reads records
+    from reverb.cc import schema_pb2  # imported only when a resume reads records
 
     referenced = set()
     try:
@@ -94,8 +93,8 @@ class _Unreadable(Exception):
     pass
 
 
-def _records(path: str, name: str) -> List[bytes]:
-    import tensorflow as tf  # noqa: PLC0415 - only a resume reads records
+def _records(path: str, name: str) -> list[bytes]:
+    import tensorflow as tf  # imported only when a resume reads records
 
     file = os.path.join(path, name)
     if not os.path.exists(file):
@@ -111,7 +110,7 @@ def _is_checkpoint(path: str) -> bool:
     return os.path.isdir(path) and not path.endswith(".tmp")
 
 
-def candidates(run_dir: str) -> List[str]:
+def candidates(run_dir: str) -> list[str]:
     """Every replay checkpoint of the run, newest first (one per name)."""
     found = {}
     for root in (kept_dir(run_dir), reverb_dir(run_dir)):
@@ -121,7 +120,7 @@ def candidates(run_dir: str) -> List[str]:
     return [found[name] for name in sorted(found, reverse=True)]
 
 
-def select(run_dir: str) -> Tuple[Optional[str], List[str]]:
+def select(run_dir: str) -> tuple[str | None, list[str]]:
     """(newest loadable checkpoint or None if the run has none, ['path: why'] skipped).
 
     CheckpointError naming the newest when the run has checkpoints and none loads.

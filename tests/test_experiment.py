@@ -583,7 +583,7 @@ def test_local_mp_run_killed_with_sigkill_resumes_and_ends_at_least_as_good(tmp_
     success_before = metrics.last_row(metrics.csv_path(str(run_dir), "evaluator"))["success_rate"]
     assert not (run_dir / "result.json").exists()  # it really was killed, not finished
     # What the killed launcher could not clean up stayed inside the run directory.
-    assert list((run_dir / "tmp").glob("*/job.pkl"))
+    assert list((run_dir / "tmp").glob("launch-*/learner.pkl"))
     code, out = _python(
         "train.py",
         f"--resume={run_dir}",

@@ -36,8 +36,8 @@ def test_each_death_is_named_and_the_node_restarted_within_the_policy(tmp_path):
         assert os.path.exists(r["report"]), r
         assert f"victim {r['cause']}; restarting it" in out  # one line each in the terminal
     assert "Traceback" not in out
-    traceback_report = open(outcome["restarts"][1]["report"]).read()
-    assert "ValueError: injected in attempt 1" in traceback_report.splitlines()[-1]
+    with open(outcome["restarts"][1]["report"]) as f:
+        assert "ValueError: injected in attempt 1" in f.read().splitlines()[-1]
 
 
 def test_a_death_beyond_the_policy_stops_every_node_and_is_named(tmp_path):
@@ -62,15 +62,22 @@ def _node_processes(launcher_pid: int, count: int, timeout_s: float = 120.0):
     raise AssertionError(f"the launcher started {len(children)} of {count} nodes")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP], ids=["sigkill", "sighup"])
-def test_no_node_outlives_its_launcher(tmp_path, sig):
+# A hang-up of the whole process group: what closing the terminal does.
+@pytest.mark.parametrize("sig,group", [(signal.SIGKILL, False), (signal.SIGHUP, False),
+                                       (signal.SIGHUP, True)],
+                         ids=["sigkill", "sighup", "terminal-closed"])
+def test_no_node_outlives_its_launcher(tmp_path, sig, group):
     proc = launch_train([], executable_args=[PROGRAM, str(tmp_path / "run"), "hang", "0"])
     try:
         nodes = _node_processes(proc.pid, 2)
         time.sleep(2.0)  # every node inside its body
-        proc.send_signal(sig)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         proc.wait(timeout=60)
-        deadline = time.time() + 15  # SIGHUP: a graceful stop; SIGKILL: the parent-death signal
+        # SIGHUP: an orderly stop (nodes ignore the hang-up); SIGKILL: the parent-death signal.
+        deadline = time.time() + 15
         while any(n.is_running() and n.status() != psutil.STATUS_ZOMBIE for n in nodes):
             assert time.time() < deadline, [n.cmdline() for n in nodes if n.is_running()]
             time.sleep(0.2)
@@ -78,6 +85,9 @@ def test_no_node_outlives_its_launcher(tmp_path, sig):
         if proc.poll() is None:
             proc.kill()
     assert_nothing_left(proc)
+    if sig == signal.SIGHUP:  # stopped in order by the launcher, not hung up
+        log = (tmp_path / "run" / "logs" / "nodes" / "launcher").read_text()
+        assert "interrupted; stopping every node" in log and "SIGHUP" not in log, log
 
 
 def _node_process(launcher_pid: int, name: str):
@@ -237,7 +247,7 @@ def test_a_restarted_learner_loads_the_newest_checkpoint_and_publishes_newer_ver
     agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
     saved = agent.init(jax.random.PRNGKey(11))
     run_dir = str(tmp_path)
-    checkpoint.save(checkpoint.directory(run_dir), saved, 40, dict(algorithm="dqn"))
+    checkpoint.save(checkpoint.directory(run_dir), saved, 40, {"algorithm": "dqn"})
     counter = Counter()
     counter.set(param_version=95)  # what it served before it died
     monkeypatch.setenv(nodeproc.ATTEMPT_ENV, "1")

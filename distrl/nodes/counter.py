@@ -16,7 +16,6 @@ import json
 import os
 import threading
 import time
-from typing import Dict, Optional
 
 from distrl import files
 from distrl.program import lifecycle
@@ -25,11 +24,11 @@ from distrl.program import lifecycle
 class Counter:
     """Sums of named counts from every node (`increment`), read with `get_counts`."""
 
-    def __init__(self, initial_counts: Optional[Dict[str, float]] = None,
-                 state_path: Optional[str] = None):
+    def __init__(self, initial_counts: dict[str, float] | None = None,
+                 state_path: str | None = None):
         self._lock = threading.Lock()
         self._path = state_path
-        self._counts: Dict[str, float] = dict(initial_counts or {})
+        self._counts: dict[str, float] = dict(initial_counts or {})
         if state_path:
             os.makedirs(os.path.dirname(state_path), exist_ok=True)
         if state_path and lifecycle.attempt() > 0 and os.path.exists(state_path):
@@ -38,7 +37,7 @@ class Counter:
         self._start = time.time()
         self._save()
 
-    def increment(self, **deltas: float) -> Dict[str, float]:
+    def increment(self, **deltas: float) -> dict[str, float]:
         """Adds each delta to its count; returns the new totals."""
         with self._lock:
             for name, delta in deltas.items():
@@ -59,7 +58,7 @@ class Counter:
                 self._counts[name] = max(self._counts.get(name, value), value)
             self._save()
 
-    def get_counts(self) -> Dict[str, float]:
+    def get_counts(self) -> dict[str, float]:
         """All totals, plus the seconds since the counter started."""
         with self._lock:
             return dict(self._counts, counter_seconds=time.time() - self._start)
@@ -70,7 +69,7 @@ class Counter:
         files.write_json(self._path, self._counts)  # a death leaves the old or the new file
 
 
-def data_summary(counts: Dict[str, float]) -> Dict[str, float]:
+def data_summary(counts: dict[str, float]) -> dict[str, float]:
     """What happened to the data, from the counter's totals (for result.json).
 
     data_age_mean / data_age_max: updates between the params an item was acted with

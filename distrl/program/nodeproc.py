@@ -14,6 +14,8 @@ that makes it die with whoever started it:
 - `faulthandler` on SIGUSR1: `stop` dumps every thread's stack of a node that
   missed the stop before killing it, even when its main thread sits in native code
   (a Python-level handler would never run there).
+- SIGHUP ignored: a closed terminal hangs up its whole process group, nodes
+  included; the launcher alone answers it, with an orderly stop.
 
 Imports neither Launchpad nor the learning stack: a Ray node host imports it.
 """
@@ -25,7 +27,6 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Optional
 
 PARENT_PID_ENV = "DISTRL_NODE_PARENT_PID"
 ATTEMPT_ENV = "DISTRL_NODE_ATTEMPT"  # 0 for a node's first start, n for its n-th restart
@@ -38,6 +39,7 @@ ctypes.CDLL(None).prctl({_PR_SET_PDEATHSIG}, signal.SIGKILL)
 if os.getppid() != int(os.environ["{PARENT_PID_ENV}"]):
     sys.exit(1)
 faulthandler.register(signal.SIGUSR1, all_threads=True)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
@@ -75,12 +77,12 @@ class NodeProcess:
     process's stdout, each line prefixed "[prefix] " (the debugging terminal mode).
     """
 
-    def __init__(self, data_file: str, env: dict, output_path: str, prefix: Optional[str] = None):
+    def __init__(self, data_file: str, env: dict, output_path: str, prefix: str | None = None):
         self.data_file = data_file
         self.env = env
         self.output_path = output_path
         self.prefix = prefix
-        self.process: Optional[subprocess.Popen] = None
+        self.process: subprocess.Popen | None = None
         self.attempt = -1
 
     def start(self) -> int:
@@ -105,7 +107,7 @@ class NodeProcess:
             sys.stdout.write(f"[{self.prefix}] {line.decode(errors='replace')}")
             sys.stdout.flush()
 
-    def poll(self) -> Optional[int]:
+    def poll(self) -> int | None:
         """The exit code once the process has exited, else None (None before any start)."""
         return None if self.process is None else self.process.poll()
 
@@ -136,7 +138,7 @@ class NodeProcess:
             self.process.kill()
         self.process.wait()
 
-    def stop(self, grace_seconds: float) -> Optional[int]:
+    def stop(self, grace_seconds: float) -> int | None:
         """SIGTERM; after `grace_seconds` a stack dump and SIGKILL. Returns the exit code."""
         self.terminate()
         if not self.wait(time.monotonic() + grace_seconds):

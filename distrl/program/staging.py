@@ -12,7 +12,6 @@ each launcher.
 import dataclasses
 import os
 import tempfile
-from typing import List
 
 from launchpad import context as lp_context
 from launchpad.launch import serialization
@@ -34,7 +33,7 @@ def node_name(label: str, index: int, group_size: int) -> str:
     return f"{label}/{index}" if label == "actor" or group_size > 1 else label
 
 
-def stage(program) -> List[Staged]:
+def stage(program) -> list[Staged]:
     """The program's nodes, with launch contexts initialized and input handles connected."""
     nodes = [Staged(node_name(label, i, len(group)), label, i, node)
              for label, group in program.groups.items() for i, node in enumerate(group)]

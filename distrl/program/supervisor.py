@@ -28,7 +28,6 @@ import os
 import shutil
 import signal
 import time
-from typing import Dict, List
 
 from absl import flags
 
@@ -69,7 +68,7 @@ def stop_signals_interrupt():
 
 
 def run(program, config, run_dir: str, envs: dict, stream, terminal: str,
-        show_progress: bool = True) -> List[dict]:
+        show_progress: bool = True) -> list[dict]:
     """Runs `program` with a process per node until it stops; returns the restarts made.
 
     `envs` maps each group to its node processes' environment variables; `terminal`
@@ -101,11 +100,11 @@ class _Supervisor:
         self._backoff = config.restart.backoff_seconds
         self._log_path = log_path
         self._stream = stream
-        self._nodes: Dict[str, nodeproc.NodeProcess] = {}
+        self._nodes: dict[str, nodeproc.NodeProcess] = {}
         self._stop_file = ""
         self._start = time.time()
         self._line = None
-        self.restarts: List[dict] = []
+        self.restarts: list[dict] = []
 
     def prepare(self, program, envs: dict, output_dir: str, work: str, echo: bool) -> None:
         """Contexts, handles, loopback ports and pickles of every node; nothing runs yet."""
@@ -165,9 +164,9 @@ class _Supervisor:
         os.makedirs(os.path.dirname(report), exist_ok=True)
         os.replace(lifecycle.failure_path(self._run_dir, name), report)
         at = time.time() - self._start
-        self.restarts.append(dict(node=name, cause=cause, restart=p.attempt + 1,
-                                  at_seconds=round(at, 1), backoff_seconds=round(delay, 1),
-                                  report=report))
+        self.restarts.append({"node": name, "cause": cause, "restart": p.attempt + 1,
+                                  "at_seconds": round(at, 1), "backoff_seconds": round(delay, 1),
+                                  "report": report})
         self._say(f"{name} {cause}; restarting it in {delay:.1f} s "
                   f"(restart {p.attempt + 1} of {self._max_restarts})")
 
