@@ -26,7 +26,7 @@ $(STAMP): requirements.lock pyproject.toml .ci/find_python.sh
 lint: setup
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
-test: setup
+test: lint
 	$(PY) -m pytest $(ARGS)
 
 # Everything but the multi-process (local_mp) runs.

@@ -5,9 +5,10 @@
 Starts the cluster the cluster tests use (a head with no CPUs holding the replay, a
 2-CPU worker holding the learner, a second 2-CPU worker, each worker its own network
 host in a namespace when run as root; actors spread over both workers), then runs
-the same config for the same wall-clock budget under each launch type and actor count, interleaved, in this one
-process: `local_mp` with N actors, then Ray with N actors, for each N. Every run has
-no target (it runs its whole budget), so the rates compare like with like.
+the same config for the same wall-clock budget under each launch type and actor
+count, interleaved, in this one process: `local_mp` with N actors, then Ray with N
+actors, for each N. Every run has no target (it runs its whole budget), so the rates
+compare like with like.
 
 Printed per run: start-up (seconds until the evaluator first saw env steps), steady
 env steps/s and updates/s (evaluator rows after start-up: last minus first over the
@@ -71,28 +72,41 @@ def steady_rates(run_dir: str) -> dict:
 def run_once(config: str, launch: str, actors: int, seconds: float, address: str, out: str):
     run_dir = os.path.join(out, f"{config}-{launch}-{actors}")
     args = [
-        f"--config=configs/{config}.py", f"--lp_launch_type={launch}",
-        f"--config.num_actors={actors}", f"--config.run_dir={run_dir}",
-        "--config.evaluator.target_success=0", "--config.budget.env_steps=0",
+        f"--config=configs/{config}.py",
+        f"--lp_launch_type={launch}",
+        f"--config.num_actors={actors}",
+        f"--config.run_dir={run_dir}",
+        "--config.evaluator.target_success=0",
+        "--config.budget.env_steps=0",
         f"--config.budget.seconds={seconds}",
     ]
     if launch == "ray":
         args += [f"--ray_address={address}", *PLACE]
     start = time.time()
-    done = subprocess.run(TRAIN + args, cwd=ROOT, env={**os.environ, **QUIET_ENV},
-                          capture_output=True, text=True, timeout=seconds + 300, check=False)
+    done = subprocess.run(
+        TRAIN + args,
+        cwd=ROOT,
+        env={**os.environ, **QUIET_ENV},
+        capture_output=True,
+        text=True,
+        timeout=seconds + 300,
+        check=False,
+    )
     wall = time.time() - start
     if done.returncode != 0:
-        raise RuntimeError(f"{launch} x{actors} exited {done.returncode}:\n{done.stdout[-3000:]}"
-                           f"{done.stderr[-3000:]}")
+        raise RuntimeError(
+            f"{launch} x{actors} exited {done.returncode}:\n{done.stdout[-3000:]}"
+            f"{done.stderr[-3000:]}"
+        )
     where = {}
     placement = os.path.join(run_dir, "placement.json")
     if os.path.exists(placement):
         with open(placement) as f:
             where = json.load(f)
     nodes = len({w["ray_node"] for name, w in where.items() if name.startswith("actor/")})
-    return dict(launch=launch, actors=actors, wall_s=wall, actor_ray_nodes=nodes,
-                **steady_rates(run_dir))
+    return dict(
+        launch=launch, actors=actors, wall_s=wall, actor_ray_nodes=nodes, **steady_rates(run_dir)
+    )
 
 
 def main(argv=None) -> None:
@@ -100,31 +114,41 @@ def main(argv=None) -> None:
     parser.add_argument("--config", default="ppo")
     parser.add_argument("--actors", default="2,4")
     parser.add_argument("--seconds", type=float, default=40.0)
-    parser.add_argument("--out", default=str(ROOT / "runs" / f"bench-cluster-{int(time.time())}"),
-                        help="where the runs' directories are kept")
+    parser.add_argument(
+        "--out",
+        default=str(ROOT / "runs" / f"bench-cluster-{int(time.time())}"),
+        help="where the runs' directories are kept",
+    )
     args = parser.parse_args(argv)
     cluster, kind = start_cluster()
     rows = []
     try:
         for actors in (int(a) for a in args.actors.split(",")):
             for launch in ("local_mp", "ray"):
-                rows.append(run_once(args.config, launch, actors, args.seconds,
-                                     cluster.address, args.out))
+                rows.append(
+                    run_once(args.config, launch, actors, args.seconds, cluster.address, args.out)
+                )
                 print(json.dumps(rows[-1]), flush=True)
     finally:
         cluster.shutdown()
     local = {r["actors"]: r["env_steps_per_s"] for r in rows if r["launch"] == "local_mp"}
-    print(f"\n{args.config}, {args.seconds:.0f} s budget per run, one machine "
-          f"({os.cpu_count()} cores); Ray: 3 Ray nodes ({kind}), actors on 2")
-    print("| launch | actors | actor Ray nodes | start-up s | env steps/s | updates/s "
-          "| vs local_mp | wall s |")
+    print(
+        f"\n{args.config}, {args.seconds:.0f} s budget per run, one machine "
+        f"({os.cpu_count()} cores); Ray: 3 Ray nodes ({kind}), actors on 2"
+    )
+    print(
+        "| launch | actors | actor Ray nodes | start-up s | env steps/s | updates/s "
+        "| vs local_mp | wall s |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         ratio = r["env_steps_per_s"] / local[r["actors"]]
         nodes = r["actor_ray_nodes"] if r["launch"] == "ray" else "-"
-        print(f"| {r['launch']} | {r['actors']} | {nodes} | {r['startup_s']:.1f} "
-              f"| {r['env_steps_per_s']:,.0f} | {r['updates_per_s']:.1f} | {ratio:.2f}x "
-              f"| {r['wall_s']:.1f} |")
+        print(
+            f"| {r['launch']} | {r['actors']} | {nodes} | {r['startup_s']:.1f} "
+            f"| {r['env_steps_per_s']:,.0f} | {r['updates_per_s']:.1f} | {ratio:.2f}x "
+            f"| {r['wall_s']:.1f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -61,12 +61,13 @@ print("RESULT " + json.dumps(dict(solved=r.solved, updates=r.updates, env_steps=
 
 
 def _run(code, args, seconds):
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                         timeout=seconds + 120)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=seconds + 120
+    )
     lines = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
     if not lines:
         return dict(error=(out.stdout[-300:] + out.stderr[-600:]).replace("\n", " | "))
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def main():
@@ -74,21 +75,34 @@ def main():
     parser.add_argument("--algo", default="ppo")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--seconds", type=float, default=120.0)
-    parser.add_argument("--set", nargs="*", default=[], help="config overrides field=value (a Python literal, else a string)")
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        help="config overrides field=value (a Python literal, else a string)",
+    )
     parser.add_argument("--only", choices=("distributed", "local"), default=None)
     args = parser.parse_args()
     for seed in args.seeds:
         if args.only != "local":
             run_dir = tempfile.mkdtemp(prefix=f"fresh_{args.algo}_")
-            code = _DISTRIBUTED.replace('sys.argv[0]', repr(run_dir))
+            code = _DISTRIBUTED.replace("sys.argv[0]", repr(run_dir))
             row = _run(code, [args.algo, str(seed), str(args.seconds), *args.set], args.seconds)
-            print(json.dumps(dict(kind="distributed", algo=args.algo, seed=seed, sets=args.set,
-                                  **row)), flush=True)
+            print(
+                json.dumps(
+                    dict(kind="distributed", algo=args.algo, seed=seed, sets=args.set, **row)
+                ),
+                flush=True,
+            )
         if args.only != "distributed":
             envs = 128 if args.algo in ("ppo", "grpo") else 64  # the distributed batch's envs
             row = _run(_LOCAL, [args.algo, str(seed), str(envs), "16"], args.seconds)
-            print(json.dumps(dict(kind="local", algo=args.algo, seed=seed, num_envs=envs, T=16,
-                                  **row)), flush=True)
+            print(
+                json.dumps(
+                    dict(kind="local", algo=args.algo, seed=seed, num_envs=envs, T=16, **row)
+                ),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

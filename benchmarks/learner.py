@@ -110,11 +110,17 @@ def sweep(
     envs_per_chunk: int = 64,
 ) -> list:
     """Rows for every device x algorithm x size (PPO: M chunks of [T, B] -> [T, M*B])."""
-    sizes = [("dqn", f"[{n}]", functools.partial(dqn_update_rate, obs_size, n))
-             for n in dqn_batches]
-    sizes += [("ppo", f"[{t}, {m * envs_per_chunk}]",
-               functools.partial(ppo_update_rate, obs_size, t, m * envs_per_chunk))
-              for m in ppo_chunks]
+    sizes = [
+        ("dqn", f"[{n}]", functools.partial(dqn_update_rate, obs_size, n)) for n in dqn_batches
+    ]
+    sizes += [
+        (
+            "ppo",
+            f"[{t}, {m * envs_per_chunk}]",
+            functools.partial(ppo_update_rate, obs_size, t, m * envs_per_chunk),
+        )
+        for m in ppo_chunks
+    ]
     rows = []
     for device in _devices():
         for algo, batch, rate in sizes:

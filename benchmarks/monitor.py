@@ -149,6 +149,10 @@ def node_memory(log_dir: str) -> dict:
         except (psutil.Error, OSError, StopIteration):
             continue  # gone, or not a node
         if not name.startswith(".."):
-            out[name] = {"rss_gb": info.rss / 2**30, "hwm_gb": hwm_kb / 2**20,
-                         "pss_gb": info.pss / 2**30, "uss_gb": info.uss / 2**30}
+            out[name] = {
+                "rss_gb": info.rss / 2**30,
+                "hwm_gb": hwm_kb / 2**20,
+                "pss_gb": info.pss / 2**30,
+                "uss_gb": info.uss / 2**30,
+            }
     return out

@@ -88,6 +88,7 @@ def main(argv=None) -> None:
     os.makedirs(args.run_dir, exist_ok=True)
     configs = {a: stages.bench_config(a, 1, 1.0, args.run_dir) for a in args.algo.split(",")}
     program, counter, replays, plan = stages.stage_program(configs, args.run_dir, 2.0, args.window)
+
     def monitor(counter, replays, gate_dir):
         return ProfilingMonitor(counter, replays, gate_dir, pyspy=args.pyspy, out_dir=args.run_dir)
 

@@ -67,78 +67,161 @@ _E2E_NOTE = (
 
 ROWS = [
     # 1. Each stage's work alone, in the bench process.
-    Spec("1 ceilings", "<algo> rollout {ceilings.<algo>.rollout.shape} (no I/O)",
-         figure="ceilings.<algo>.rollout.steps_per_s", unit="env steps/s"),
-    Spec("1 ceilings", "<algo> actor compute (rollout + items + device_get)",
-         figure="ceilings.<algo>.actor_compute.steps_per_s", unit="env steps/s",
-         ceiling=("ceilings.<algo>.rollout.steps_per_s",), ceiling_name="rollout",
-         goal=">= 0.8x"),
-    Spec("1 ceilings", "<algo> update {ceilings.<algo>.update.batch} (device batches)",
-         figure="ceilings.<algo>.update.updates_per_s", unit="updates/s",
-         note="{ceilings.<algo>.update.samples_per_s} samples/s"),
-    Spec("1 ceilings", "<algo> Reverb insert (replay.Writer, server in a child process)",
-         figure="ceilings.<algo>.reverb.insert_steps_per_s", unit="transitions/s",
-         note="{ceilings.<algo>.reverb.insert_items_per_s} items/s"),
-    Spec("1 ceilings", "<algo> Reverb read (replay.make_dataset + to_learner_batch)",
-         figure="ceilings.<algo>.reverb.read_samples_per_s", unit="samples/s",
-         note="{ceilings.<algo>.reverb.read_batches_per_s} batches/s"),
+    Spec(
+        "1 ceilings",
+        "<algo> rollout {ceilings.<algo>.rollout.shape} (no I/O)",
+        figure="ceilings.<algo>.rollout.steps_per_s",
+        unit="env steps/s",
+    ),
+    Spec(
+        "1 ceilings",
+        "<algo> actor compute (rollout + items + device_get)",
+        figure="ceilings.<algo>.actor_compute.steps_per_s",
+        unit="env steps/s",
+        ceiling=("ceilings.<algo>.rollout.steps_per_s",),
+        ceiling_name="rollout",
+        goal=">= 0.8x",
+    ),
+    Spec(
+        "1 ceilings",
+        "<algo> update {ceilings.<algo>.update.batch} (device batches)",
+        figure="ceilings.<algo>.update.updates_per_s",
+        unit="updates/s",
+        note="{ceilings.<algo>.update.samples_per_s} samples/s",
+    ),
+    Spec(
+        "1 ceilings",
+        "<algo> Reverb insert (replay.Writer, server in a child process)",
+        figure="ceilings.<algo>.reverb.insert_steps_per_s",
+        unit="transitions/s",
+        note="{ceilings.<algo>.reverb.insert_items_per_s} items/s",
+    ),
+    Spec(
+        "1 ceilings",
+        "<algo> Reverb read (replay.make_dataset + to_learner_batch)",
+        figure="ceilings.<algo>.reverb.read_samples_per_s",
+        unit="samples/s",
+        note="{ceilings.<algo>.reverb.read_batches_per_s} batches/s",
+    ),
     # 2. The real Actor alone and the real Learner alone, under local_mp.
-    Spec("2 stages", "<algo> 1 actor alone: env steps/s",
-         figure="stages.<algo>.actor.env_steps_per_s", unit="env steps/s",
-         ceiling=("ceilings.<algo>.rollout.steps_per_s",), ceiling_name="rollout",
-         goal=">= 0.5x",
-         note="blocked on Reverb {stages.<algo>.actor.blocked_share:share}, "
-         "{stages.<algo>.actor.items_per_s} items/s, "
-         "{stages.<algo>.actor.transitions_to_reverb_per_s} transitions/s into Reverb "
-         "(insert ceiling {ceilings.<algo>.reverb.insert_steps_per_s})"),
-    *[Spec("2 stages", f"{algo} learner alone (pre-filled table): updates/s",
-           figure=f"stages.{algo}.learner.updates_per_s", unit="updates/s",
-           ceiling=(f"ceilings.{algo}.update.updates_per_s",), ceiling_name="update",
-           goal=goal,
-           note=f"waits for data {{stages.{algo}.learner.wait_share:share}}, "
-           f"{{stages.{algo}.learner.samples_per_s}} samples/s")
-      for algo, goal in (("dqn", ">= 0.7x"), ("ppo", ""))],
+    Spec(
+        "2 stages",
+        "<algo> 1 actor alone: env steps/s",
+        figure="stages.<algo>.actor.env_steps_per_s",
+        unit="env steps/s",
+        ceiling=("ceilings.<algo>.rollout.steps_per_s",),
+        ceiling_name="rollout",
+        goal=">= 0.5x",
+        note="blocked on Reverb {stages.<algo>.actor.blocked_share:share}, "
+        "{stages.<algo>.actor.items_per_s} items/s, "
+        "{stages.<algo>.actor.transitions_to_reverb_per_s} transitions/s into Reverb "
+        "(insert ceiling {ceilings.<algo>.reverb.insert_steps_per_s})",
+    ),
+    *[
+        Spec(
+            "2 stages",
+            f"{algo} learner alone (pre-filled table): updates/s",
+            figure=f"stages.{algo}.learner.updates_per_s",
+            unit="updates/s",
+            ceiling=(f"ceilings.{algo}.update.updates_per_s",),
+            ceiling_name="update",
+            goal=goal,
+            note=f"waits for data {{stages.{algo}.learner.wait_share:share}}, "
+            f"{{stages.{algo}.learner.samples_per_s}} samples/s",
+        )
+        for algo, goal in (("dqn", ">= 0.7x"), ("ppo", ""))
+    ],
     # 3. distrl's own program (make_program), 2 actors, under local_mp.
-    Spec("3 end to end", f"dqn {E2E_ACTORS} actors, SPI 1: env steps/s",
-         figure="e2e.dqn.env_steps_per_s", unit="env steps/s",
-         ceiling=("ceilings.dqn.rollout.steps_per_s", "ceilings.dqn.update.samples_per_s"),
-         ceiling_name="min(rollout, update samples/s)", goal=">= 0.5x",
-         note=_E2E_NOTE.replace("<algo>", "dqn")),
-    Spec("3 end to end", f"ppo {E2E_ACTORS} actors: learner updates/s",
-         figure="e2e.ppo.updates_per_s", unit="updates/s",
-         ceiling=("ceilings.ppo.update.updates_per_s",), ceiling_name="update", goal=">= 0.85x",
-         note="{e2e.ppo.env_steps_per_s} env steps/s; " + _E2E_NOTE.replace("<algo>", "ppo")),
+    Spec(
+        "3 end to end",
+        f"dqn {E2E_ACTORS} actors, SPI 1: env steps/s",
+        figure="e2e.dqn.env_steps_per_s",
+        unit="env steps/s",
+        ceiling=("ceilings.dqn.rollout.steps_per_s", "ceilings.dqn.update.samples_per_s"),
+        ceiling_name="min(rollout, update samples/s)",
+        goal=">= 0.5x",
+        note=_E2E_NOTE.replace("<algo>", "dqn"),
+    ),
+    Spec(
+        "3 end to end",
+        f"ppo {E2E_ACTORS} actors: learner updates/s",
+        figure="e2e.ppo.updates_per_s",
+        unit="updates/s",
+        ceiling=("ceilings.ppo.update.updates_per_s",),
+        ceiling_name="update",
+        goal=">= 0.85x",
+        note="{e2e.ppo.env_steps_per_s} env steps/s; " + _E2E_NOTE.replace("<algo>", "ppo"),
+    ),
     # 4. Start-up and memory of the same end-to-end program.
-    Spec("4 start-up", "<algo>: command to the first actor insert",
-         figure="e2e.<algo>.startup.first_insert", unit="s",
-         note="first env steps counted at {e2e.<algo>.startup.first_env_steps:s}"),
-    Spec("4 start-up", "<algo>: command to the first learner update",
-         figure="e2e.<algo>.startup.first_update", unit="s",
-         note="first sample at {e2e.<algo>.startup.first_sample:s}"),
-    Spec("4 start-up", f"<algo>: command to every node stepping ({E2E_ACTORS} actors)",
-         figure="e2e.<algo>.startup.every_node", unit="s",
-         note="last actor's first rollout {e2e.<algo>.startup.actors:s}, "
-         "first evaluation {e2e.<algo>.startup.first_eval:s}"),
-    Spec("4 memory", "<algo> <role> process: peak RSS",
-         figure="e2e.<algo>.memory.<role>.hwm_gb", unit="GB",
-         note="at the window's end: RSS {e2e.<algo>.memory.<role>.rss_gb}, "
-         "PSS {e2e.<algo>.memory.<role>.pss_gb}, USS {e2e.<algo>.memory.<role>.uss_gb} GB"),
-    Spec("4 memory", "<algo> all node processes: PSS at the window's end",
-         figure="e2e.<algo>.memory.total.pss_gb", unit="GB",
-         note="RSS {e2e.<algo>.memory.total.rss_gb} GB over "
-         "{e2e.<algo>.memory.total.count} processes"),
+    Spec(
+        "4 start-up",
+        "<algo>: command to the first actor insert",
+        figure="e2e.<algo>.startup.first_insert",
+        unit="s",
+        note="first env steps counted at {e2e.<algo>.startup.first_env_steps:s}",
+    ),
+    Spec(
+        "4 start-up",
+        "<algo>: command to the first learner update",
+        figure="e2e.<algo>.startup.first_update",
+        unit="s",
+        note="first sample at {e2e.<algo>.startup.first_sample:s}",
+    ),
+    Spec(
+        "4 start-up",
+        f"<algo>: command to every node stepping ({E2E_ACTORS} actors)",
+        figure="e2e.<algo>.startup.every_node",
+        unit="s",
+        note="last actor's first rollout {e2e.<algo>.startup.actors:s}, "
+        "first evaluation {e2e.<algo>.startup.first_eval:s}",
+    ),
+    Spec(
+        "4 memory",
+        "<algo> <role> process: peak RSS",
+        figure="e2e.<algo>.memory.<role>.hwm_gb",
+        unit="GB",
+        note="at the window's end: RSS {e2e.<algo>.memory.<role>.rss_gb}, "
+        "PSS {e2e.<algo>.memory.<role>.pss_gb}, USS {e2e.<algo>.memory.<role>.uss_gb} GB",
+    ),
+    Spec(
+        "4 memory",
+        "<algo> all node processes: PSS at the window's end",
+        figure="e2e.<algo>.memory.total.pss_gb",
+        unit="GB",
+        note="RSS {e2e.<algo>.memory.total.rss_gb} GB over "
+        "{e2e.<algo>.memory.total.count} processes",
+    ),
     # 5. Time to solve: launch/train.py from its command to its exit.
-    Spec("5 time to solve", "<algo> 4x4, 2 actors, local_mp: start to exit",
-         figure="solve.<algo>.wall", unit="s", goal="<= 10 s",
-         note="{solve.<algo>.summary}", only_if="solve.<algo>.reached"),
-    Spec("5 time to solve", "<algo> 4x4, 2 actors: command to first evaluation",
-         figure="solve.<algo>.up_at", unit="s", goal="<= 5 s"),
-    Spec("5 time to solve",
-         "<algo> 8x8 slippery, 2 actors: to 95% of optimal ({slippery.optimal.target})",
-         figure="slippery.<algo>.wall", unit="s",
-         note="{slippery.<algo>.summary}", only_if="slippery.<algo>.reached"),
-    Spec("5 time to solve", "<algo> 8x8 slippery: exact success of the final policy / optimal",
-         figure="slippery.<algo>.exact_ratio", unit="share"),
+    Spec(
+        "5 time to solve",
+        "<algo> 4x4, 2 actors, local_mp: start to exit",
+        figure="solve.<algo>.wall",
+        unit="s",
+        goal="<= 10 s",
+        note="{solve.<algo>.summary}",
+        only_if="solve.<algo>.reached",
+    ),
+    Spec(
+        "5 time to solve",
+        "<algo> 4x4, 2 actors: command to first evaluation",
+        figure="solve.<algo>.up_at",
+        unit="s",
+        goal="<= 5 s",
+    ),
+    Spec(
+        "5 time to solve",
+        "<algo> 8x8 slippery, 2 actors: to 95% of optimal ({slippery.optimal.target})",
+        figure="slippery.<algo>.wall",
+        unit="s",
+        note="{slippery.<algo>.summary}",
+        only_if="slippery.<algo>.reached",
+    ),
+    Spec(
+        "5 time to solve",
+        "<algo> 8x8 slippery: exact success of the final policy / optimal",
+        figure="slippery.<algo>.exact_ratio",
+        unit="share",
+    ),
 ]
 
 
@@ -183,8 +266,16 @@ def build_row(spec: Spec, results) -> Row:
     note = render(spec.note, results)
     if figure is None:
         note = _error(results, spec.figure) or note
-    return Row(spec.section, render(spec.label, results), figure, spec.unit,
-               min(ceilings) if ceilings else None, spec.ceiling_name, spec.goal, note)
+    return Row(
+        spec.section,
+        render(spec.label, results),
+        figure,
+        spec.unit,
+        min(ceilings) if ceilings else None,
+        spec.ceiling_name,
+        spec.goal,
+        note,
+    )
 
 
 def build_rows(results) -> list:

@@ -39,10 +39,20 @@ SECTIONS = ("ceilings", "stages", "e2e", "solve", "slippery")
 
 # Seconds per setting, full run / --quick.
 SETTINGS = {
-    "full": {"ceiling_s": 1.5, "warmup": 2.0, "window": 6.0, "solve_cap": 60.0,
-             "slippery_cap": 75.0},
-    "quick": {"ceiling_s": 0.5, "warmup": 1.0, "window": 3.0, "solve_cap": 30.0,
-              "slippery_cap": 30.0},
+    "full": {
+        "ceiling_s": 1.5,
+        "warmup": 2.0,
+        "window": 6.0,
+        "solve_cap": 60.0,
+        "slippery_cap": 75.0,
+    },
+    "quick": {
+        "ceiling_s": 0.5,
+        "warmup": 1.0,
+        "window": 3.0,
+        "solve_cap": 30.0,
+        "slippery_cap": 30.0,
+    },
 }
 
 
@@ -112,9 +122,16 @@ class Bench:
         from benchmarks import stages
 
         run_dir = self.path(f"{mode}-{'-'.join(algos)}-{actors}")
-        flags = [f"--mode={mode}", f"--algo={','.join(algos)}", f"--actors={actors}", "--spi=1",
-                 f"--warmup={self.s['warmup']}", f"--window={self.s['window']}",
-                 f"--run-dir={run_dir}", *set_flags(self.sets)]
+        flags = [
+            f"--mode={mode}",
+            f"--algo={','.join(algos)}",
+            f"--actors={actors}",
+            "--spi=1",
+            f"--warmup={self.s['warmup']}",
+            f"--window={self.s['window']}",
+            f"--run-dir={run_dir}",
+            *set_flags(self.sets),
+        ]
         monitor = os.path.join(run_dir, "monitor.json")
         proc = run_subprocess(
             python_cmd("benchmarks.stages", *flags),
@@ -130,8 +147,11 @@ class Bench:
             "error": data.get("error")
             or (None if data else f"no measurement (rc {proc['rc']}, see {proc['log']})"),
         }
-        summaries = {"actor": stages.summarize_actor, "learner": stages.summarize_learner,
-                     "e2e": stages.summarize_e2e}
+        summaries = {
+            "actor": stages.summarize_actor,
+            "learner": stages.summarize_learner,
+            "e2e": stages.summarize_e2e,
+        }
         for name, phase in data.get("phases", {}).items():
             algo = algos[0] if name == "e2e" else name.split("-")[0]
             config = stages.bench_config(algo, actors, 1.0, extra=self.overrides(algo))
@@ -222,8 +242,9 @@ def _checked_sets(parser, items) -> dict:
         for algo in rows.ALGOS:
             load_config(algo, overrides_for(sets, algo))
     except (ValueError, KeyError, TypeError, AttributeError) as err:
-        parser.error(f"--set: {err}; expected [dqn:|ppo:]config.path=value, e.g. "
-                     "actor.num_envs=256")
+        parser.error(
+            f"--set: {err}; expected [dqn:|ppo:]config.path=value, e.g. actor.num_envs=256"
+        )
     return sets
 
 

@@ -74,8 +74,10 @@ def _summary(s: dict) -> str:
         text += f", verdict at {fmt(s['result_at'], 's')}, exit {fmt(exit_s, 's')} later"
     if s["reached"]:
         return text
-    return (f"not reached in {fmt(s['wall'], 's')} (stop: {s['stop_reason']}, "
-            f"success {fmt(s['success_rate'])}); {text}")
+    return (
+        f"not reached in {fmt(s['wall'], 's')} (stop: {s['stop_reason']}, "
+        f"success {fmt(s['success_rate'])}); {text}"
+    )
 
 
 def optimal_success(map_name: str, slippery: bool = True, discount: float = 0.99) -> dict:

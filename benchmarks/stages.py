@@ -85,7 +85,9 @@ def stage_program(configs, run_dir: str, warmup: float, window: float):
             with p.group(role):
                 p.add_node(
                     lp.CourierNode(
-                        stage_node, gate_dir=run_dir, gate=gate,
+                        stage_node,
+                        gate_dir=run_dir,
+                        gate=gate,
                         **nodes.node_kwargs(real_node, **known),
                     )
                 )
@@ -209,8 +211,9 @@ def summarize_startup(first_seen: dict, num_actors: int) -> dict:
         "actors": None if None in actors else max(actors),
         "first_eval": f.get("evaluator"),
     }
-    steps = [out[k] for k in ("first_insert", "first_env_steps", "first_update", "actors",
-                              "first_eval")]
+    steps = [
+        out[k] for k in ("first_insert", "first_env_steps", "first_update", "actors", "first_eval")
+    ]
     out["every_node"] = None if None in steps else max(steps)
     return out
 

@@ -166,8 +166,11 @@ def newest_usable(ckpt_dir: str, check) -> tuple:
             errors.append(err)
             continue
         for err in errors:
-            logging.warning("learner checkpoint skipped, resuming from an older one "
-                            "(%s): %s", os.path.basename(path), err)
+            logging.warning(
+                "learner checkpoint skipped, resuming from an older one (%s): %s",
+                os.path.basename(path),
+                err,
+            )
         manifest["skipped"] = [str(err) for err in errors]
         return manifest, value
     raise errors[0] if errors else _no_checkpoint(ckpt_dir)
@@ -248,7 +251,6 @@ def _read_arrays(ckpt_dir: str, manifest: dict) -> list:
         return [npz[f"leaf_{i}"] for i in range(len(manifest["leaves"]))]
 
 
-
 def _remove_stale(ckpt_dir: str, keep: int) -> None:
     """Deletes all but the newest `keep` checkpoints, and killed writes' temps."""
     names = sorted(glob.glob(os.path.join(ckpt_dir, "state-*.npz")), key=_written, reverse=True)
@@ -289,7 +291,11 @@ class Saver:
         return self._every > 0 and time.time() - self._last >= self._every
 
     def save(
-        self, state, version: int, counts: dict, elapsed: float,
+        self,
+        state,
+        version: int,
+        counts: dict,
+        elapsed: float,
         replay_timeout_s: float | None = 10.0,
     ) -> str:
         """Checkpoints the learner state, then (if asked to, and `replay_timeout_s`

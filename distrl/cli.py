@@ -76,8 +76,10 @@ def define_config(default: str):
     """
     try:
         return config_flags.DEFINE_config_file(
-            "config", default, "Experiment config file (configs/*.py); override any field "
-            "with --config.<section>.<field>=<value>."
+            "config",
+            default,
+            "Experiment config file (configs/*.py); override any field "
+            "with --config.<section>.<field>=<value>.",
         )
     except Exception as err:  # noqa: BLE001 - a config file may raise anything
         fail(f"bad config: {_unknown_field(sys.argv, default) or _last_line(err)}")
@@ -161,8 +163,10 @@ def _refuse_missing_file(argv, default: str) -> None:
     if not file:
         fail("bad config: --config= is empty; give a config file, e.g. --config=configs/dqn.py")
     if not os.path.isfile(file):
-        fail(f"bad config: config file {file!r} does not exist (--config={path}); "
-             f"e.g. --config=configs/dqn.py, or configs/preset.py:<algorithm>")
+        fail(
+            f"bad config: config file {file!r} does not exist (--config={path}); "
+            f"e.g. --config=configs/dqn.py, or configs/preset.py:<algorithm>"
+        )
 
 
 def _unknown_field(argv, default: str) -> str:
@@ -172,7 +176,7 @@ def _unknown_field(argv, default: str) -> str:
     overrides = []
     for arg in argv[1:]:
         if arg.startswith("--config."):
-            overrides.append(arg[len("--config."):].partition("=")[0])
+            overrides.append(arg[len("--config.") :].partition("=")[0])
     try:
         config = load_file(path)
     except Exception:  # noqa: BLE001 - the file itself is what failed; say that instead
@@ -183,8 +187,10 @@ def _unknown_field(argv, default: str) -> str:
             keys = list(node.keys()) if hasattr(node, "keys") else []
             if name not in keys:
                 where = ".".join(["config", *parts[:depth]])
-                return (f"{where}.{name} is unknown (in --config.{override}); valid fields of "
-                        f"{where}: {', '.join(sorted(keys))}")
+                return (
+                    f"{where}.{name} is unknown (in --config.{override}); valid fields of "
+                    f"{where}: {', '.join(sorted(keys))}"
+                )
             node = node[name]
     return ""
 

@@ -186,8 +186,11 @@ def _check_map_size(value) -> None:
         cells = len(rows) * max(len(r) for r in rows)
     else:
         cells = 0
-    _check(cells <= MAX_MAP_CELLS, f"config.env.map={value[:40]!r}: {cells:,} cells; need at "
-           f"most {MAX_MAP_CELLS:,} (e.g. random:500x500:seed=0)")
+    _check(
+        cells <= MAX_MAP_CELLS,
+        f"config.env.map={value[:40]!r}: {cells:,} cells; need at "
+        f"most {MAX_MAP_CELLS:,} (e.g. random:500x500:seed=0)",
+    )
 
 
 def map_spec(value):
@@ -349,8 +352,10 @@ def validate(config) -> None:
 def _validate_restart(config) -> None:
     r, keep = config.restart, config.checkpoint.keep
     _check(isinstance(keep, int) and keep >= 1, f"config.checkpoint.keep={keep}; need an int >= 1")
-    _check(isinstance(r.max_per_node, int) and r.max_per_node >= 0,
-           f"config.restart.max_per_node={r.max_per_node}; need an int >= 0 (0: no restarts)")
+    _check(
+        isinstance(r.max_per_node, int) and r.max_per_node >= 0,
+        f"config.restart.max_per_node={r.max_per_node}; need an int >= 0 (0: no restarts)",
+    )
     _check(r.backoff_seconds >= 0, f"config.restart.backoff_seconds={r.backoff_seconds}; need >= 0")
 
 
@@ -404,8 +409,11 @@ def _check_ranges(config) -> None:
     _check(config.seed < 2**31, f"config.seed={config.seed}; need 0 .. 2**31-1")
     t = config.env.time_limit
     _check(t <= MAX_TIME_LIMIT, f"config.env.time_limit={t}; need 0 .. {MAX_TIME_LIMIT} steps")
-    _check(config.local.xla_opt_level <= 3, f"config.local.xla_opt_level="
-           f"{config.local.xla_opt_level}; need -1 (XLA's default) or 0 .. 3")
+    _check(
+        config.local.xla_opt_level <= 3,
+        f"config.local.xla_opt_level="
+        f"{config.local.xla_opt_level}; need -1 (XLA's default) or 0 .. 3",
+    )
     rewards = config.env.rewards
     _check(
         len(rewards) == 3
@@ -444,20 +452,30 @@ def _validate_on_policy(config, agent_config) -> None:
     if isinstance(agent_config, agents.PPOConfig):
         steps = k * config.actor.unroll_length * config.actor.num_envs
         m = agent_config.num_minibatches
-        _check(m <= steps, f"config.agent.num_minibatches={m} exceeds the {steps} time steps "
-               f"of a batch (batch_chunks x unroll_length x num_envs)")
+        _check(
+            m <= steps,
+            f"config.agent.num_minibatches={m} exceeds the {steps} time steps "
+            f"of a batch (batch_chunks x unroll_length x num_envs)",
+        )
 
 
 def _validate_replay(config, agent_config) -> None:
     r, b, n = config.replay, config.learner.batch_size, config.actor.num_envs
-    what = (f"a multiple of config.actor.num_envs={n} (a replay item holds the {n} "
-            f"transitions of one time step)")
-    for key, value in (("learner.batch_size", b), ("replay.max_size", r.max_size),
-                       ("replay.min_size", r.min_size)):
+    what = (
+        f"a multiple of config.actor.num_envs={n} (a replay item holds the {n} "
+        f"transitions of one time step)"
+    )
+    for key, value in (
+        ("learner.batch_size", b),
+        ("replay.max_size", r.max_size),
+        ("replay.min_size", r.min_size),
+    ):
         _check(value >= n and value % n == 0, f"config.{key}={value} transitions; need {what}")
     _check(r.sampler in SAMPLERS, f"config.replay.sampler={r.sampler!r}; valid: {SAMPLERS}")
-    _check(r.priority_exponent >= 0,
-           f"config.replay.priority_exponent={r.priority_exponent}; need >= 0")
+    _check(
+        r.priority_exponent >= 0,
+        f"config.replay.priority_exponent={r.priority_exponent}; need >= 0",
+    )
     need = max(b, r.min_size)
     beta, anneal = r.importance_exponent, r.importance_anneal_updates
     _check(0.0 <= beta <= 1.0, f"config.replay.importance_exponent={beta}; need 0..1")
@@ -501,7 +519,10 @@ def _validate_budget_and_evaluator(config) -> None:
     for name in ("env_steps", "learner_steps", "seconds"):
         _check(bud[name] >= 0, f"config.budget.{name}={bud[name]}; need >= 0 (0 = no limit)")
     _check(
-        bud.env_steps or bud.learner_steps or bud.seconds or e.target_success
+        bud.env_steps
+        or bud.learner_steps
+        or bud.seconds
+        or e.target_success
         or e.target_of_optimal,
         "config.budget sets no limit and config.evaluator.target_success is 0: "
         "the run would never stop; set one of them",

@@ -3,8 +3,8 @@
 It uses exactly the agents' `update` and `policy` and the shared rollout: B envs
 for T steps per iteration, then (DQN) add n-step transitions to a circular replay
 buffer held in JAX arrays (`distrl.agents.replay_buffer`) and take a few updates,
-or (AC/PPO) update on the chunk itself. Iterations, updates and the greedy evaluation that decides when
-to stop are fused into ONE jitted call (a `lax.while_loop` that runs up to
+or (AC/PPO) update on the chunk itself. Iterations, updates and the greedy evaluation
+that decides when to stop are fused into ONE jitted call (a `lax.while_loop` that runs up to
 `iterations_per_call` iterations); Python only loops over those calls and logs.
 The run is solved when the greedy success interval's lower bound reaches the
 target in an evaluation of `evaluator.confirm_envs` episodes, run whenever the
@@ -98,15 +98,22 @@ class Settings(NamedTuple):
             updates = config.num_actors // chunks
         target = config.evaluator.target_success
         return cls(
-            num_envs=envs, rollout_length=a.unroll_length,
-            max_env_steps=min(b.env_steps or _INT32_MAX, _INT32_MAX), max_updates=b.learner_steps,
-            max_seconds=b.seconds, target_success=target if target > 0 else float("inf"),
+            num_envs=envs,
+            rollout_length=a.unroll_length,
+            max_env_steps=min(b.env_steps or _INT32_MAX, _INT32_MAX),
+            max_updates=b.learner_steps,
+            max_seconds=b.seconds,
+            target_success=target if target > 0 else float("inf"),
             target_of_optimal=config.evaluator.target_of_optimal,
-            eval_every=config.local.eval_every, eval_envs=config.evaluator.num_envs,
+            eval_every=config.local.eval_every,
+            eval_envs=config.evaluator.num_envs,
             confirm_envs=config.evaluator.confirm_envs,
-            iterations_per_call=config.local.iterations_per_call, seed=config.seed,
-            xla_opt_level=config.local.xla_opt_level, replay_capacity=r.max_size,
-            batch_size=config.learner.batch_size, min_replay_size=r.min_size,
+            iterations_per_call=config.local.iterations_per_call,
+            seed=config.seed,
+            xla_opt_level=config.local.xla_opt_level,
+            replay_capacity=r.max_size,
+            batch_size=config.learner.batch_size,
+            min_replay_size=r.min_size,
             updates_per_iteration=updates,
         )
 

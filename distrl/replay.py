@@ -14,7 +14,7 @@ pytree (`example_item`), so the two cannot drift apart.
 import queue
 import threading
 import time
-from typing import Dict, Iterator, Optional
+from collections.abc import Iterator
 
 import jax
 import numpy as np
@@ -44,8 +44,13 @@ def example_item(config, obs_size: int) -> Versioned:
     if episodes.whole_episodes(agent_config):
         extras["owned"] = scalar()  # see distrl.agents.episodes
     step = Transition(
-        observation=obs, action=scalar(np.int32), reward=scalar(), discount=scalar(),
-        last=scalar(np.bool_), next_observation=obs, extras=extras,
+        observation=obs,
+        action=scalar(np.int32),
+        reward=scalar(),
+        discount=scalar(),
+        last=scalar(np.bool_),
+        next_observation=obs,
+        extras=extras,
     )
     return Versioned(jax.tree.map(lambda x: np.zeros((t,) + x.shape, x.dtype), step), version)
 
@@ -75,8 +80,12 @@ def make_tables(config, obs_size: int):
     )
     return [
         reverb.Table(
-            TABLE, sampler=sampler, remover=reverb.selectors.Fifo(), max_size=max_items,
-            rate_limiter=limiter, signature=sig,
+            TABLE,
+            sampler=sampler,
+            remover=reverb.selectors.Fifo(),
+            max_size=max_items,
+            rate_limiter=limiter,
+            signature=sig,
         )
     ]
 
@@ -112,8 +121,9 @@ class Writer:
         leaves, treedef = jax.tree.flatten(items)
         stamp = np.int32(version)
         for k in range(leaves[0].shape[0]):
-            self._writer.append(Versioned(jax.tree.unflatten(treedef, [x[k] for x in leaves]),
-                                          stamp))
+            self._writer.append(
+                Versioned(jax.tree.unflatten(treedef, [x[k] for x in leaves]), stamp)
+            )
             self._create_item()
         self._flush()
 
@@ -217,8 +227,9 @@ def _stack(samples):
     return jax.tree.map(lambda *xs: np.stack(xs), *samples)
 
 
-def iterate_batches(server_address: str, config, obs_size: int, should_stop,
-                    timeout_ms: int = 500) -> Iterator:
+def iterate_batches(
+    server_address: str, config, obs_size: int, should_stop, timeout_ms: int = 500
+) -> Iterator:
     """Yields (ReplaySample batch [items_per_batch], seconds waited) until `should_stop()`.
 
     Rebuilds the dataset after each sampling timeout, so waiting for data never
@@ -336,15 +347,18 @@ def wait_for_server(client: reverb.Client, should_stop, max_backoff_s: float = 8
         except Exception as err:  # noqa: BLE001 - grpc surfaces several error types
             logging.warning(
                 "replay: server %s unreachable (%s); retrying in %.1f s",
-                client.server_address, type(err).__name__, backoff,
+                client.server_address,
+                type(err).__name__,
+                backoff,
             )
             time.sleep(backoff)
             backoff = min(2 * backoff, max_backoff_s)
     return False
 
 
-def make_checkpointer(path: str, fallback: Optional[str] = None
-                      ) -> checkpointers_lib.DefaultCheckpointer:
+def make_checkpointer(
+    path: str, fallback: str | None = None
+) -> checkpointers_lib.DefaultCheckpointer:
     """Reverb's checkpointer for the replay node, writing under `path` (the run dir).
 
     Without one, Reverb's server makes a fresh temp dir under /tmp. This one also
@@ -357,8 +371,9 @@ def make_checkpointer(path: str, fallback: Optional[str] = None
     return checkpointers_lib.DefaultCheckpointer(path, fallback_checkpoint_path=fallback)
 
 
-def checkpoint(client: reverb.Client, timeout_s: float = 10.0,
-               keep_in: Optional[str] = None, keep: int = 3) -> Optional[str]:
+def checkpoint(
+    client: reverb.Client, timeout_s: float = 10.0, keep_in: str | None = None, keep: int = 3
+) -> str | None:
     """Asks the server to checkpoint its tables; the path, or None (logged) on failure.
 
     `Client.checkpoint` has no deadline, so it runs in a helper thread: a server
@@ -387,7 +402,7 @@ def checkpoint(client: reverb.Client, timeout_s: float = 10.0,
     return outcome.get("path")
 
 
-def table_stats(client: reverb.Client, timeout_s: int = 2) -> Dict[str, float]:
+def table_stats(client: reverb.Client, timeout_s: int = 2) -> dict[str, float]:
     """Cumulative numbers of the experience table, from `server_info`.
 
     size / max_size (items), inserts and samples completed (items, since the

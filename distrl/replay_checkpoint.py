@@ -76,16 +76,19 @@ def problem(path: str) -> str | None:
     try:
         for record in items:
             item = schema_pb2.PrioritizedItem.FromString(record)
-            referenced.update(s.chunk_key for c in item.flat_trajectory.columns
-                              for s in c.chunk_slices)
+            referenced.update(
+                s.chunk_key for c in item.flat_trajectory.columns for s in c.chunk_slices
+            )
         present = {schema_pb2.ChunkData.FromString(record).chunk_key for record in chunks}
     except Exception as err:  # noqa: BLE001 - protobuf's DecodeError and others
         return f"a record does not parse ({type(err).__name__}: {err})"
     if not tables:
         return f"{_FILES[0]} holds no table (cut short?)"
     if referenced - present or (chunks and not items):
-        return (f"{len(referenced - present)} chunks that items refer to are missing, "
-                f"{len(items)} items for {len(chunks)} chunks (a file cut short?)")
+        return (
+            f"{len(referenced - present)} chunks that items refer to are missing, "
+            f"{len(items)} items for {len(chunks)} chunks (a file cut short?)"
+        )
     return None
 
 
@@ -102,8 +105,9 @@ def _records(path: str, name: str) -> list[bytes]:
     try:
         return [r.numpy() for r in tf.data.TFRecordDataset(file, compression_type="ZLIB")]
     except Exception as err:  # noqa: BLE001 - TF raises DataLossError and others
-        raise _Unreadable(f"{name} is unreadable ({type(err).__name__}: "
-                          f"{str(err).splitlines()[0]})") from None
+        raise _Unreadable(
+            f"{name} is unreadable ({type(err).__name__}: {str(err).splitlines()[0]})"
+        ) from None
 
 
 def _is_checkpoint(path: str) -> bool:

@@ -72,15 +72,20 @@ def estimate_memory(config, local: bool = False) -> Estimate:
     params = param_count(agent_config, obs)
     act_width = sum(agent_config.hidden_sizes) if agent_config.hidden_sizes else obs
     learner = params * _FLOAT * _OPTIMIZER_COPIES + rows * (act_width * _FLOAT * 6 + step) * (
-        config.learner.prefetch + 2)
+        config.learner.prefetch + 2
+    )
     rollout = a.unroll_length * envs * step * 3 + envs * act_width * _FLOAT * 2
     if replay:
-        stored = (config.replay.max_size * transition * (2 if local else 1),
-                  f"replay.max_size={config.replay.max_size} transitions x {transition} B")
+        stored = (
+            config.replay.max_size * transition * (2 if local else 1),
+            f"replay.max_size={config.replay.max_size} transitions x {transition} B",
+        )
     else:
-        stored = (config.replay.queue_size * a.unroll_length * a.num_envs * step,
-                  f"replay.queue_size={config.replay.queue_size} chunks of "
-                  f"{a.unroll_length} x {a.num_envs} steps x {step} B")
+        stored = (
+            config.replay.queue_size * a.unroll_length * a.num_envs * step,
+            f"replay.queue_size={config.replay.queue_size} chunks of "
+            f"{a.unroll_length} x {a.num_envs} steps x {step} B",
+        )
     sizes = f"hidden_sizes={tuple(agent_config.hidden_sizes)}: {params:,} parameters"
     parts = {"replay": stored, "learner": (learner, f"{sizes}, batch of {rows} rows")}
     if local:
@@ -89,10 +94,15 @@ def estimate_memory(config, local: bool = False) -> Estimate:
     else:
         n = config.num_actors
         per_actor = PROCESS_BYTES + rollout + params * _FLOAT * 2
-        parts["actors"] = (n * per_actor, f"num_actors={n} processes x {_gb(per_actor)}: "
-                           f"unroll_length={a.unroll_length} x num_envs={a.num_envs}")
-        parts["other nodes"] = (4 * PROCESS_BYTES + params * _FLOAT * 2,
-                                "replay, learner, counter, evaluator processes")
+        parts["actors"] = (
+            n * per_actor,
+            f"num_actors={n} processes x {_gb(per_actor)}: "
+            f"unroll_length={a.unroll_length} x num_envs={a.num_envs}",
+        )
+        parts["other nodes"] = (
+            4 * PROCESS_BYTES + params * _FLOAT * 2,
+            "replay, learner, counter, evaluator processes",
+        )
     return Estimate(parts)
 
 
@@ -121,6 +131,8 @@ def check_memory(config, local: bool = False):
             f"machine's {_gb(total)}: {estimate.describe()}; lower those settings"
         )
     if estimate.total > available:
-        return (f"warning: this run needs an estimated {_gb(estimate.total)} of memory and "
-                f"{_gb(available)} is available now ({estimate.describe()})")
+        return (
+            f"warning: this run needs an estimated {_gb(estimate.total)} of memory and "
+            f"{_gb(available)} is available now ({estimate.describe()})"
+        )
     return None

@@ -46,8 +46,9 @@ def add(run_dir: str, **fields) -> None:
 def summary(result, run_dir: str) -> str:
     """The final report: outcome, evaluation, counts, restarts, grids, where files are."""
     counts, ev = result.get("counts", {}), result.get("evaluation")
-    lines = [f"distrl: run ended ({result['stop_reason']}) after "
-             f"{result.get('wall_seconds', 0.0):.1f} s"]
+    lines = [
+        f"distrl: run ended ({result['stop_reason']}) after {result.get('wall_seconds', 0.0):.1f} s"
+    ]
     if ev:
         if "success_low" in ev:  # runs before the interval was recorded lack it
             success = evaluation.describe_success(ev)
@@ -69,9 +70,11 @@ def summary(result, run_dir: str) -> str:
     )
     data = result.get("data")
     if data:
-        lines.append(f"data age mean {data['data_age_mean']:.2f} max {data['data_age_max']:.0f} "
-                     f"updates; items written {data['items_written']:,.0f}, learned from "
-                     f"{data['items_learned']:,.0f}")
+        lines.append(
+            f"data age mean {data['data_age_mean']:.2f} max {data['data_age_max']:.0f} "
+            f"updates; items written {data['items_written']:,.0f}, learned from "
+            f"{data['items_learned']:,.0f}"
+        )
     for r in result.get("restarts", []):
         lines.append(f"restarted {r['node']} at {r['at_seconds']:.0f} s: {r['cause']}")
     if result.get("grids"):

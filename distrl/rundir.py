@@ -114,6 +114,7 @@ def check_writable(run_dir: str) -> None:
             f"run directory {run_dir}: {path} is not writable; choose another --run_dir"
         )
 
+
 def check_resume(config, run_dir: str) -> None:
     """Refuses a resume whose config differs from the saved one outside RESUMABLE."""
     saved = load_config(run_dir).to_dict()

@@ -67,8 +67,11 @@ def _setup_lines(specs, out: str) -> list:
     )
     configs = "; ".join(
         f"`{s.name}`: {s.config.algorithm}, {_pipeline(s.config)}, learner batch "
-        + (f"{s.config.learner.batch_size} transitions" if config_lib.is_replay(
-            config_lib.make_agent_config(s.config)) else f"{s.config.learner.batch_chunks} chunks")
+        + (
+            f"{s.config.learner.batch_size} transitions"
+            if config_lib.is_replay(config_lib.make_agent_config(s.config))
+            else f"{s.config.learner.batch_chunks} chunks"
+        )
         for s in specs
         if s.seed == specs[0].seed
     )

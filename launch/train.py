@@ -6,7 +6,8 @@ writes everything; default runs/<algorithm>-<time>), `--resume=<run dir>`
 (continue a stopped or killed run from its last checkpoint, with its saved
 config; only budgets, the target and logging periods may be overridden),
 `--lp_launch_type` (local_mp: a process per node; ray: each node on a node of the
-Ray cluster at `--ray_address`; test_mt: threads in this process) and `--terminal` (local_mp: output_to_files keeps each node's output in
+Ray cluster at `--ray_address`; test_mt: threads in this process) and `--terminal`
+(local_mp: output_to_files keeps each node's output in
 <run_dir>/logs/nodes/ and shows one progress line here; current_terminal prints
 every node's output here, for debugging). The config, and a checkpoint to
 resume, are checked before any process starts. Exit status: 0 when the run ends
@@ -51,20 +52,24 @@ _RESUME = flags.DEFINE_string(
     "resume", None, "Continue the run in this directory from its last checkpoint."
 )
 _TERMINAL = flags.DEFINE_enum(
-    "terminal", "output_to_files", ["output_to_files", "current_terminal"],
+    "terminal",
+    "output_to_files",
+    ["output_to_files", "current_terminal"],
     "local_mp: node output to <run_dir>/logs/nodes/ and a progress line here, "
     "or every node's output printed here.",
 )
 # Launchpad defines --lp_launch_type (default local_mt) with its own launchers only;
 # distrl runs local_mp unless told, and adds "ray" (distrl.program.ray.cluster).
 flags.DEFINE_string(  # a string: distrl's own check names the valid ones (exit 2)
-    "lp_launch_type", "local_mp",
+    "lp_launch_type",
+    "local_mp",
     f"One of {config_lib.LAUNCH_TYPES}. local_mp: a process per node on this machine; "
     "ray: each node on a node of a Ray cluster (--ray_address); test_mt: threads here.",
     allow_override=True,
 )
 _RAY_ADDRESS = flags.DEFINE_string(
-    "ray_address", "auto",
+    "ray_address",
+    "auto",
     "--lp_launch_type=ray: the cluster's head, HOST:PORT (as `ray start --head` printed), "
     "or auto (the cluster this machine joined).",
 )
@@ -114,8 +119,9 @@ def main(argv):
     launch_type = getattr(launch_type, "value", launch_type)
     try:
         config, resume = _config()
-        result, run_dir = launcher.run(config, launch_type, _TERMINAL.value, resume=resume,
-                                      ray_address=_RAY_ADDRESS.value)
+        result, run_dir = launcher.run(
+            config, launch_type, _TERMINAL.value, resume=resume, ray_address=_RAY_ADDRESS.value
+        )
     except _ERRORS as err:
         prefix, status = next((p, s) for kind, p, s in _EXITS if isinstance(err, kind))
         print(f"distrl: {prefix}{err}", file=sys.stderr)
@@ -123,8 +129,11 @@ def main(argv):
     except KeyboardInterrupt:
         return 130
     if result is None:
-        print(f"distrl: the program stopped without a result (see the node output in "
-              f"{run_dir}/logs/); run directory {run_dir}", file=sys.stderr)
+        print(
+            f"distrl: the program stopped without a result (see the node output in "
+            f"{run_dir}/logs/); run directory {run_dir}",
+            file=sys.stderr,
+        )
         return 1
     # Node output printed here already holds the evaluator's summary.
     here = launch_type == "test_mt" or _TERMINAL.value == "current_terminal"

@@ -33,8 +33,14 @@ def launch_train(args, executable_args=None, **kwargs) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     command = [sys.executable, *executable_args] if executable_args else TRAIN
     return subprocess.Popen(
-        command + args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True, **kwargs,
+        command + args,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        **kwargs,
     )
 
 
@@ -74,16 +80,21 @@ def listening_addresses(processes) -> dict:
             if os.readlink(f"/proc/{p.pid}/ns/net") != here:
                 found[p.pid] = _listening_in_netns(p.pid)
                 continue
-            found[p.pid] = {c.laddr.ip for c in p.net_connections("tcp")
-                            if c.status == psutil.CONN_LISTEN}
+            found[p.pid] = {
+                c.laddr.ip for c in p.net_connections("tcp") if c.status == psutil.CONN_LISTEN
+            }
         except (OSError, psutil.NoSuchProcess, psutil.AccessDenied):
             pass
     return found
 
 
 def _listening_in_netns(pid: int) -> set:
-    done = subprocess.run(["nsenter", "-t", str(pid), "-n", "ss", "-ltnpH"],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["nsenter", "-t", str(pid), "-n", "ss", "-ltnpH"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:  # the process (and its namespace's last user) just exited
         return set()
     ips = set()

@@ -63,14 +63,23 @@ class NetnsRayCluster:
             self._network()
             port = _free_port()
             self.address = f"{self.head_ip}:{port}"
-            self._ray_start(None, ["--head", f"--port={port}", f"--node-ip-address={self.head_ip}",
-                                   "--include-dashboard=false", *self._flags(self._head_args)])
+            self._ray_start(
+                None,
+                [
+                    "--head",
+                    f"--port={port}",
+                    f"--node-ip-address={self.head_ip}",
+                    "--include-dashboard=false",
+                    *self._flags(self._head_args),
+                ],
+            )
             self._wait_for_head()
             ray.init(address=self.address)  # this process's driver, to watch the cluster
             os.makedirs(_RAY_DIR, exist_ok=True)  # the mount point of the workers' tmpfs
             for ns, ip, args in zip(self._namespaces, self.worker_ips, self._worker_args):
-                self._ray_start(ns, [f"--address={self.address}", f"--node-ip-address={ip}",
-                                     *self._flags(args)])
+                self._ray_start(
+                    ns, [f"--address={self.address}", f"--node-ip-address={ip}", *self._flags(args)]
+                )
             self._wait_for_nodes(1 + len(self._worker_args))
         except BaseException:
             self.shutdown()
@@ -103,15 +112,28 @@ class NetnsRayCluster:
             # A worker machine has its own Ray directory (sockets, session files): a
             # tmpfs over /tmp/ray, private to the namespace's mount table that
             # `ip netns exec` makes. The rest of the file system stays shared.
-            prefix = ["ip", "netns", "exec", netns, "sh", "-c",
-                      f'mount -t tmpfs tmpfs {_RAY_DIR} && exec "$0" "$@"']
+            prefix = [
+                "ip",
+                "netns",
+                "exec",
+                netns,
+                "sh",
+                "-c",
+                f'mount -t tmpfs tmpfs {_RAY_DIR} && exec "$0" "$@"',
+            ]
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
         log = open(os.path.join(self._log_dir, f"ray-start-{len(self._procs)}.log"), "w")
         with log:
-            self._procs.append(subprocess.Popen(
-                prefix + [_RAY, "start", "--block", *args], env=env, stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            ))
+            self._procs.append(
+                subprocess.Popen(
+                    prefix + [_RAY, "start", "--block", *args],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
 
     def _wait_for_head(self, timeout_s: float = 60.0) -> None:
         host, port = self.address.rsplit(":", 1)

@@ -50,10 +50,17 @@ def main(argv):
     with program.group("victim"):
         program.add_node(lp.PyNode(victim, run_dir, mode))
     config = ml_collections.ConfigDict(
-        {"restart": {"max_per_node": max_restarts, "backoff_seconds": 0.2}})
-    restarts = supervisor.run(program, config, run_dir, {"sleeper": {}, "victim": {}},
-                              sys.stdout, "output_to_files",
-                              show_progress=False)
+        {"restart": {"max_per_node": max_restarts, "backoff_seconds": 0.2}}
+    )
+    restarts = supervisor.run(
+        program,
+        config,
+        run_dir,
+        {"sleeper": {}, "victim": {}},
+        sys.stdout,
+        "output_to_files",
+        show_progress=False,
+    )
     failures = {n: lifecycle.summary(t) for n, t in lifecycle.read_failures(run_dir).items()}
     print(json.dumps({"restarts": restarts, "failures": failures}), flush=True)
 

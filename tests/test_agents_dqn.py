@@ -203,8 +203,14 @@ def test_importance_weights_scale_each_transitions_loss():
 
 def test_update_applies_the_weights():
     """The jitted update with weights [1, 0] equals the update on the first transition."""
-    config = dqn.DQNConfig(network="table", double_q=False, loss="l2", optimizer="sgd",
-                           learning_rate=1.0, max_grad_norm=0.0)
+    config = dqn.DQNConfig(
+        network="table",
+        double_q=False,
+        loss="l2",
+        optimizer="sgd",
+        learning_rate=1.0,
+        max_grad_norm=0.0,
+    )
     agent = dqn.make_agent(config, SPEC)
     state = agent.init(jax.random.PRNGKey(0))
     state = state._replace(params=table_params(Q_ONLINE), target_params=table_params(Q_TARGET))

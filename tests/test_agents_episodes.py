@@ -16,9 +16,12 @@ def _chunk(last, reward=None):
     reward = np.zeros(t, np.float32) if reward is None else np.asarray(reward, np.float32)
     obs = np.arange(t, dtype=np.float32)[:, None, None]
     return Transition(
-        observation=jnp.asarray(obs), action=jnp.zeros((t, 1), jnp.int32),
-        reward=jnp.asarray(reward[:, None]), discount=jnp.ones((t, 1)),
-        last=jnp.asarray(last), next_observation=jnp.asarray(obs),
+        observation=jnp.asarray(obs),
+        action=jnp.zeros((t, 1), jnp.int32),
+        reward=jnp.asarray(reward[:, None]),
+        discount=jnp.ones((t, 1)),
+        last=jnp.asarray(last),
+        next_observation=jnp.asarray(obs),
         extras={"log_prob": jnp.zeros((t, 1)), "value": jnp.zeros((t, 1))},
     )
 
@@ -27,15 +30,16 @@ def test_owned_steps_are_whole_episodes_ending_in_the_newest_chunk():
     last = jnp.array([0, 1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0], bool)
     # episodes: [0..1] (begun before the window), [2..4] (ends before the newest 4),
     # [5..8] (ends at 8, in the newest chunk: owned), [9..11] (still running)
-    np.testing.assert_array_equal(episodes.owned_steps(last, 4),
-                                  [0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0])
+    np.testing.assert_array_equal(
+        episodes.owned_steps(last, 4), [0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0]
+    )
 
 
 def test_windows_train_every_fitting_episode_exactly_once():
     """Chunks of T=4 through windows of W=3: each step of an episode that fits is owned
     by exactly one window, the one written when its episode ended."""
     ends = [0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 0]  # 4 chunks of 4 steps
-    chunks = [_chunk(ends[i:i + 4]) for i in range(0, 16, 4)]
+    chunks = [_chunk(ends[i : i + 4]) for i in range(0, 16, 4)]
     owned_by = np.zeros(16)
     previous = episodes.pad(chunks[0], 2)
     for k, chunk in enumerate(chunks):
@@ -53,13 +57,15 @@ def test_windows_train_every_fitting_episode_exactly_once():
 def test_reinforce_and_grpo_use_only_owned_steps():
     """Known answers on one window: REINFORCE advantages are the Monte-Carlo returns of
     owned steps over their share; GRPO's group is the owned episodes only."""
-    item, _ = episodes.window(episodes.pad(_chunk([0, 0, 0, 0]), 1),
-                              _chunk([0, 1, 0, 1], reward=[0, 1, 0, -1]))
+    item, _ = episodes.window(
+        episodes.pad(_chunk([0, 0, 0, 0]), 1), _chunk([0, 1, 0, 1], reward=[0, 1, 0, -1])
+    )
     owned = np.asarray(item.extras["owned"][:, 0])
     np.testing.assert_array_equal(owned, [0, 0, 0, 0, 2, 2, 2, 2])  # W = 2 on trained steps
     adv = jnp.array([[0.5], [0.5], [0.5], [0.5], [0.9], [1.0], [-0.9], [-1.0]])
-    np.testing.assert_allclose(adv_lib.owned_only(adv, item)[:, 0],
-                               [0, 0, 0, 0, 1.8, 2.0, -1.8, -2.0], rtol=1e-6)
+    np.testing.assert_allclose(
+        adv_lib.owned_only(adv, item)[:, 0], [0, 0, 0, 0, 1.8, 2.0, -1.8, -2.0], rtol=1e-6
+    )
     grpo_adv, weights, group = adv_lib.grpo(item, gamma=1.0)
     assert float(group) == 2  # the two owned episodes, returns +1 and -1: z-scores +-1
     np.testing.assert_allclose(grpo_adv[:, 0], [0, 0, 0, 0, 1, 1, -1, -1], atol=1e-5)

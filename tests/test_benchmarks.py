@@ -53,8 +53,10 @@ def test_rows_take_ratios_goals_and_errors_from_the_results():
         },
         "stages": {"dqn": {"actor": {"env_steps_per_s": 600.0}, "learner": {"error": "boom"}}},
         "e2e": {"dqn": {"env_steps_per_s": 100.0}},
-        "solve": {"dqn": {"wall": 12.0, "reached": True, "up_at": 4.0, "summary": "ok"},
-                  "ppo": {"wall": 30.0, "reached": False, "summary": "not reached"}},
+        "solve": {
+            "dqn": {"wall": 12.0, "reached": True, "up_at": 4.0, "summary": "ok"},
+            "ppo": {"wall": 30.0, "reached": False, "summary": "not reached"},
+        },
     }
     by_name = {r.name: r for r in rows.build_rows(results)}
     actor = by_name["dqn 1 actor alone: env steps/s"]
@@ -71,8 +73,15 @@ def test_rows_take_ratios_goals_and_errors_from_the_results():
 
 
 def test_startup_is_the_last_node_to_step():
-    seen = {"table_inserts": 5.0, "env_steps": 5.5, "learner_steps": 7.0,
-            "table_samples": 6.0, "actor_0": 4.0, "actor_1": 6.5, "evaluator": 6.0}
+    seen = {
+        "table_inserts": 5.0,
+        "env_steps": 5.5,
+        "learner_steps": 7.0,
+        "table_samples": 6.0,
+        "actor_0": 4.0,
+        "actor_1": 6.5,
+        "evaluator": 6.0,
+    }
     out = stages.summarize_startup(seen, num_actors=2)
     assert (out["first_insert"], out["first_update"], out["actors"]) == (5.0, 7.0, 6.5)
     assert out["every_node"] == 7.0
@@ -83,8 +92,7 @@ def test_startup_is_the_last_node_to_step():
 def test_node_memory_names_each_node_by_its_output_file(tmp_path):
     os.makedirs(tmp_path / "actor")
     with open(tmp_path / "actor" / "0", "w") as out:
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
-                                 stdout=out)
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdout=out)
     try:
         memory = {}
         for _ in range(100):  # until the child has started (its fd 1 is the file)

@@ -41,8 +41,11 @@ def ray_cluster():
         try:
             ids = c.node_ids()
             yield types.SimpleNamespace(
-                address=c.address, head=ids[c.head_ip], learner=ids[c.worker_ips[0]],
-                other=ids[c.worker_ips[1]], separate_hosts=True,
+                address=c.address,
+                head=ids[c.head_ip],
+                learner=ids[c.worker_ips[0]],
+                other=ids[c.worker_ips[1]],
+                separate_hosts=True,
             )
         finally:
             c.shutdown()
@@ -56,8 +59,11 @@ def ray_cluster():
     ray.init(address=c.address)  # this test's own driver, to look at the cluster
     try:
         yield types.SimpleNamespace(
-            address=c.address, head=c.head_node.node_id, learner=learner_node.node_id,
-            other=other_node.node_id, separate_hosts=False,
+            address=c.address,
+            head=c.head_node.node_id,
+            learner=learner_node.node_id,
+            other=other_node.node_id,
+            separate_hosts=False,
         )
     finally:
         ray.shutdown()
@@ -98,8 +104,11 @@ def _nothing_left_on(ray_cluster, proc):
     assert_nothing_left(proc)
     deadline = time.time() + 20
     while True:
-        actors = [a for a in ray.util.list_named_actors(all_namespaces=True)
-                  if a["namespace"] == cluster_lib.NAMESPACE]
+        actors = [
+            a
+            for a in ray.util.list_named_actors(all_namespaces=True)
+            if a["namespace"] == cluster_lib.NAMESPACE
+        ]
         procs = []
         for p in psutil.process_iter(["cmdline"]):
             cmd = " ".join(p.info["cmdline"] or [])
@@ -119,10 +128,16 @@ def _nothing_left_on(ray_cluster, proc):
 @pytest.mark.parametrize("config,num_actors", [("dqn", 2), ("ppo", 2), ("dqn", 4)])
 def test_runs_on_several_ray_nodes_to_success(ray_cluster, tmp_path, config, num_actors):
     run_dir = tmp_path / "run"
-    proc = _train_on(ray_cluster, [
-        f"--config=configs/{config}.py", f"--config.num_actors={num_actors}",
-        f"--config.run_dir={run_dir}", "--config.budget.seconds=240", *PLACE,
-    ])
+    proc = _train_on(
+        ray_cluster,
+        [
+            f"--config=configs/{config}.py",
+            f"--config.num_actors={num_actors}",
+            f"--config.run_dir={run_dir}",
+            "--config.budget.seconds=240",
+            *PLACE,
+        ],
+    )
     listening, out = _watch(proc, run_dir)
     assert proc.returncode == 0, out[-4000:]
     result = json.loads((run_dir / "result.json").read_text())
@@ -165,9 +180,14 @@ def _wait_for_training(run_dir, proc, timeout_s=240):
 
 
 def _endless(run_dir):
-    return ["--config=configs/dqn.py", f"--config.run_dir={run_dir}", *PLACE,
-            "--config.evaluator.target_success=0", "--config.budget.env_steps=0",
-            "--config.budget.seconds=300"]
+    return [
+        "--config=configs/dqn.py",
+        f"--config.run_dir={run_dir}",
+        *PLACE,
+        "--config.evaluator.target_success=0",
+        "--config.budget.env_steps=0",
+        "--config.budget.seconds=300",
+    ]
 
 
 @pytest.mark.slow
@@ -202,19 +222,29 @@ def test_a_signal_to_the_driver_stops_every_node_on_every_ray_node(ray_cluster, 
 
 
 CLUSTER_BAD_INPUTS = [
-    (["--config.ray.replay_resource=tpu_host"],
-     "config.ray.replay_resource='tpu_host': no Ray node has that resource"),
-    (["--config.num_actors=5"],
-     "config.num_actors=5 x config.ray.actor_cpus=1.0 = 5 CPUs, but the Ray cluster fits 4"),
-    (["--config.ray.learner_device=gpu"], "config.ray.learner_device='gpu', but no Ray node has a GPU"),
+    (
+        ["--config.ray.replay_resource=tpu_host"],
+        "config.ray.replay_resource='tpu_host': no Ray node has that resource",
+    ),
+    (
+        ["--config.num_actors=5"],
+        "config.num_actors=5 x config.ray.actor_cpus=1.0 = 5 CPUs, but the Ray cluster fits 4",
+    ),
+    (
+        ["--config.ray.learner_device=gpu"],
+        "config.ray.learner_device='gpu', but no Ray node has a GPU",
+    ),
 ]
 
 
 @pytest.mark.slow
 @pytest.mark.cluster
-@pytest.mark.parametrize("args,message", CLUSTER_BAD_INPUTS, ids=[a[0] for a, _ in CLUSTER_BAD_INPUTS])
+@pytest.mark.parametrize(
+    "args,message", CLUSTER_BAD_INPUTS, ids=[a[0] for a, _ in CLUSTER_BAD_INPUTS]
+)
 def test_a_program_the_cluster_cannot_hold_is_refused_before_any_node_starts(
-        ray_cluster, tmp_path, args, message):
+    ray_cluster, tmp_path, args, message
+):
     run_dir = tmp_path / "run"
     proc = _train_on(ray_cluster, ["--config=configs/dqn.py", f"--config.run_dir={run_dir}"] + args)
     out, _ = proc.communicate(timeout=120)
@@ -226,6 +256,7 @@ def test_a_program_the_cluster_cannot_hold_is_refused_before_any_node_starts(
 
 # Fast checks of the launcher's pure parts; no cluster.
 
+
 def test_host_port_address_formats_ipv4_and_ipv6_hosts():
     assert cluster_lib.HostPortAddress("10.0.0.2", 4321).build() == "10.0.0.2:4321"
     assert cluster_lib.HostPortAddress("fd00::2", 4321).build() == "[fd00::2]:4321"
@@ -236,9 +267,11 @@ def test_placement_options_follow_the_config():
     config = load_config("dqn")
     config.ray.learner_resource = "gpu_box"
     assert cluster_lib.placement_options("actor", config, True) == dict(
-        num_cpus=1.0, scheduling_strategy="SPREAD")
+        num_cpus=1.0, scheduling_strategy="SPREAD"
+    )
     assert cluster_lib.placement_options("learner", config, True) == dict(
-        num_cpus=0, resources={"gpu_box": 0.001}, num_gpus=1)
+        num_cpus=0, resources={"gpu_box": 0.001}, num_gpus=1
+    )
     assert cluster_lib.placement_options("learner", config, False)["num_gpus"] == 0
     config.ray.learner_device = "cpu"
     assert cluster_lib.placement_options("learner", config, True)["num_gpus"] == 0

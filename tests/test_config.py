@@ -32,13 +32,15 @@ def test_agent_section_is_the_presets_dataclass(algorithm):
 
 @pytest.mark.parametrize("module", [dqn, actor_critic, ppo])
 def test_every_agent_field_has_a_rule_and_a_comment(module):
-    cls = next(v for k, v in vars(module).items()
-               if k.endswith("Config") and dataclasses.is_dataclass(v))
+    cls = next(
+        v for k, v in vars(module).items() if k.endswith("Config") and dataclasses.is_dataclass(v)
+    )
     assert set(module.RULES) == {f.name for f in dataclasses.fields(cls)}
     source = inspect.getsource(cls)
     for field in dataclasses.fields(cls):
-        line = next(line for line in source.splitlines()
-                    if line.strip().startswith(field.name + ":"))
+        line = next(
+            line for line in source.splitlines() if line.strip().startswith(field.name + ":")
+        )
         assert "#" in line, f"{cls.__name__}.{field.name} has no comment"
 
 
@@ -70,13 +72,18 @@ def _override(config_file, args):
 @pytest.mark.parametrize("config_file", CONFIG_FILES)
 def test_every_agent_field_overrides_from_the_command_line(config_file):
     config = load_config(config_file)
-    rules = {dqn.DQNConfig: dqn.RULES, actor_critic.ActorCriticConfig: actor_critic.RULES,
-             ppo.PPOConfig: ppo.RULES}[type(config_lib.make_agent_config(config))]
+    rules = {
+        dqn.DQNConfig: dqn.RULES,
+        actor_critic.ActorCriticConfig: actor_critic.RULES,
+        ppo.PPOConfig: ppo.RULES,
+    }[type(config_lib.make_agent_config(config))]
     wanted = {name: _changed(name, value, rules) for name, value in config.agent.items()}
     if config.algorithm == "tabular":
         wanted["network"] = "table"  # keep the preset's table (the other choice is an MLP)
-    args = [f"--config.agent.{k}={v!r}" if isinstance(v, tuple) else f"--config.agent.{k}={v}"
-            for k, v in wanted.items()]
+    args = [
+        f"--config.agent.{k}={v!r}" if isinstance(v, tuple) else f"--config.agent.{k}={v}"
+        for k, v in wanted.items()
+    ]
     overridden = _override(config_file, args)
     config_lib.validate(overridden)
     assert dataclasses.asdict(config_lib.make_agent_config(overridden)) == wanted
@@ -121,8 +128,9 @@ BAD_VALUES = [
 ]
 
 
-@pytest.mark.parametrize("key,value,message", BAD_VALUES,
-                         ids=[f"{k}={v}" for k, v, _ in BAD_VALUES])
+@pytest.mark.parametrize(
+    "key,value,message", BAD_VALUES, ids=[f"{k}={v}" for k, v, _ in BAD_VALUES]
+)
 def test_bad_values_are_refused_by_name(key, value, message):
     config = load_config("dqn")
     config.update_from_flattened_dict({key: value})
@@ -146,8 +154,11 @@ def test_on_policy_checks():
 def test_unknown_and_missing_fields_anywhere_are_refused():
     config = load_config("ppo")
     config.env.slipery = True
-    with pytest.raises(config_lib.ConfigError, match=r"config.env.slipery is unknown .*"
-                       r"valid fields of config.env: map, rewards, slippery, time_limit"):
+    with pytest.raises(
+        config_lib.ConfigError,
+        match=r"config.env.slipery is unknown .*"
+        r"valid fields of config.env: map, rewards, slippery, time_limit",
+    ):
         config_lib.validate(config)
     config = load_config("ppo")
     config.agent.epsilon_init = 1.0  # a DQN field
@@ -174,12 +185,15 @@ def test_saved_config_reads_back_typed_and_whole(tmp_path):
     assert back.agent.hidden_sizes == (32, 16) and isinstance(back.agent.learning_rate, float)
 
 
-@pytest.mark.parametrize("text,message", [
-    ("{not json", "is not valid JSON"),
-    ("[1, 2]", "a saved config must be a JSON object, got list"),
-    ('{"algorithm": "sarsa"}', "config.algorithm='sarsa' is unknown"),
-    ('{"algorithm": "dqn"}', "config lacks"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("{not json", "is not valid JSON"),
+        ("[1, 2]", "a saved config must be a JSON object, got list"),
+        ('{"algorithm": "sarsa"}', "config.algorithm='sarsa' is unknown"),
+        ('{"algorithm": "dqn"}', "config lacks"),
+    ],
+)
 def test_bad_saved_configs_are_refused(tmp_path, text, message):
     (tmp_path / "config.json").write_text(text)
     with pytest.raises(config_lib.ConfigError, match=message):
@@ -189,8 +203,9 @@ def test_bad_saved_configs_are_refused(tmp_path, text, message):
 def test_saved_config_with_a_wrong_type_or_extra_field_is_refused():
     saved = load_config("dqn").to_dict()
     saved["actor"]["num_envs"] = "many"
-    with pytest.raises(config_lib.ConfigError,
-                       match="config.actor.num_envs='many' is not of type int"):
+    with pytest.raises(
+        config_lib.ConfigError, match="config.actor.num_envs='many' is not of type int"
+    ):
         config_lib.from_dict(saved)
     saved = load_config("dqn").to_dict()
     saved["replay"]["capacity"] = 5
@@ -211,12 +226,15 @@ def test_resume_conflicts_list_every_difference_as_old_to_new():
     ]
 
 
-@pytest.mark.parametrize("key,value,part", [
-    ("num_actors", 10**6, "actors"),
-    ("actor.unroll_length", 10**9, "actors"),
-    ("replay.max_size", 64 * 10**13, "replay"),
-    ("agent.hidden_sizes", (10**5, 10**5), "learner"),
-])
+@pytest.mark.parametrize(
+    "key,value,part",
+    [
+        ("num_actors", 10**6, "actors"),
+        ("actor.unroll_length", 10**9, "actors"),
+        ("replay.max_size", 64 * 10**13, "replay"),
+        ("agent.hidden_sizes", (10**5, 10**5), "learner"),
+    ],
+)
 def test_runs_the_machine_cannot_hold_are_refused_with_the_estimate(key, value, part):
     config = load_config("dqn")
     config.update_from_flattened_dict({key: value})
@@ -263,8 +281,12 @@ def test_run_dir_that_is_a_file_or_not_writable_is_refused(tmp_path):
 def test_policy_plot_of_a_big_map_stays_small(tmp_path):
     n = 200
     desc = ["S" + "F" * (n - 1)] + ["F" * n] * (n - 2) + ["F" * (n - 1) + "G"]
-    result = dict(map=desc, values=np.zeros((n, n)).tolist(),
-                  actions=np.zeros((n, n), int).tolist(), evaluation=dict(success_rate=1.0))
+    result = dict(
+        map=desc,
+        values=np.zeros((n, n)).tolist(),
+        actions=np.zeros((n, n), int).tolist(),
+        evaluation=dict(success_rate=1.0),
+    )
     path = plots.plot_policy(result, str(tmp_path / "policy.png"))
     import matplotlib.image
 

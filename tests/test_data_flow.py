@@ -72,13 +72,16 @@ def test_gate_honours_a_stop():
     assert time.time() - start < 5
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("actor.chunks_per_version", 1, "chunks per version is less than one batch"),
-    ("actor.chunks_per_version", -1, "config.actor.chunks_per_version=-1; need >= 0"),
-    ("learner.prefetch", -1, "config.learner.prefetch=-1; need >= 0"),
-    ("learner.max_in_flight", -2, "config.learner.max_in_flight=-2; need >= 0"),
-    ("actor.episode_window", 1, "config.actor.episode_window=1; need >= 2"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("actor.chunks_per_version", 1, "chunks per version is less than one batch"),
+        ("actor.chunks_per_version", -1, "config.actor.chunks_per_version=-1; need >= 0"),
+        ("learner.prefetch", -1, "config.learner.prefetch=-1; need >= 0"),
+        ("learner.max_in_flight", -2, "config.learner.max_in_flight=-2; need >= 0"),
+        ("actor.episode_window", 1, "config.actor.episode_window=1; need >= 2"),
+    ],
+)
 def test_bad_on_policy_settings_are_named(field, value, message):
     c = config_lib.base_config("reinforce")
     c.learner.batch_chunks = 4  # 4 chunks per update, 2 actors

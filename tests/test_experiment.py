@@ -348,7 +348,8 @@ def _replay_checkpoints(run_dir):
 
 
 def test_resume_falls_back_to_the_previous_learner_and_replay_checkpoints(
-        short_run, tmp_path, capfd):
+    short_run, tmp_path, capfd
+):
     _, run_dir, _ = short_run
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
@@ -390,9 +391,17 @@ def test_one_run_directory_one_live_launch(short_run, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom distrl import rundir\n"
-         "with rundir.locked(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(300)",
-         str(copy)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom distrl import rundir\n"
+            "with rundir.locked(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(300)",
+            str(copy),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         code, out = _python("train.py", f"--resume={copy}", timeout=120)
@@ -402,10 +411,12 @@ def test_one_run_directory_one_live_launch(short_run, tmp_path):
     finally:
         holder.kill()
         holder.wait()
-    with rundir.locked(str(copy)):  # a killed holder leaves no stale lock
-        with pytest.raises(rundir.RunDirBusy, match=f"launcher pid {os.getpid()}"):
-            with rundir.locked(str(copy)):
-                pass
+    with (
+        rundir.locked(str(copy)),  # a killed holder leaves no stale lock
+        pytest.raises(rundir.RunDirBusy, match=f"launcher pid {os.getpid()}"),
+        rundir.locked(str(copy)),
+    ):
+        pass
 
 
 def test_progress_line_redraws_on_a_tty_and_prints_plain_lines_otherwise(tmp_path):

@@ -26,31 +26,48 @@ BAD_INPUTS = [
     (["--config.algorithm=ppo"], "--config.algorithm cannot be overridden"),
     (["--config.env.map=9x9"], "unknown map name '9x9'; valid names: ['4x4', '8x8']"),
     (["--config.num_actors=0"], "config.num_actors=0; need >= 1"),
-    (["--config.learner.batch_size=128000", "--config.replay.max_size=1024"],
-     "config.replay.max_size=1024 transitions is smaller than the batch"),
+    (
+        ["--config.learner.batch_size=128000", "--config.replay.max_size=1024"],
+        "config.replay.max_size=1024 transitions is smaller than the batch",
+    ),
     (["--config.replay.max_size=1000"], "config.replay.max_size=1000 transitions; need a multiple"),
     (["--config.replay.error_buffer=2"], "config.replay.error_buffer=2.0 transitions can never"),
     (["--config.env.map=SFF/FHH/FFX"], "unknown letter"),
     (["--config.env.map=SFH/HHH/FFG"], "no path from S to G"),
-    (["--lp_launch_type=local_mt"],
-     "launch type 'local_mt' is unknown; valid: ('local_mp', 'test_mt', 'ray')"),
-    (["--config=configs/ppo.py", "--config.agent.learning_rate=nan"],
-     "config.agent.learning_rate=nan; need a finite number"),
+    (
+        ["--lp_launch_type=local_mt"],
+        "launch type 'local_mt' is unknown; valid: ('local_mp', 'test_mt', 'ray')",
+    ),
+    (
+        ["--config=configs/ppo.py", "--config.agent.learning_rate=nan"],
+        "config.agent.learning_rate=nan; need a finite number",
+    ),
     (["--config.agent.learning_rate=inf"], "config.agent.learning_rate=inf; need a finite number"),
-    (["--config.agent.learning_rate=0"],
-     "config.agent.learning_rate=0.0; need a finite number > 0"),
-    (["--config=configs/a2c.py", "--config.agent.learning_rate=-1"],
-     "config.agent.learning_rate=-1.0; need a finite number > 0"),
-    (["--config.agent.optimizer=bogus"],
-     "config.agent.optimizer='bogus'; need one of 'adam', 'sgd'"),
+    (
+        ["--config.agent.learning_rate=0"],
+        "config.agent.learning_rate=0.0; need a finite number > 0",
+    ),
+    (
+        ["--config=configs/a2c.py", "--config.agent.learning_rate=-1"],
+        "config.agent.learning_rate=-1.0; need a finite number > 0",
+    ),
+    (
+        ["--config.agent.optimizer=bogus"],
+        "config.agent.optimizer='bogus'; need one of 'adam', 'sgd'",
+    ),
     (["--config.actor.epsilon_spread=nan"], "config.actor.epsilon_spread=nan; need a finite"),
     (["--config.num_actors=2.5"], "flag --config.num_actors=2.5: invalid literal for int()"),
     (["--config.env.slippery=maybe"], "flag --config.env.slippery=maybe: ('Non-boolean argument"),
     (["--foo=1"], "Unknown command line flag 'foo'"),
-    (["--config.env.slipery=True"], "config.env.slipery is unknown (in --config.env.slipery); "
-     "valid fields of config.env: map, rewards, slippery, time_limit"),
-    (["--config=configs/ppo.py", "--config.agent.epsilon_init=1"],
-     "config.agent.epsilon_init is unknown"),
+    (
+        ["--config.env.slipery=True"],
+        "config.env.slipery is unknown (in --config.env.slipery); "
+        "valid fields of config.env: map, rewards, slippery, time_limit",
+    ),
+    (
+        ["--config=configs/ppo.py", "--config.agent.epsilon_init=1"],
+        "config.agent.epsilon_init is unknown",
+    ),
     (["--config=configs/nope.py"], "config file 'configs/nope.py' does not exist"),
     (["--config={tmp}/broken.py"], "invalid syntax (broken.py, line 1)"),
     (["--run_dir={tmp}/file"], "is a file, not a directory"),
@@ -62,8 +79,10 @@ BAD_INPUTS = [
     (["--config.num_actors=1000000"], "(num_actors=1000000 processes x 0.6 GB"),
     (["--config.replay.max_size=1000000000000000"], "replay 130,385,160.4 GB (replay.max_size="),
     (["--config.actor.unroll_length=1000000000"], "unroll_length=1000000000 x num_envs=64)"),
-    (["--config.agent.hidden_sizes=(100000,100000)"], "(hidden_sizes=(100000, 100000): "
-     "10,002,200,004 parameters"),
+    (
+        ["--config.agent.hidden_sizes=(100000,100000)"],
+        "(hidden_sizes=(100000, 100000): 10,002,200,004 parameters",
+    ),
     (["positional"], "unexpected arguments ['positional']"),
 ]
 
@@ -110,8 +129,11 @@ def bad_input_runs(tmp_path_factory):
     for name, text in (("corrupt", "{not json"), ("older", '{"algorithm": "dqn", "seed": 0}')):
         (tmp / name).mkdir()
         (tmp / name / "config.json").write_text(text)
-    runner = launch_train([str(ROOT / "launch" / "train.py")],
-                          executable_args=["-c", _FORK_RUNNER], stdin=subprocess.PIPE)
+    runner = launch_train(
+        [str(ROOT / "launch" / "train.py")],
+        executable_args=["-c", _FORK_RUNNER],
+        stdin=subprocess.PIPE,
+    )
     results = {}
     try:
         for i, (args, _) in enumerate(BAD_INPUTS):
@@ -126,7 +148,7 @@ def bad_input_runs(tmp_path_factory):
             line = runner.stdout.readline()
             while line and not line.startswith("CASE "):  # import warnings
                 line = runner.stdout.readline()
-            pid, code = json.loads(line[len("CASE "):])
+            pid, code = json.loads(line[len("CASE ") :])
             assert not session_processes(pid), f"case {i} left processes"
             results[i] = (code, out.read_text(), run_dir.exists())
     finally:
@@ -152,10 +174,15 @@ def test_bad_input_is_refused_before_any_process_starts(bad_input_runs, case):
 @pytest.mark.slow
 def test_local_mp_dqn_two_actors_solves_and_exits_cleanly(tmp_path):
     run_dir = tmp_path / "run"
-    proc = launch_train([
-        "--config=configs/dqn.py", "--lp_launch_type=local_mp", "--config.num_actors=2",
-        f"--config.run_dir={run_dir}", "--config.budget.seconds=240",
-    ])
+    proc = launch_train(
+        [
+            "--config=configs/dqn.py",
+            "--lp_launch_type=local_mp",
+            "--config.num_actors=2",
+            f"--config.run_dir={run_dir}",
+            "--config.budget.seconds=240",
+        ]
+    )
     listening, deadline = {}, time.time() + 400
     while proc.poll() is None and time.time() < deadline:
         for pid, ips in listening_addresses(session_processes(proc.pid)).items():
@@ -199,16 +226,24 @@ def _wait_for_evaluator_rows(run_dir, proc, timeout_s=240):
 # Ctrl-C in the default mode (node output to files), SIGTERM with every node's
 # output in this terminal (the debugging mode).
 @pytest.mark.slow
-@pytest.mark.parametrize("sig,terminal", [(signal.SIGINT, "output_to_files"),
-                                          (signal.SIGTERM, "current_terminal")],
-                         ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize(
+    "sig,terminal",
+    [(signal.SIGINT, "output_to_files"), (signal.SIGTERM, "current_terminal")],
+    ids=["ctrl-c", "sigterm"],
+)
 def test_signal_stops_every_node(tmp_path, sig, terminal):
     run_dir = tmp_path / "run"
-    proc = launch_train([
-        "--config=configs/ppo.py", "--lp_launch_type=local_mp", f"--terminal={terminal}",
-        f"--config.run_dir={run_dir}", "--config.evaluator.target_success=0",
-        "--config.budget.seconds=300", "--config.budget.env_steps=0",
-    ])
+    proc = launch_train(
+        [
+            "--config=configs/ppo.py",
+            "--lp_launch_type=local_mp",
+            f"--terminal={terminal}",
+            f"--config.run_dir={run_dir}",
+            "--config.evaluator.target_success=0",
+            "--config.budget.seconds=300",
+            "--config.budget.env_steps=0",
+        ]
+    )
     lines = []
     if terminal == "current_terminal":
         for line in proc.stdout:  # wait until training is under way
@@ -226,7 +261,7 @@ def test_signal_stops_every_node(tmp_path, sig, terminal):
     assert_nothing_left(proc)
 
 
-_STUCK_NODE_PROGRAM = '''
+_STUCK_NODE_PROGRAM = """
 import signal, sys, time
 import launchpad as lp
 import ml_collections
@@ -253,7 +288,7 @@ def main(argv):
     print("launcher survived", flush=True)
 
 app.run(main)
-'''
+"""
 
 
 @pytest.mark.slow
@@ -261,8 +296,9 @@ def test_a_node_that_ignores_the_stop_is_killed_and_the_launcher_survives(tmp_pa
     script = tmp_path / "stuck.py"
     script.write_text(_STUCK_NODE_PROGRAM)
     run_dir = tmp_path / "run"
-    proc = launch_train([], executable_args=[str(script), str(run_dir),
-                                             "--lp_termination_notice_secs=3"])
+    proc = launch_train(
+        [], executable_args=[str(script), str(run_dir), "--lp_termination_notice_secs=3"]
+    )
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out[-3000:]
     assert "launcher survived" in out
@@ -279,11 +315,16 @@ def test_local_mp_slippery_4x4_reaches_98_percent_of_the_exact_optimum(tmp_path)
     once 10,000 greedy episodes put the success's lower bound at 98% of the exact
     optimum (0.740), and the greedy policy's exact success agrees."""
     run_dir = tmp_path / "run"
-    proc = launch_train([
-        "--config=configs/dqn_slippery8x8.py", "--lp_launch_type=local_mp",
-        "--config.num_actors=2", "--config.env.map=4x4", f"--config.run_dir={run_dir}",
-        "--config.budget.seconds=300",
-    ])
+    proc = launch_train(
+        [
+            "--config=configs/dqn_slippery8x8.py",
+            "--lp_launch_type=local_mp",
+            "--config.num_actors=2",
+            "--config.env.map=4x4",
+            f"--config.run_dir={run_dir}",
+            "--config.budget.seconds=300",
+        ]
+    )
     out, _ = proc.communicate(timeout=500)
     assert proc.returncode == 0, out[-4000:]
     result = json.loads((run_dir / "result.json").read_text())

@@ -156,24 +156,38 @@ def test_learner_steps_and_seconds_budgets_stop_between_calls():
 
 def _local(*args):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "distrl.local", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "distrl.local", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     return proc.returncode, proc.stdout + proc.stderr
 
 
 def test_command_line_takes_the_experiment_config():
-    code, out = _local("--config=configs/tabular_q.py", "--config.budget.env_steps=30000",
-                       "--config.env.slippery=False", "--quiet")
+    code, out = _local(
+        "--config=configs/tabular_q.py",
+        "--config.budget.env_steps=30000",
+        "--config.env.slippery=False",
+        "--quiet",
+    )
     assert code == 0, out[-2000:]
     assert "tabular on 4x4: solved=True" in out and "greedy policy:" in out
     assert "env_steps=" in out.splitlines()[0]  # --quiet: no per-call lines before it
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--config.agent.learning_rate=nan"], "bad config: config.agent.learning_rate=nan"),
-    (["--config.num_actors=2.5"], "bad flag: flag --config.num_actors=2.5"),
-    (["--algo=dqn"], "bad flag: Unknown command line flag 'algo'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--config.agent.learning_rate=nan"], "bad config: config.agent.learning_rate=nan"),
+        (["--config.num_actors=2.5"], "bad flag: flag --config.num_actors=2.5"),
+        (["--algo=dqn"], "bad flag: Unknown command line flag 'algo'"),
+    ],
+)
 def test_command_line_refuses_bad_input_with_exit_2(args, message):
     code, out = _local("--config=configs/dqn.py", *args)
     assert code == 2 and message in out and "Traceback" not in out, out[-2000:]

@@ -146,8 +146,11 @@ def test_no_queue_chunk_is_dropped_across_dataset_timeouts(server_for):
     taken, deadline = [], time.time() + 60
     try:
         for sample, _ in replay.iterate_batches(
-            client.server_address, c, obs_size,
-            should_stop=lambda: len(taken) == 2 or time.time() > deadline, timeout_ms=100,
+            client.server_address,
+            c,
+            obs_size,
+            should_stop=lambda: len(taken) == 2 or time.time() > deadline,
+            timeout_ms=100,
         ):
             taken.append(sample.data.version.tolist())
     finally:
@@ -182,16 +185,24 @@ def _prioritized_config():
     c = config_lib.base_config("dqn")
     c.actor.num_envs, c.actor.unroll_length = 2, 4
     c.learner.batch_size = 2 * 8  # 8 items per batch
-    c.replay.update(dict(sampler="prioritized", priority_exponent=0.5, min_size=2,
-                         samples_per_insert=1000.0, error_buffer=1e6))
+    c.replay.update(
+        dict(
+            sampler="prioritized",
+            priority_exponent=0.5,
+            min_size=2,
+            samples_per_insert=1000.0,
+            error_buffer=1e6,
+        )
+    )
     return c
 
 
 def _sample_frequencies(client, c, obs_size, batches: int):
     """Sampled share of each item (by its version stamp) and the reported P(i)."""
     counts, probability, taken = np.zeros(4), {}, []
-    for sample, _ in replay.iterate_batches(client.server_address, c, obs_size,
-                                            should_stop=lambda: len(taken) == batches):
+    for sample, _ in replay.iterate_batches(
+        client.server_address, c, obs_size, should_stop=lambda: len(taken) == batches
+    ):
         taken.append(sample)
         for v, p in zip(sample.data.version.tolist(), sample.info.probability.tolist()):
             counts[v] += 1

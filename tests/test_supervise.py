@@ -63,9 +63,11 @@ def _node_processes(launcher_pid: int, count: int, timeout_s: float = 120.0):
 
 
 # A hang-up of the whole process group: what closing the terminal does.
-@pytest.mark.parametrize("sig,group", [(signal.SIGKILL, False), (signal.SIGHUP, False),
-                                       (signal.SIGHUP, True)],
-                         ids=["sigkill", "sighup", "terminal-closed"])
+@pytest.mark.parametrize(
+    "sig,group",
+    [(signal.SIGKILL, False), (signal.SIGHUP, False), (signal.SIGHUP, True)],
+    ids=["sigkill", "sighup", "terminal-closed"],
+)
 def test_no_node_outlives_its_launcher(tmp_path, sig, group):
     proc = launch_train([], executable_args=[PROGRAM, str(tmp_path / "run"), "hang", "0"])
     try:
@@ -109,8 +111,11 @@ def _rows(run_dir, node: str):
         return []
     lines = path.read_text().splitlines()
     header = lines[0].split(",") if lines else []
-    return [dict(zip(header, map(float, line.split(",")))) for line in lines[1:]
-            if line.count(",") == len(header) - 1]
+    return [
+        dict(zip(header, map(float, line.split(","))))
+        for line in lines[1:]
+        if line.count(",") == len(header) - 1
+    ]
 
 
 def _evaluator_rows(run_dir):
@@ -122,9 +127,13 @@ def _flowing_again(run_dir, since: float) -> bool:
     and updates grow (every node of the pipeline up again)."""
     learner = [r for r in _rows(run_dir, "learner") if r["time"] > since]
     evaluator = [r for r in _evaluator_rows(run_dir) if r["time"] > since]
-    return (len(learner) >= 2 and learner[-1]["updates"] - learner[0]["updates"] >= 30
-            and len(evaluator) >= 2 and evaluator[-1]["env_steps"] > evaluator[0]["env_steps"]
-            and evaluator[-1]["learner_steps"] > evaluator[0]["learner_steps"])
+    return (
+        len(learner) >= 2
+        and learner[-1]["updates"] - learner[0]["updates"] >= 30
+        and len(evaluator) >= 2
+        and evaluator[-1]["env_steps"] > evaluator[0]["env_steps"]
+        and evaluator[-1]["learner_steps"] > evaluator[0]["learner_steps"]
+    )
 
 
 # The evaluator last: its restart is the slowest here (compiling its greedy rollout),
@@ -137,15 +146,21 @@ def test_chaos_one_node_of_every_group_killed_in_turn_and_the_run_still_solves(t
     """local_mp DQN 4x4: SIGKILL of an actor, the counter, the replay, the learner and the
     evaluator, one after another, each once the pipeline flows again after the one before."""
     run_dir = tmp_path / "run"
-    proc = launch_train([
-        "--config=configs/dqn.py", "--config.num_actors=2", f"--config.run_dir={run_dir}",
-        # The run lasts its time budget whatever the faults, which are all injected
-        # well before it ends; the evaluation then must be perfect.
-        "--config.budget.seconds=330", "--config.budget.env_steps=0",
-        "--config.evaluator.target_success=0",
-        "--config.restart.max_per_node=2", "--config.restart.backoff_seconds=1",
-        "--config.checkpoint.every_seconds=5",
-    ])
+    proc = launch_train(
+        [
+            "--config=configs/dqn.py",
+            "--config.num_actors=2",
+            f"--config.run_dir={run_dir}",
+            # The run lasts its time budget whatever the faults, which are all injected
+            # well before it ends; the evaluation then must be perfect.
+            "--config.budget.seconds=330",
+            "--config.budget.env_steps=0",
+            "--config.evaluator.target_success=0",
+            "--config.restart.max_per_node=2",
+            "--config.restart.backoff_seconds=1",
+            "--config.checkpoint.every_seconds=5",
+        ]
+    )
     injected = []
     try:
         deadline = time.time() + 600
@@ -187,10 +202,15 @@ def test_a_killed_node_of_a_real_run_is_named_in_one_line_and_the_learner_checkp
     exit 1, one line naming the node and its cause, result.json naming it, the learner's
     final checkpoint written after the fault (it does not wait on Reverb), nothing left."""
     run_dir = tmp_path / "run"
-    proc = launch_train([
-        "--config=configs/dqn.py", f"--config.run_dir={run_dir}", "--config.budget.seconds=600",
-        "--config.evaluator.target_success=0", "--config.budget.env_steps=0",
-    ])
+    proc = launch_train(
+        [
+            "--config=configs/dqn.py",
+            f"--config.run_dir={run_dir}",
+            "--config.budget.seconds=600",
+            "--config.evaluator.target_success=0",
+            "--config.budget.env_steps=0",
+        ]
+    )
     try:
         deadline = time.time() + 400
         while len(_evaluator_rows(run_dir)) < 3:
@@ -233,7 +253,8 @@ def test_a_restarted_counter_continues_from_its_totals(tmp_path, monkeypatch):
 
 
 def test_a_restarted_learner_loads_the_newest_checkpoint_and_publishes_newer_versions(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     import jax
     from conftest import load_config
 

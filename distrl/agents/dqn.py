@@ -88,8 +88,7 @@ def td_error(network, params, target_params, transition: QTransition, double_q: 
     )
 
 
-def loss_fn(network, config: DQNConfig, params, target_params, batch: QTransition,
-            weights=None):
+def loss_fn(network, config: DQNConfig, params, target_params, batch: QTransition, weights=None):
     """Weighted mean Huber / L2 TD loss over a batch [N]; returns (loss, metrics).
 
     weights: [N] importance-sampling weights of prioritized replay (None: all 1).
@@ -119,8 +118,9 @@ def _update_target(config: DQNConfig, params, target_params, step):
     return optax.incremental_update(params, target_params, tau)
 
 
-def _update(net, optimizer, config: DQNConfig, state: base.TrainingState, batch: QTransition,
-            weights=None):
+def _update(
+    net, optimizer, config: DQNConfig, state: base.TrainingState, batch: QTransition, weights=None
+):
     """One gradient step and target refresh: (state, batch [N], weights [N] | None) ->
     (state, metrics), metrics with `priorities` [N] (see `loss_fn`)."""
     grads, metrics = jax.grad(loss_fn, argnums=2, has_aux=True)(

@@ -37,8 +37,9 @@ def owned_steps(last: jnp.ndarray, newest: int) -> jnp.ndarray:
         next_end = jnp.where(is_last, t, next_end)
         return next_end, next_end
 
-    _, next_end = jax.lax.scan(backward, never, (last, jnp.broadcast_to(index, last.shape)),
-                               reverse=True)
+    _, next_end = jax.lax.scan(
+        backward, never, (last, jnp.broadcast_to(index, last.shape)), reverse=True
+    )
     started = (jnp.cumsum(last, axis=0) - last) > 0  # a `last` strictly before t
     ends_newest = (next_end >= length - newest) & (next_end < length)
     return (started & ends_newest).astype(jnp.float32)
@@ -46,8 +47,7 @@ def owned_steps(last: jnp.ndarray, newest: int) -> jnp.ndarray:
 
 def pad(chunk: Transition, chunks: int) -> Transition:
     """`chunks` x T steps of never-owned one-step episodes shaped like `chunk` [T, B]."""
-    zeros = jax.tree.map(lambda x: jnp.zeros((chunks * x.shape[0],) + x.shape[1:], x.dtype),
-                         chunk)
+    zeros = jax.tree.map(lambda x: jnp.zeros((chunks * x.shape[0],) + x.shape[1:], x.dtype), chunk)
     return zeros._replace(last=jnp.ones_like(zeros.last))
 
 
@@ -59,4 +59,4 @@ def window(previous: Transition, chunk: Transition):
     owned = chunks * owned_steps(full.last, chunk.last.shape[0])
     item = full._replace(extras=dict(full.extras, owned=owned))
     keep = previous.last.shape[0]
-    return item, jax.tree.map(lambda x: x[x.shape[0] - keep:], full)
+    return item, jax.tree.map(lambda x: x[x.shape[0] - keep :], full)

@@ -78,13 +78,31 @@ def _success_extras(ax, data, x_key: str, idx, label: bool) -> None:
     """The 95% interval as a band, the exact success and the optimum's, where logged."""
     x = data[x_key][idx]
     if "success_low" in data:
-        ax.fill_between(x, data["success_low"][idx], data["success_high"][idx], color="C0",
-                        alpha=0.2, lw=0, label="95% interval" if label else None)
+        ax.fill_between(
+            x,
+            data["success_low"][idx],
+            data["success_high"][idx],
+            color="C0",
+            alpha=0.2,
+            lw=0,
+            label="95% interval" if label else None,
+        )
     if "exact_success" in data:
-        ax.plot(x, data["exact_success"][idx], color="C2", lw=1.2,
-                label="exact success" if label else None)
-        ax.plot(x, data["optimal_success"][idx], color="C3", lw=1, ls="--",
-                label="optimal (pi*)" if label else None)
+        ax.plot(
+            x,
+            data["exact_success"][idx],
+            color="C2",
+            lw=1.2,
+            label="exact success" if label else None,
+        )
+        ax.plot(
+            x,
+            data["optimal_success"][idx],
+            color="C3",
+            lw=1,
+            ls="--",
+            label="optimal (pi*)" if label else None,
+        )
 
 
 # Bounds of the policy picture: a 200x200 map drawn cell by cell (40k arrows on a

@@ -107,8 +107,9 @@ def _best(q_value: np.ndarray, q_success: np.ndarray) -> np.ndarray:
     return np.argmax(np.where(tied, q_success, -np.inf), -1)
 
 
-def stationary_optimum(env: gridworld.GridWorld, discount: float, tol: float = 1e-12,
-                       max_iterations: int = 100_000) -> np.ndarray:
+def stationary_optimum(
+    env: gridworld.GridWorld, discount: float, tol: float = 1e-12, max_iterations: int = 100_000
+) -> np.ndarray:
     """pi* [S]: value iteration to convergence over the infinite-horizon discounted problem.
 
     This is the policy an agent that sees only the cell converges to: the learners

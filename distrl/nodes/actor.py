@@ -64,8 +64,16 @@ def make_item_fn(agent_config, episode_window: int = 2):
 class Actor:
     """Courier node: `run()` acts until the program stops."""
 
-    def __init__(self, config, actor_id: int, replay_client, learner, counter, run_dir: str,
-                 start_env_steps: int = 0):
+    def __init__(
+        self,
+        config,
+        actor_id: int,
+        replay_client,
+        learner,
+        counter,
+        run_dir: str,
+        start_env_steps: int = 0,
+    ):
         self._config = config
         self._run_dir = run_dir
         self._id = actor_id
@@ -90,8 +98,10 @@ class Actor:
         if not params.wait_first(should_stop):
             return
         writer = replay.Writer(self._replay, should_stop)
-        log = _ActorLog(metrics.MetricsLogger(self._run_dir, f"actor_{self._id}",
-                                              c.log.every_seconds), self._start_steps)
+        log = _ActorLog(
+            metrics.MetricsLogger(self._run_dir, f"actor_{self._id}", c.log.every_seconds),
+            self._start_steps,
+        )
         try:
             env_steps = self._act(env, agent, agent_config, params, writer, log)
         finally:
@@ -123,8 +133,9 @@ class Actor:
             if max_priority is not None:
                 max_priority.refresh(writer)
             global_steps = env_steps * c.num_actors  # the schedule counts all actors
-            epsilon = actor_epsilon(float(agent.epsilon(global_steps)), self._id,
-                                    c.num_actors, c.actor.epsilon_spread)
+            epsilon = actor_epsilon(
+                float(agent.epsilon(global_steps)), self._id, c.num_actors, c.actor.epsilon_spread
+            )
             key, step_key = jax.random.split(key)
             # Dispatch is asynchronous: XLA computes chunk k+1 while Python writes chunk
             # k to Reverb (+50% env steps/s for PPO at B=64; benchmarks/README.md).
@@ -149,8 +160,10 @@ class Actor:
         write(items, version)
         tally.add(
             items_written=writer.pop_written(),
-            env_steps=int(stats.env_steps), episodes=int(stats.episodes),
-            successes=int(stats.successes), return_sum=float(stats.return_sum),
+            env_steps=int(stats.env_steps),
+            episodes=int(stats.episodes),
+            successes=int(stats.successes),
+            return_sum=float(stats.return_sum),
             actor_blocked_seconds=writer.blocked_seconds,
         )
         writer.blocked_seconds = 0.0
@@ -246,8 +259,13 @@ class _ActorLog:
     def __init__(self, logger: metrics.MetricsLogger, env_steps: int):
         self._log = logger
         self._totals = dict(
-            env_steps=float(env_steps), episodes=0.0, successes=0.0, return_sum=0.0,
-            actor_blocked_seconds=0.0, version_lag=0.0, param_updates=0.0,
+            env_steps=float(env_steps),
+            episodes=0.0,
+            successes=0.0,
+            return_sum=0.0,
+            actor_blocked_seconds=0.0,
+            version_lag=0.0,
+            param_updates=0.0,
         )
         self._deltas = metrics.Deltas(self._totals)
         self._lag = 0.0
@@ -263,18 +281,21 @@ class _ActorLog:
         if d["param_updates"]:  # mean lag of the params that arrived since the last row
             self._lag = d["version_lag"] / d["param_updates"]
         episodes = max(d["episodes"], 1.0)
-        self._log.write(int(self._totals["env_steps"]), dict(
-            env_steps=self._totals["env_steps"],
-            episodes=self._totals["episodes"],
-            env_steps_per_s=d["env_steps"] / seconds,
-            episodes_per_s=d["episodes"] / seconds,
-            success_rate=d["successes"] / episodes,  # behaviour policy, this interval
-            mean_return=d["return_sum"] / episodes,
-            param_version=param_version,
-            version_lag=self._lag,
-            blocked_frac=d["actor_blocked_seconds"] / seconds,
-            epsilon=epsilon,
-        ))
+        self._log.write(
+            int(self._totals["env_steps"]),
+            dict(
+                env_steps=self._totals["env_steps"],
+                episodes=self._totals["episodes"],
+                env_steps_per_s=d["env_steps"] / seconds,
+                episodes_per_s=d["episodes"] / seconds,
+                success_rate=d["successes"] / episodes,  # behaviour policy, this interval
+                mean_return=d["return_sum"] / episodes,
+                param_version=param_version,
+                version_lag=self._lag,
+                blocked_frac=d["actor_blocked_seconds"] / seconds,
+                epsilon=epsilon,
+            ),
+        )
 
     def close(self) -> None:
         self._log.close()

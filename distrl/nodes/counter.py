@@ -24,8 +24,9 @@ from distrl.program import lifecycle
 class Counter:
     """Sums of named counts from every node (`increment`), read with `get_counts`."""
 
-    def __init__(self, initial_counts: dict[str, float] | None = None,
-                 state_path: str | None = None):
+    def __init__(
+        self, initial_counts: dict[str, float] | None = None, state_path: str | None = None
+    ):
         self._lock = threading.Lock()
         self._path = state_path
         self._counts: dict[str, float] = dict(initial_counts or {})

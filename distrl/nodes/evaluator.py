@@ -102,8 +102,16 @@ def eval_row(counts, report, rates, elapsed: float, answer=None) -> dict:
 class Evaluator:
     """Courier node: evaluates periodically and stops the program when done."""
 
-    def __init__(self, config, learner, counter, replay_client, run_dir: str, start_time: float,
-                 initial_counts=None):
+    def __init__(
+        self,
+        config,
+        learner,
+        counter,
+        replay_client,
+        run_dir: str,
+        start_time: float,
+        initial_counts=None,
+    ):
         self._config = config
         self._initial_counts = dict(initial_counts or {})  # a resumed run's totals
         self._learner = learner
@@ -219,6 +227,7 @@ class Evaluator:
         result = jax.tree.map(_plain, result)
         print(results.summary(result, self._run_dir), flush=True)
         results.write(self._run_dir, result)
+
 
 def _better(best, candidate, confirm_envs: int):
     """The (report, params, version) with the higher success lower bound, among those

@@ -38,8 +38,9 @@ def num_transitions(batch) -> int:
 class Learner:
     """Courier node: `run()` trains until the program stops; `get_params()` serves."""
 
-    def __init__(self, config, replay_client, counter, run_dir: str, start_time: float,
-                 restore: bool = False):
+    def __init__(
+        self, config, replay_client, counter, run_dir: str, start_time: float, restore: bool = False
+    ):
         self._config = config
         self._run_dir = run_dir
         self._replay = replay_client
@@ -85,14 +86,23 @@ class Learner:
             replay.checkpoint, self._replay, keep_in=self._run_dir, keep=c.checkpoint.keep
         )
         saver = checkpoint.Saver(
-            checkpoint.directory(self._run_dir), c.checkpoint.every_seconds, c.algorithm,
-            replay_checkpoint if c.checkpoint.replay else None, keep=c.checkpoint.keep,
+            checkpoint.directory(self._run_dir),
+            c.checkpoint.every_seconds,
+            c.algorithm,
+            replay_checkpoint if c.checkpoint.replay else None,
+            keep=c.checkpoint.keep,
         )
-        report = _Report(metrics.MetricsLogger(self._run_dir, "learner", c.log.every_seconds),
-                         counts)
-        final = _FinalCheckpoint(lambda replay_timeout_s: saver.save(
-            *self._published(), report.counts(self._version), self._elapsed(),
-            replay_timeout_s=replay_timeout_s))
+        report = _Report(
+            metrics.MetricsLogger(self._run_dir, "learner", c.log.every_seconds), counts
+        )
+        final = _FinalCheckpoint(
+            lambda replay_timeout_s: saver.save(
+                *self._published(),
+                report.counts(self._version),
+                self._elapsed(),
+                replay_timeout_s=replay_timeout_s,
+            )
+        )
         try:
             if replay.wait_for_server(self._replay, lifecycle.should_stop):
                 self._train(agent, env.obs_size, report, saver)
@@ -144,12 +154,16 @@ class Learner:
                 with self._lock:
                     self._state, self._version = state, self._version + 1
                     self._lock.notify_all()
-                report.add(metrics_, waited, time.perf_counter() - start,
-                           num_transitions(sample.data.data), ages)
+                report.add(
+                    metrics_,
+                    waited,
+                    time.perf_counter() - start,
+                    num_transitions(sample.data.data),
+                    ages,
+                )
                 report.maybe_send(self._counter, self._version)
                 if saver.due():
-                    saver.save(state, self._version, report.counts(self._version),
-                               self._elapsed())
+                    saver.save(state, self._version, report.counts(self._version), self._elapsed())
         finally:
             if self._priorities is not None:
                 self._priorities.close()
@@ -208,17 +222,20 @@ class _FinalCheckpoint:
         self._done = False
         # Both read Launchpad's context, which only the node's own thread has.
         stop_event, own_process = lifecycle.stop_event(), lifecycle.in_own_process()
-        threading.Thread(target=self._watch, args=(stop_event, own_process),
-                         name="final-checkpoint", daemon=True).start()
+        threading.Thread(
+            target=self._watch, args=(stop_event, own_process), name="final-checkpoint", daemon=True
+        ).start()
 
     def _watch(self, stop_event, own_process: bool) -> None:
         stop_event.wait()
         time.sleep(_FINAL_SAVE_AFTER_S)
         if self._done:
             return
-        logging.warning("learner: the loop is still busy %.0f s after the stop (stuck in a "
-                        "native call?); writing the final checkpoint from here",
-                        _FINAL_SAVE_AFTER_S)
+        logging.warning(
+            "learner: the loop is still busy %.0f s after the stop (stuck in a "
+            "native call?); writing the final checkpoint from here",
+            _FINAL_SAVE_AFTER_S,
+        )
         self.save(replay_timeout_s=3.0)
         if own_process:  # the stuck loop would keep the process up to its kill
             logging.warning("learner: final checkpoint written; exiting")
@@ -271,16 +288,19 @@ class _Report:
         self._collect_totals()
         latest = {f"learner_{k}": float(v) for k, v in jax.device_get(self._metrics).items()}
         counts = dict(
-            learner_steps=self._updates, learner_samples=self._samples,
-            learner_wait_seconds=self._wait, learner_busy_seconds=self._busy,
+            learner_steps=self._updates,
+            learner_samples=self._samples,
+            learner_wait_seconds=self._wait,
+            learner_busy_seconds=self._busy,
         )
         counts.update(learner_items=self._age.items, data_age_sum=self._age.total)
         self._future = counter.futures.increment(**counts)
         counter.futures.set(param_version=version, **latest)
         counter.futures.maximum(data_age_max=self._age.max)
         self._age = _AgeTally()
-        for name, value in zip(("updates", "samples", "wait"), (self._updates, self._samples,
-                                                                self._wait)):
+        for name, value in zip(
+            ("updates", "samples", "wait"), (self._updates, self._samples, self._wait)
+        ):
             self._since_log[name] += value
         self._updates = self._samples = 0
         self._wait = self._busy = 0.0
@@ -308,13 +328,19 @@ class _Report:
             return
         self._log_age, log_age = _AgeTally(), self._log_age
         d, seconds = self._deltas.step(self._since_log)
-        self._log.write(version, dict(
-            updates=version, param_version=version,
-            updates_per_s=d["updates"] / seconds, samples_per_s=d["samples"] / seconds,
-            wait_frac=d["wait"] / seconds,
-            data_age_mean=log_age.mean(), data_age_max=log_age.max,
-            **{k[len("learner_"):]: v for k, v in latest.items()},
-        ))
+        self._log.write(
+            version,
+            dict(
+                updates=version,
+                param_version=version,
+                updates_per_s=d["updates"] / seconds,
+                samples_per_s=d["samples"] / seconds,
+                wait_frac=d["wait"] / seconds,
+                data_age_mean=log_age.mean(),
+                data_age_max=log_age.max,
+                **{k[len("learner_") :]: v for k, v in latest.items()},
+            ),
+        )
 
 
 class _AgeTally:

@@ -7,7 +7,8 @@ has while fresh ones travel; it swaps them in when they have arrived.
 """
 
 import time
-from typing import Any, Callable, Tuple
+from collections.abc import Callable
+from typing import Any
 
 from absl import logging
 
@@ -70,7 +71,7 @@ class ParamsClient:
             self._future = self._learner.futures.get_params()
         return swapped
 
-    def _set(self, versioned: Tuple[int, Any]) -> bool:
+    def _set(self, versioned: tuple[int, Any]) -> bool:
         version, params = versioned
         if version <= self.version:
             return False

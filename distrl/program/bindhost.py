@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-from typing import Optional
 
 from absl import logging
 
@@ -30,8 +29,8 @@ def _cache_dir() -> str:
     return os.environ.get("DISTRL_CACHE", default)
 
 
-@functools.lru_cache(maxsize=None)
-def library() -> Optional[str]:
+@functools.cache
+def library() -> str | None:
     """Path of the compiled shim (built once per source version), or None if it cannot be built."""
     with open(_SOURCE, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()[:16]
@@ -40,8 +39,10 @@ def library() -> Optional[str]:
         return path
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
-        logging.warning("distrl: no C compiler (cc) to build %s; node servers will listen "
-                        "on every interface", _SOURCE)
+        logging.warning(
+            "distrl: no C compiler (cc) to build %s; node servers will listen on every interface",
+            _SOURCE,
+        )
         return None
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".so")
@@ -50,8 +51,12 @@ def library() -> Optional[str]:
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         os.remove(tmp)
-        logging.warning("distrl: building the bind shim failed (%s); node servers will listen "
-                        "on every interface:\n%s", " ".join(command), done.stderr)
+        logging.warning(
+            "distrl: building the bind shim failed (%s); node servers will listen "
+            "on every interface:\n%s",
+            " ".join(command),
+            done.stderr,
+        )
         return None
     os.replace(tmp, path)  # atomic: concurrent builders each install a whole file
     return path

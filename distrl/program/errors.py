@@ -1,4 +1,5 @@
-"""What a launch can end with besides a result: raised by the launchers, caught by launch/train.py."""
+"""What a launch can end with besides a result: raised by the launchers, caught by
+launch/train.py."""
 
 import os
 

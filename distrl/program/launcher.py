@@ -15,7 +15,6 @@ import os
 import shutil
 import sys
 import time
-from typing import Optional
 
 import launchpad as lp
 from absl import logging
@@ -40,20 +39,27 @@ _CPU_NODE_ENV = {
 }
 
 
-def node_envs(run_dir: Optional[str] = None) -> dict:
+def node_envs(run_dir: str | None = None) -> dict:
     """Environment variables of each group's node processes; with `run_dir`, temp files go there."""
     tmp = {"TMPDIR": os.path.join(run_dir, rundir.TMP_DIR)} if run_dir else {}
     cpu_node = {**_CPU_NODE_ENV, **tmp}
     quiet = {"TF_CPP_MIN_LOG_LEVEL": "2", **tmp}
-    return {"actor": cpu_node, "evaluator": cpu_node, "counter": cpu_node,
-            "replay": quiet, "learner": quiet}
+    return {
+        "actor": cpu_node,
+        "evaluator": cpu_node,
+        "counter": cpu_node,
+        "replay": quiet,
+        "learner": quiet,
+    }
 
 
-def local_resources(run_dir: Optional[str] = None):
+def local_resources(run_dir: str | None = None):
     """Per-group process settings for Launchpad's own `local_mp` launcher (benchmarks):
     servers listen on loopback only."""
     loopback = bindhost.environment(bindhost.LOOPBACK)
-    return {label: PythonProcess(env={**env, **loopback}) for label, env in node_envs(run_dir).items()}
+    return {
+        label: PythonProcess(env={**env, **loopback}) for label, env in node_envs(run_dir).items()
+    }
 
 
 def prepare(config, resume: bool, stack: contextlib.ExitStack, launch_type: str = "local_mp"):
@@ -94,8 +100,7 @@ def _checkpoints_to_resume(run_dir: str, config) -> dict:
     for why in restored.get("skipped", []):
         _say(f"learner checkpoint skipped: {why}")
     if restored.get("skipped"):
-        _say(f"resuming the learner from version {restored['version']} "
-             f"({restored['state_file']})")
+        _say(f"resuming the learner from version {restored['version']} ({restored['state_file']})")
     restored["replay_checkpoint"] = None
     if config.checkpoint.replay:
         path, skipped = replay_checkpoint.select(run_dir)
@@ -114,8 +119,14 @@ def _say(text: str) -> None:
     print(f"distrl: {text}", file=sys.stderr, flush=True)
 
 
-def run(config, launch_type: str = "local_mp", terminal: str = "output_to_files",
-        resume: bool = False, progress_stream=None, ray_address: str = "auto"):
+def run(
+    config,
+    launch_type: str = "local_mp",
+    terminal: str = "output_to_files",
+    resume: bool = False,
+    progress_stream=None,
+    ray_address: str = "auto",
+):
     """Validates, launches and waits for the program; returns (result dict | None, run_dir).
 
     `terminal` (local_mp): "output_to_files" keeps each node's output in
@@ -139,15 +150,15 @@ def run(config, launch_type: str = "local_mp", terminal: str = "output_to_files"
             config_lib.validate(config)  # a bad config is reported before joining the cluster
             stack.enter_context(cluster.connected(ray_address, config))
             run_dir, program = _build(config, resume, stack, launch_type)
-            cluster.run(program, config, run_dir, node_envs(run_dir),
-                        progress_stream or sys.stdout)
+            cluster.run(program, config, run_dir, node_envs(run_dir), progress_stream or sys.stdout)
             return _outcome(run_dir, [])
         run_dir, program = _build(config, resume, stack, launch_type)
         if launch_type == "test_mt":
             lp.launch(program, launch_type="test_mt", serialize_py_nodes=False).wait()
             return _outcome(run_dir, [])
-        restarts = supervisor.run(program, config, run_dir, node_envs(run_dir),
-                                  progress_stream or sys.stdout, terminal)
+        restarts = supervisor.run(
+            program, config, run_dir, node_envs(run_dir), progress_stream or sys.stdout, terminal
+        )
         return _outcome(run_dir, restarts)
 
 
@@ -164,8 +175,11 @@ def _outcome(run_dir: str, restarts: list):
     The restarts made and the failures that ended the run go into result.json too.
     """
     failures = lifecycle.read_failures(run_dir)
-    results.add(run_dir, restarts=restarts,
-                failures={name: lifecycle.summary(t) for name, t in failures.items()})
+    results.add(
+        run_dir,
+        restarts=restarts,
+        failures={name: lifecycle.summary(t) for name, t in failures.items()},
+    )
     if failures:
         raise NodeFailure(failures, run_dir)
     result = results.read(run_dir)

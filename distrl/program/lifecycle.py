@@ -71,8 +71,9 @@ class _StopNotice:
             signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
         except ValueError:
             return
-        threading.Thread(target=self._read, args=(read_fd,), name="stop-notice",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._read, args=(read_fd,), name="stop-notice", daemon=True
+        ).start()
 
     def _read(self, read_fd: int) -> None:
         stops = {signal.SIGTERM, signal.SIGINT}

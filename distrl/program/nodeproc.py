@@ -89,17 +89,27 @@ class NodeProcess:
         """Starts (or restarts) the node; returns its PID."""
         self.attempt += 1
         env = {**self.env, PARENT_PID_ENV: str(os.getpid()), ATTEMPT_ENV: str(self.attempt)}
-        command = [sys.executable, "-c", _BOOTSTRAP, process_entry(),
-                   f"--data_file={self.data_file}", "--lp_task_id=0"]
+        command = [
+            sys.executable,
+            "-c",
+            _BOOTSTRAP,
+            process_entry(),
+            f"--data_file={self.data_file}",
+            "--lp_task_id=0",
+        ]
         os.makedirs(os.path.dirname(self.output_path), exist_ok=True)
         with open(self.output_path, "ab") as out:
             self.process = subprocess.Popen(
-                command, env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE if self.prefix else out, stderr=subprocess.STDOUT,
+                command,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if self.prefix else out,
+                stderr=subprocess.STDOUT,
             )
         if self.prefix:
-            threading.Thread(target=self._echo, args=(self.process,), daemon=True,
-                             name=f"output-{self.prefix}").start()
+            threading.Thread(
+                target=self._echo, args=(self.process,), daemon=True, name=f"output-{self.prefix}"
+            ).start()
         return self.process.pid
 
     def _echo(self, process) -> None:

@@ -35,11 +35,15 @@ def node_name(label: str, index: int, group_size: int) -> str:
 
 def stage(program) -> list[Staged]:
     """The program's nodes, with launch contexts initialized and input handles connected."""
-    nodes = [Staged(node_name(label, i, len(group)), label, i, node)
-             for label, group in program.groups.items() for i, node in enumerate(group)]
+    nodes = [
+        Staged(node_name(label, i, len(group)), label, i, node)
+        for label, group in program.groups.items()
+        for i, node in enumerate(group)
+    ]
     for n in nodes:
         n.node.launch_context.initialize(
-            lp_context.LaunchType.LOCAL_MULTI_PROCESSING, None,
+            lp_context.LaunchType.LOCAL_MULTI_PROCESSING,
+            None,
             program_stopper=lifecycle.stop_via_file,
         )
     for n in nodes:

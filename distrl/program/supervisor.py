@@ -67,8 +67,9 @@ def stop_signals_interrupt():
             signal.signal(sig, handler)
 
 
-def run(program, config, run_dir: str, envs: dict, stream, terminal: str,
-        show_progress: bool = True) -> list[dict]:
+def run(
+    program, config, run_dir: str, envs: dict, stream, terminal: str, show_progress: bool = True
+) -> list[dict]:
     """Runs `program` with a process per node until it stops; returns the restarts made.
 
     `envs` maps each group to its node processes' environment variables; `terminal`
@@ -117,7 +118,9 @@ class _Supervisor:
                 f.write(staging.pickled(n, work))
             env = {**os.environ, **envs[n.label], **loopback, STOP_FILE_ENV: self._stop_file}
             self._nodes[n.name] = nodeproc.NodeProcess(
-                data_file, env, staging.output_path(output_dir, n),
+                data_file,
+                env,
+                staging.output_path(output_dir, n),
                 prefix=f"{n.label}/{n.index}" if echo else None,
             )
 
@@ -143,12 +146,13 @@ class _Supervisor:
                 code = p.poll()
                 if code is None or code == 0 or name in pending:
                     continue
-                cause = lifecycle.record_exit(self._run_dir, name, nodeproc.exit_cause(code),
-                                              p.output_path)
+                cause = lifecycle.record_exit(
+                    self._run_dir, name, nodeproc.exit_cause(code), p.output_path
+                )
                 if p.attempt >= self._max_restarts:
                     self._say(f"{name} {cause}; stopping the program")
                     return
-                pending[name] = time.monotonic() + self._backoff * 2 ** p.attempt
+                pending[name] = time.monotonic() + self._backoff * 2**p.attempt
                 self._restarted(name, p, cause, pending[name] - time.monotonic())
             for name in [n for n, when in pending.items() if when <= time.monotonic()]:
                 del pending[name]
@@ -159,16 +163,29 @@ class _Supervisor:
 
     def _restarted(self, name: str, p, cause: str, delay: float) -> None:
         """Records a restart: its report moves to failures/restarted/, the list grows."""
-        report = os.path.join(self._run_dir, lifecycle.FAILURES_DIR, RESTARTED_DIR,
-                              f"{name.replace('/', '_')}-{p.attempt + 1}.txt")
+        report = os.path.join(
+            self._run_dir,
+            lifecycle.FAILURES_DIR,
+            RESTARTED_DIR,
+            f"{name.replace('/', '_')}-{p.attempt + 1}.txt",
+        )
         os.makedirs(os.path.dirname(report), exist_ok=True)
         os.replace(lifecycle.failure_path(self._run_dir, name), report)
         at = time.time() - self._start
-        self.restarts.append({"node": name, "cause": cause, "restart": p.attempt + 1,
-                                  "at_seconds": round(at, 1), "backoff_seconds": round(delay, 1),
-                                  "report": report})
-        self._say(f"{name} {cause}; restarting it in {delay:.1f} s "
-                  f"(restart {p.attempt + 1} of {self._max_restarts})")
+        self.restarts.append(
+            {
+                "node": name,
+                "cause": cause,
+                "restart": p.attempt + 1,
+                "at_seconds": round(at, 1),
+                "backoff_seconds": round(delay, 1),
+                "report": report,
+            }
+        )
+        self._say(
+            f"{name} {cause}; restarting it in {delay:.1f} s "
+            f"(restart {p.attempt + 1} of {self._max_restarts})"
+        )
 
     def _stop(self) -> None:
         grace = termination_notice_secs()
@@ -176,8 +193,9 @@ class _Supervisor:
         phases = [[n for n in self._nodes if n.split("/")[0] in labels] for labels in _STOP_ORDER]
         killed = nodeproc.stop_all(self._nodes, grace, phases)
         if killed:
-            self._log(f"did not terminate in time: {killed}; their stacks are in their "
-                      f"output; killed")
+            self._log(
+                f"did not terminate in time: {killed}; their stacks are in their output; killed"
+            )
         for name, p in self._nodes.items():
             self._log(f"{name} ended: {nodeproc.exit_cause(p.poll() or 0)}")
 

@@ -33,21 +33,26 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
     counts = dict(restored["counts"]) if restored else {}
     program = lp.Program("distrl")
     with program.group("replay"):
-        replay_handle = program.add_node(lp.ReverbNode(
-            functools.partial(replay.make_tables, config, obs_size),
-            checkpoint_ctor=functools.partial(
-                replay.make_checkpointer, os.path.join(run_dir, "checkpoints", "replay"),
-                (restored or {}).get("replay_checkpoint"),
-            ),
-        ))
+        replay_handle = program.add_node(
+            lp.ReverbNode(
+                functools.partial(replay.make_tables, config, obs_size),
+                checkpoint_ctor=functools.partial(
+                    replay.make_checkpointer,
+                    os.path.join(run_dir, "checkpoints", "replay"),
+                    (restored or {}).get("replay_checkpoint"),
+                ),
+            )
+        )
     with program.group("counter"):
-        counter = program.add_node(lp.CourierNode(
-            Counter, counts, os.path.join(run_dir, "checkpoints", "counter.json")
-        ))
+        counter = program.add_node(
+            lp.CourierNode(Counter, counts, os.path.join(run_dir, "checkpoints", "counter.json"))
+        )
     with program.group("learner"):
-        learner = program.add_node(lp.CourierNode(
-            Learner, config, replay_handle, counter, run_dir, start_time, restored is not None
-        ))
+        learner = program.add_node(
+            lp.CourierNode(
+                Learner, config, replay_handle, counter, run_dir, start_time, restored is not None
+            )
+        )
     # Bounded RPCs: a call to a node that has already stopped fails instead of
     # blocking its caller (and, through courier's client teardown, its exit). Counts
     # are fire-and-forget and the counter starts first, so they need not wait for it.
@@ -56,11 +61,15 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
     start_steps = int(counts.get("env_steps", 0)) // config.num_actors
     with program.group("actor"):
         for actor_id in range(config.num_actors):
-            program.add_node(lp.CourierNode(
-                Actor, config, actor_id, replay_handle, learner, counter, run_dir, start_steps
-            ))
+            program.add_node(
+                lp.CourierNode(
+                    Actor, config, actor_id, replay_handle, learner, counter, run_dir, start_steps
+                )
+            )
     with program.group("evaluator"):
-        program.add_node(lp.CourierNode(
-            Evaluator, config, learner, counter, replay_handle, run_dir, start_time, counts
-        ))
+        program.add_node(
+            lp.CourierNode(
+                Evaluator, config, learner, counter, replay_handle, run_dir, start_time, counts
+            )
+        )
     return program

@@ -32,7 +32,6 @@ import logging as std_logging
 import os
 import socket
 import time
-from typing import List, Optional
 
 import ray
 from absl import logging
@@ -51,8 +50,10 @@ NAMESPACE = "distrl"
 _WATCH_S = 1.0
 _PLACEMENT_TIMEOUT_S = 120.0
 _RPC_TIMEOUT_S = 30.0
-_START_RAY = ("Start one first: `ray start --head` on the head machine, then "
-              "`ray start --address=<head ip>:6379` on each other machine.")
+_START_RAY = (
+    "Start one first: `ray start --head` on the head machine, then "
+    "`ray start --address=<head ip>:6379` on each other machine."
+)
 
 
 class HostPortAddress(lp_address.AbstractAddressBuilder):
@@ -75,7 +76,7 @@ class _Node:
     options: dict  # the Ray actor options that place it
     output: str  # its output file
     host: object = None  # its NodeHost actor
-    where: Optional[dict] = None  # what the host reported by `locate`
+    where: dict | None = None  # what the host reported by `locate`
 
     def describe(self) -> str:
         w = self.where or {}
@@ -104,7 +105,7 @@ def placement_options(label: str, config, cluster_has_gpu: bool) -> dict:
     return options
 
 
-def check_fits(config, nodes_resources: List[dict]) -> None:
+def check_fits(config, nodes_resources: list[dict]) -> None:
     """ConfigError when no placement of the program on these Ray nodes can exist."""
     r = config.ray
     total_cpus = sum(n.get("CPU", 0) for n in nodes_resources)
@@ -140,8 +141,10 @@ def check_address(address: str) -> None:
         return
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
-        raise ConfigError(f"--ray_address={address!r}; valid: HOST:PORT of the head "
-                          "(as `ray start --head` printed it) or auto")
+        raise ConfigError(
+            f"--ray_address={address!r}; valid: HOST:PORT of the head "
+            "(as `ray start --head` printed it) or auto"
+        )
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
     except OSError as err:
@@ -156,11 +159,16 @@ def connected(address: str, config):
     it can hold `config`'s program (ConfigError if not; LaunchError if there is no cluster)."""
     check_address(address)
     try:
-        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False,
-                 logging_level=std_logging.WARNING)
+        ray.init(
+            address=address,
+            namespace=NAMESPACE,
+            log_to_driver=False,
+            logging_level=std_logging.WARNING,
+        )
     except (ConnectionError, RuntimeError, ValueError) as err:
-        raise LaunchError(f"cannot join a Ray cluster at --ray_address={address}: {err} "
-                          + _START_RAY) from err
+        raise LaunchError(
+            f"cannot join a Ray cluster at --ray_address={address}: {err} " + _START_RAY
+        ) from err
     try:
         check_fits(config, _alive_nodes())
         yield
@@ -168,7 +176,7 @@ def connected(address: str, config):
         ray.shutdown()
 
 
-def _alive_nodes() -> List[dict]:
+def _alive_nodes() -> list[dict]:
     return [n["Resources"] for n in ray.nodes() if n["Alive"]]
 
 
@@ -180,9 +188,13 @@ def run(program, config, run_dir: str, envs: dict, stream) -> None:
     has_gpu = any(n.get("GPU", 0) >= 1 for n in _alive_nodes())
     output_dir = rundir.node_output_dir(run_dir)
     nodes = [
-        _Node(name=s.name, label=s.label, node=s.node,
-              options=placement_options(s.label, config, has_gpu),
-              output=staging.output_path(output_dir, s))
+        _Node(
+            name=s.name,
+            label=s.label,
+            node=s.node,
+            options=placement_options(s.label, config, has_gpu),
+            output=staging.output_path(output_dir, s),
+        )
         for s in staging.stage(program)
     ]
     _Launch(nodes, config, run_dir, envs).run(stream)
@@ -191,7 +203,7 @@ def run(program, config, run_dir: str, envs: dict, stream) -> None:
 class _Launch:
     """Places, binds, starts, watches and stops the nodes of one program."""
 
-    def __init__(self, nodes: List[_Node], config, run_dir: str, envs: dict):
+    def __init__(self, nodes: list[_Node], config, run_dir: str, envs: dict):
         self._nodes = nodes
         self._envs = envs
         self._config = config
@@ -204,7 +216,10 @@ class _Launch:
             self._place()
             self._bind()
             self._start()
-            with progress.ProgressLine(self._run_dir, self._config, stream), supervisor.stop_signals_interrupt():
+            with (
+                progress.ProgressLine(self._run_dir, self._config, stream),
+                supervisor.stop_signals_interrupt(),
+            ):
                 try:
                     self._watch()
                 except KeyboardInterrupt:
@@ -238,8 +253,10 @@ class _Launch:
 
     def _start(self) -> None:
         tmp = os.path.join(self._run_dir, rundir.TMP_DIR)
-        starts = [n.host.start.remote(staging.pickled(n, tmp), self._envs[n.label], n.output)
-                  for n in self._nodes]
+        starts = [
+            n.host.start.remote(staging.pickled(n, tmp), self._envs[n.label], n.output)
+            for n in self._nodes
+        ]
         for n, pid in zip(self._nodes, ray.get(starts, timeout=_RPC_TIMEOUT_S)):
             n.where["pid"] = pid
         with open(os.path.join(self._run_dir, PLACEMENT_FILE), "w") as f:
@@ -275,8 +292,9 @@ class _Launch:
                     return
                 if code is None:
                     renew(n)
-            overdue = [n for n, t in pending.values()
-                       if time.monotonic() - t > _WATCH_S + _RPC_TIMEOUT_S]
+            overdue = [
+                n for n, t in pending.values() if time.monotonic() - t > _WATCH_S + _RPC_TIMEOUT_S
+            ]
             for n in overdue:
                 self._record(n, f"its host stopped answering for {_RPC_TIMEOUT_S:.0f} s")
             if overdue:
@@ -291,8 +309,12 @@ class _Launch:
         for n, ref in zip(placed, refs):
             try:
                 code = ray.get(ref, timeout=grace + _RPC_TIMEOUT_S)
-                logging.info("distrl: %s stopped (exit code %s) %.1f s after the stop began",
-                             n.name, code, time.time() - start)
+                logging.info(
+                    "distrl: %s stopped (exit code %s) %.1f s after the stop began",
+                    n.name,
+                    code,
+                    time.time() - start,
+                )
             except (ray.exceptions.RayError, TimeoutError) as err:
                 logging.warning("distrl: stopping %s: %s", n.name, err)
         for n in self._nodes:

@@ -11,7 +11,6 @@ import shutil
 import socket
 import tempfile
 import time
-from typing import Optional
 
 import portpicker
 import ray
@@ -62,7 +61,7 @@ class NodeHost:
                 return code, asked
             time.sleep(_WATCH_PERIOD_S)
 
-    def stop(self, grace_seconds: float) -> Optional[int]:
+    def stop(self, grace_seconds: float) -> int | None:
         """SIGTERM; after the grace period a stack dump and SIGKILL; returns the exit code."""
         code = None if self._process is None else self._process.stop(grace_seconds)
         shutil.rmtree(self._dir, ignore_errors=True)
