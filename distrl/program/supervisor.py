@@ -67,6 +67,20 @@ def stop_signals_interrupt():
             signal.signal(sig, handler)
 
 
+@contextlib.contextmanager
+def stop_signals_ignored():
+    """Ctrl-C, SIGTERM and SIGHUP ignored for the block: a second signal must not cut
+    the stop of every node short and leave some running (seen on Ray: a Ctrl-C that
+    arrived while the nodes were being stopped left four of them behind)."""
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def run(
     program, config, run_dir: str, envs: dict, stream, terminal: str, show_progress: bool = True
 ) -> list[dict]:
@@ -136,7 +150,8 @@ class _Supervisor:
                     self._log("interrupted; stopping every node")
         finally:
             self._line = None
-            self._stop()
+            with stop_signals_ignored():
+                self._stop()
 
     def _watch(self) -> None:
         """Returns once a node asked to stop, a node failed for good, or every node exited."""

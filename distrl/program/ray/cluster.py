@@ -225,7 +225,8 @@ class _Launch:
                 except KeyboardInterrupt:
                     logging.info("distrl: interrupted; stopping every node")
         finally:
-            self._stop()
+            with supervisor.stop_signals_ignored():
+                self._stop()
         self._report_failures()
 
     def _place(self) -> None:
@@ -306,9 +307,11 @@ class _Launch:
         grace = supervisor.termination_notice_secs()
         start = time.time()
         refs = [n.host.stop.remote(grace) for n in placed]
+        # One deadline for all: the hosts stop their nodes at the same time.
+        ray.wait(refs, num_returns=len(refs), timeout=grace + _RPC_TIMEOUT_S)
         for n, ref in zip(placed, refs):
             try:
-                code = ray.get(ref, timeout=grace + _RPC_TIMEOUT_S)
+                code = ray.get(ref, timeout=0.1)
                 logging.info(
                     "distrl: %s stopped (exit code %s) %.1f s after the stop began",
                     n.name,
