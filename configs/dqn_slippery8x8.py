@@ -7,24 +7,16 @@ run ends once 10,000 greedy episodes put the success's lower bound at 98% of the
 optimum's (`evaluator.target_of_optimal`), so the result is that confirmed policy.
 """
 
-from distrl.config import base_config
+from distrl.config import slippery_8x8_to_optimum
 
 
 def get_config():
-    config = base_config("dqn")
-    config.env.map = "8x8"
-    config.env.slippery = True
-    config.agent.discount = 0.99
+    config = slippery_8x8_to_optimum("dqn")
     config.agent.learning_rate = 1e-3
     config.agent.learning_rate_decay_steps = 30_000  # updates
-    config.agent.learning_rate_final = 1e-5
     config.agent.target_update_period = 500
     config.agent.epsilon_decay_steps = 500_000  # env steps
     config.agent.epsilon_final = 0.1
     config.replay.max_size = 102_400  # transitions (1,600 time steps of 64 envs)
     config.replay.samples_per_insert = 1.0  # each transition sampled about once
-    config.evaluator.target_success = 0.0
-    config.evaluator.target_of_optimal = 0.98
-    config.budget.env_steps = 6_000_000
-    config.budget.seconds = 900.0
     return config

@@ -6,24 +6,16 @@ learning rate of 1e-3 decaying to 1e-5 over 192,000 optimizer steps (12,000
 updates of 4 epochs x 4 minibatches).
 """
 
-from distrl.config import base_config
+from distrl.config import slippery_8x8_to_optimum
 
 
 def get_config():
-    config = base_config("ppo")
-    config.env.map = "8x8"
-    config.env.slippery = True
-    config.agent.discount = 0.99
+    config = slippery_8x8_to_optimum("ppo")
     config.agent.learning_rate = 1e-3
     config.agent.learning_rate_decay_steps = 192_000  # optimizer steps
-    config.agent.learning_rate_final = 1e-5
     # Chunks of [16, 16], one per update, as the single-process trainer's (the decay
     # counts optimizer steps, so the chunk size sets its pace in env steps).
     config.actor.num_envs = 16
     config.learner.batch_chunks = 1  # chunks of [T, B] per update
     config.replay.queue_size = 4
-    config.evaluator.target_success = 0.0
-    config.evaluator.target_of_optimal = 0.98
-    config.budget.env_steps = 6_000_000
-    config.budget.seconds = 900.0
     return config
