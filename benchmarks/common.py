@@ -14,9 +14,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from distrl import cli, files
+from distrl import cli, compile_cache, files
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# Every benchmark is an entry point: it uses distrl's compilation cache as
+# launch/train.py does (children inherit it).
+compile_cache.enable()
 
 # CPU-side processes of the benchmark (Reverb server child, one-thread checks) keep
 # TensorFlow quiet; the env of a Launchpad node is set by distrl.program.launcher.

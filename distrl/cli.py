@@ -18,7 +18,7 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
-from distrl import agents
+from distrl import agents, compile_cache
 from distrl import config as config_lib
 
 BAD_INPUT = 2  # the exit status of every bad flag, config or checkpoint
@@ -108,13 +108,15 @@ def parse_flags(argv):
 
 
 def run(main) -> None:
-    """app.run(main) with `parse_flags`; a UsageError is a bad input too."""
+    """app.run(main) with `parse_flags`; a UsageError is a bad input too. Turns on
+    JAX's compilation cache for the run's processes."""
 
     def checked(argv):
         if len(argv) > 1:
             fail(f"unexpected arguments {argv[1:]}; every setting is a --flag")
         return main(argv)
 
+    compile_cache.enable()
     app.run(checked, flags_parser=parse_flags)
 
 

@@ -11,10 +11,13 @@ import time
 import psutil
 import pytest
 
-from distrl import cli
+from distrl import cli, compile_cache
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, str(ROOT / "launch" / "train.py")]
+
+# The suite compiles the same functions in many processes: distrl's cache, as a run uses.
+compile_cache.enable()
 
 
 def load_config(name: str):

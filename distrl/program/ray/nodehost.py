@@ -15,6 +15,7 @@ import time
 import portpicker
 import ray
 
+from distrl import compile_cache
 from distrl.program import bindhost, nodeproc
 from distrl.program.ray import STOP_FILE_ENV
 
@@ -25,6 +26,7 @@ class NodeHost:
     """Ray actor: runs one Launchpad node in a child process on the Ray node it was placed on."""
 
     def __init__(self):
+        compile_cache.enable()  # this Ray worker's env is the node's: share the cache
         self._dir = tempfile.mkdtemp(prefix="distrl-node-")
         self._stop_file = os.path.join(self._dir, "stop")
         self._process = None
