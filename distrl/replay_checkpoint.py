@@ -41,6 +41,7 @@ SEAL_FORMAT = "distrl-replay-checkpoint/1"
 _DONE = "DONE"
 _FILES = ("tables.tfrecord", "chunks.tfrecord", "items.tfrecord")
 _BLOCK = 1 << 20  # bytes hashed per read
+_SELF_SHA = "seal_sha256"  # the seal's own checksum, over every other field
 
 
 def reverb_dir(run_dir: str) -> str:
@@ -81,6 +82,7 @@ def _link(path: str, target: str, round_: dict | None) -> None:
             sealed_at=time.time(),
             files={name: fingerprint(os.path.join(tmp, name)) for name in names},
         )
+        seal[_SELF_SHA] = _self_sha256(seal)
         files.write_atomic(os.path.join(tmp, SEAL), json.dumps(seal, indent=1), durable=True)
     os.replace(tmp, target)
 
@@ -151,7 +153,15 @@ def read_seal(path: str) -> tuple[dict | None, str | None]:
         isinstance(v, dict) and {"size", "sha256"} <= set(v) for v in listed.values()
     ):
         return None, f"{SEAL} is not a distrl replay seal ({SEAL_FORMAT})"
+    if seal.get(_SELF_SHA) != _self_sha256(seal):
+        return None, f"{SEAL} is corrupt: its content does not match its {_SELF_SHA}"
     return seal, None
+
+
+def _self_sha256(seal: dict) -> str:
+    """SHA-256 of the seal's content without this field (canonical JSON)."""
+    rest = {k: v for k, v in seal.items() if k != _SELF_SHA}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
 
 
 def _is_checkpoint(path: str) -> bool:
@@ -208,8 +218,8 @@ def select(run_dir: str, learner_checkpoint: str) -> tuple[str | None, list[str]
             f"no replay checkpoint of {run_dir} can be loaded with learner checkpoint "
             f"{learner_checkpoint}; the newest, {skipped[0]}"
             + (f" (and {len(skipped) - 1} older)" if len(skipped) > 1 else "")
-            + ". Delete them to resume with an empty replay, or set "
-            "--config.checkpoint.replay=false"
+            + f". Delete {reverb_dir(run_dir)} and {kept_dir(run_dir)} to resume with an "
+            "empty replay"
         )
     return None, skipped
 
@@ -227,7 +237,7 @@ def pairing(manifest: dict, path: str | None, skipped: list[str]) -> str:
     why = (
         f"its own round's is unusable ({notes[0].split(': ', 1)[1]})"
         if notes
-        else "no replay checkpoint was sealed in its round (Reverb did not answer in time?)"
+        else "no usable seal names its round (Reverb did not answer in time, or it broke)"
     )
     return (
         f"resuming from {learner} and {replay} of an older round ({own}), the newest usable "

@@ -158,6 +158,11 @@ def test_a_replay_checkpoint_without_a_whole_seal_or_done_is_refused(rounds, tmp
     assert replay_checkpoint.problem(str(kept)).startswith("distrl.json is unreadable")
     seal.write_text(json.dumps({"format": "something else"}))
     assert "is not a distrl replay seal" in replay_checkpoint.problem(str(kept))
+    # A changed character that still parses (here the round it pairs with).
+    seal.write_text(text.replace('"learner_checkpoint": "state-', '"learner_checkpoint": "stat-'))
+    assert replay_checkpoint.problem(str(kept)) == (
+        "distrl.json is corrupt: its content does not match its seal_sha256"
+    )
     seal.unlink()
     assert replay_checkpoint.problem(str(kept)).startswith("not sealed (no distrl.json)")
     seal.write_text(text)
