@@ -606,6 +606,12 @@ def test_local_mp_run_killed_with_sigkill_resumes_and_ends_at_least_as_good(tmp_
     assert not (run_dir / "result.json").exists()  # it really was killed, not finished
     # What the killed launcher could not clean up stayed inside the run directory.
     assert list((run_dir / "tmp").glob("launch-*/learner.pkl"))
+    # The newest replay checkpoint cut by one byte: the resume keeps the newest
+    # learner checkpoint and pairs it with the replay checkpoint before (never newer).
+    kept = _replay_checkpoints(run_dir)
+    assert len(kept) >= 2, kept
+    chunks = kept[-1] / "chunks.tfrecord"
+    os.truncate(chunks, chunks.stat().st_size - 1)
     code, out = _python(
         "train.py",
         f"--resume={run_dir}",
@@ -614,6 +620,11 @@ def test_local_mp_run_killed_with_sigkill_resumes_and_ends_at_least_as_good(tmp_
         timeout=400,
     )
     assert code == 0, out[-3000:]
+    assert f"replay checkpoint skipped: {kept[-1]}: chunks.tfrecord is " in out, out[-3000:]
+    assert (
+        f"resuming from learner checkpoint {before['state_file']} (version {before['version']}) "
+        f"and replay checkpoint {kept[-2].name} of an older round"
+    ) in out, out[-3000:]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["evaluation"]["success_rate"] >= success_before
     # Counts continue from the checkpoint (the resumed run may be done at its first
