@@ -5,7 +5,8 @@ A checkpoint lives in `<run_dir>/checkpoints/learner/` as two files:
   optimizer state, RNG key, step) flattened to one array per leaf;
 - `state-<version>-<ms>.json`, its manifest: the npz's SHA-256, every leaf's pytree
   path, shape and dtype, the algorithm, the parameter version, the counter's totals
-  and the run's elapsed seconds (so a resumed run's counters and clock continue).
+  and the run's elapsed seconds (so a resumed run's counters and clock continue),
+  and its own SHA-256 over all that (a changed digit still parses as JSON).
 The newest `keep` checkpoints are kept (`config.checkpoint.keep`); `manifest.json`
 is a copy of the newest manifest, for people and tools. Loading takes the newest
 checkpoint that passes every check and names each newer one it skipped, so a
@@ -43,6 +44,7 @@ from distrl import config as config_lib
 
 FORMAT = "distrl-learner-checkpoint/1"
 MANIFEST = "manifest.json"
+_SELF_SHA = "manifest_sha256"  # the manifest's own checksum, over every other field
 _TMP_SUFFIX = ".tmp"  # files.write_atomic's temp files: an unfinished write
 
 
@@ -84,6 +86,7 @@ def save(ckpt_dir: str, state, version: int, extra: dict, keep: int = 3) -> str:
         leaves=[dict(path=p, shape=list(s), dtype=d) for p, s, d in describe(state)],
         **extra,
     )
+    manifest[_SELF_SHA] = _self_sha256(manifest)
     text = _manifest_text(manifest).encode()
     path = os.path.join(ckpt_dir, _manifest_name(name))
     files.write_atomic(path, text, durable=True)
@@ -92,9 +95,10 @@ def save(ckpt_dir: str, state, version: int, extra: dict, keep: int = 3) -> str:
     return path
 
 
-def _written(path: str) -> int:
-    """When a checkpoint was written (the <ms> of state-<version>-<ms>): newest is
-    the latest written, so checkpoints after a fall back to an older version win."""
+def written_ms(path: str) -> int:
+    """When a checkpoint was written (the <ms> of state-<version>-<ms>, any suffix):
+    newest is the latest written, so checkpoints after a fall back to an older
+    version win."""
     return int(os.path.basename(path).rsplit(".", 1)[0].rsplit("-", 1)[1])
 
 
@@ -121,7 +125,7 @@ def _manifest_text(manifest: dict) -> str:
 def _candidates(ckpt_dir: str) -> list:
     """Manifest paths of the checkpoints in `ckpt_dir`, newest first (a run written
     before checkpoints were kept has only manifest.json)."""
-    paths = sorted(glob.glob(os.path.join(ckpt_dir, "state-*.json")), key=_written, reverse=True)
+    paths = sorted(glob.glob(os.path.join(ckpt_dir, "state-*.json")), key=written_ms, reverse=True)
     legacy = os.path.join(ckpt_dir, MANIFEST)
     return paths or ([legacy] if os.path.exists(legacy) else [])
 
@@ -134,7 +138,19 @@ def _read_manifest_file(path: str) -> dict:
         raise CheckpointError(f"checkpoint manifest {path} is unreadable: {err}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a distrl learner checkpoint ({FORMAT})")
+    # Manifests written before the field have none; a changed byte in one that has
+    # it (a version, a count) is refused, not resumed from.
+    if _SELF_SHA in manifest and manifest[_SELF_SHA] != _self_sha256(manifest):
+        raise CheckpointError(
+            f"checkpoint manifest {path} is corrupt: its content does not match its {_SELF_SHA}"
+        )
     return manifest
+
+
+def _self_sha256(manifest: dict) -> str:
+    """SHA-256 of the manifest's content without this field (canonical JSON)."""
+    rest = {k: v for k, v in manifest.items() if k != _SELF_SHA}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
 
 
 def _no_checkpoint(ckpt_dir: str) -> CheckpointError:
@@ -253,7 +269,7 @@ def _read_arrays(ckpt_dir: str, manifest: dict) -> list:
 
 def _remove_stale(ckpt_dir: str, keep: int) -> None:
     """Deletes all but the newest `keep` checkpoints, and killed writes' temps."""
-    names = sorted(glob.glob(os.path.join(ckpt_dir, "state-*.npz")), key=_written, reverse=True)
+    names = sorted(glob.glob(os.path.join(ckpt_dir, "state-*.npz")), key=written_ms, reverse=True)
     stale = glob.glob(os.path.join(ckpt_dir, f"*{_TMP_SUFFIX}"))
     for npz in names[keep:]:
         stale += [npz, _manifest_name(npz)]
@@ -265,10 +281,12 @@ def _remove_stale(ckpt_dir: str, keep: int) -> None:
 class Saver:
     """The learner's checkpoint schedule: every `every_seconds` (0: only when asked).
 
-    `replay_checkpoint(timeout_s)` (optional) makes Reverb checkpoint its tables
-    right after the learner's own checkpoint; its failure is logged, not raised,
-    since the learner's checkpoint is what a resume needs (Reverb loads its newest
-    complete checkpoint by itself, or starts empty).
+    `replay_checkpoint(timeout_s, learner_checkpoint)` (optional) makes Reverb
+    checkpoint its tables right after the learner's own checkpoint, in the same
+    round (sealed with the learner checkpoint's state file,
+    `distrl.replay_checkpoint`); its failure is logged, not raised, since the
+    learner's checkpoint is what a resume needs (it then pairs with an older
+    replay checkpoint, or an empty table).
     """
 
     def __init__(
@@ -308,7 +326,9 @@ class Saver:
             path = save(self._dir, state, version, extra, self._keep)
         logging.info("learner: checkpoint of version %d written (%s)", version, path)
         if self._replay_checkpoint is not None and replay_timeout_s is not None:
-            self._replay_checkpoint(timeout_s=replay_timeout_s)
+            # Same round: the replay's items were acted with params no newer than these.
+            state_file = os.path.basename(path)[: -len(".json")] + ".npz"
+            self._replay_checkpoint(timeout_s=replay_timeout_s, learner_checkpoint=state_file)
         return path
 
 

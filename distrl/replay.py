@@ -372,14 +372,18 @@ def make_checkpointer(
 
 
 def checkpoint(
-    client: reverb.Client, timeout_s: float = 10.0, keep_in: str | None = None, keep: int = 3
+    client: reverb.Client,
+    timeout_s: float = 10.0,
+    keep_in: str | None = None,
+    keep: int = 3,
+    learner_checkpoint: str | None = None,
 ) -> str | None:
     """Asks the server to checkpoint its tables; the path, or None (logged) on failure.
 
     `Client.checkpoint` has no deadline, so it runs in a helper thread: a server
     that is already shutting down must not hang the learner's final checkpoint.
-    With `keep_in` (a run directory) the checkpoint joins the run's newest `keep`
-    (`distrl.replay_checkpoint.keep`).
+    With `keep_in` (a run directory) the checkpoint joins the run's newest `keep`,
+    sealed with `learner_checkpoint`, its round (`distrl.replay_checkpoint.keep`).
     """
     outcome = {}
 
@@ -396,7 +400,7 @@ def checkpoint(
         logging.warning("replay: checkpoint failed (%s)", outcome.get("error", "timed out"))
     elif keep_in is not None:
         try:
-            replay_checkpoint.keep(outcome["path"], keep_in, keep)
+            replay_checkpoint.keep(outcome["path"], keep_in, keep, learner_checkpoint)
         except OSError as err:
             logging.warning("replay: keeping checkpoint %s failed: %s", outcome["path"], err)
     return outcome.get("path")

@@ -1,4 +1,4 @@
-"""Replay checkpoints that can always be resumed: kept, verified, chosen before launch.
+"""Replay checkpoints that can always be resumed: kept, sealed, verified, paired.
 
 Reverb's own checkpointer (`replay.make_checkpointer`) writes each checkpoint of
 the tables into `<run_dir>/checkpoints/replay/<UTC time>/` (`tables`, `chunks`,
@@ -7,11 +7,18 @@ so alone it keeps one, and loads the newest with DONE when the server starts. He
 
 - `keep`: after each checkpoint the learner hard-links its files into
   `checkpoints/replay-kept/<same name>/` (no copy; Reverb's deletion of the
-  original leaves the link) and deletes all but the newest `config.checkpoint.keep`.
-- `select`, in the launcher before a resume starts any node: the newest checkpoint
-  (kept or Reverb's) that is complete (DONE) and readable (every record of every
-  file, CRC-checked), naming each newer one skipped and why; a run whose
-  checkpoints are all unusable is refused before start (CheckpointError, exit 2).
+  original leaves the link) and seals it: `distrl.json` holds each file's size and
+  SHA-256, computed after Reverb finished, and the learner checkpoint of the same
+  round. The kept directory appears (a rename) with its seal or not at all. All but
+  the newest `config.checkpoint.keep` sealed ones are deleted.
+- A round: the learner writes its checkpoint, then asks Reverb for one, its update
+  loop paused meanwhile, so every item in that replay checkpoint was acted with
+  params no newer than that learner checkpoint's (`checkpoint.Saver`).
+- `select`, in the launcher before a resume starts any node: the newest replay
+  checkpoint that is usable (`problem`) and not newer than the learner checkpoint
+  the resume continues (its own round's when that one is usable), naming each newer
+  one skipped and why; a run whose checkpoints are all unusable is refused before
+  start (CheckpointError, exit 2). `pairing` is the one line that says which pair.
 - `adopt`: moves Reverb's directory's checkpoints into the kept ones, so that it
   is empty and the replay server loads the chosen checkpoint (Reverb's
   `fallback_checkpoint_path`, used only when its directory is empty). A replay node
@@ -19,15 +26,22 @@ so alone it keeps one, and loads the newest with DONE when the server starts. He
 """
 
 import glob
+import hashlib
+import json
 import os
 import shutil
+import time
 
 from absl import logging
 
-from distrl import checkpoint
+from distrl import checkpoint, files
 
+SEAL = "distrl.json"  # written by `keep` after Reverb finished: sizes, checksums, round
+SEAL_FORMAT = "distrl-replay-checkpoint/1"
 _DONE = "DONE"
 _FILES = ("tables.tfrecord", "chunks.tfrecord", "items.tfrecord")
+_BLOCK = 1 << 20  # bytes hashed per read
+_SELF_SHA = "seal_sha256"  # the seal's own checksum, over every other field
 
 
 def reverb_dir(run_dir: str) -> str:
@@ -39,75 +53,115 @@ def kept_dir(run_dir: str) -> str:
     return os.path.join(run_dir, "checkpoints", "replay-kept")
 
 
-def keep(path: str, run_dir: str, count: int | None) -> None:
-    """Hard-links the complete checkpoint at `path` into the kept ones; keeps the newest
-    `count` (None: all)."""
+def keep(path: str, run_dir: str, count: int | None, learner_checkpoint: str | None) -> str:
+    """Hard-links the complete checkpoint at `path` into the kept ones and seals it with
+    `learner_checkpoint` (the state file of its round's learner checkpoint; None: no
+    round, never paired on resume); keeps the newest `count` sealed ones (None: all).
+    Returns the kept path."""
     target = os.path.join(kept_dir(run_dir), os.path.basename(path.rstrip("/")))
     if not os.path.isdir(target):  # kept already when Reverb's copy is adopted
-        shutil.rmtree(target + ".tmp", ignore_errors=True)
-        os.makedirs(target + ".tmp")
-        for name in os.listdir(path):
-            os.link(os.path.join(path, name), os.path.join(target + ".tmp", name))
-        os.replace(target + ".tmp", target)
-    if count is None:
-        return
+        _link(path, target, dict(learner_checkpoint=learner_checkpoint))
+    if count is not None:
+        _prune(run_dir, count)
+    return target
+
+
+def _link(path: str, target: str, round_: dict | None) -> None:
+    """Hard-links `path`'s files into `target`, sealed with `round_` unless None; the
+    directory appears whole (a rename), with its seal."""
+    tmp = target + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    for name in os.listdir(path):
+        os.link(os.path.join(path, name), os.path.join(tmp, name))
+    if round_ is not None:
+        names = sorted(os.listdir(tmp))
+        seal = dict(
+            format=SEAL_FORMAT,
+            **round_,
+            sealed_at=time.time(),
+            files={name: fingerprint(os.path.join(tmp, name)) for name in names},
+        )
+        seal[_SELF_SHA] = _self_sha256(seal)
+        files.write_atomic(os.path.join(tmp, SEAL), json.dumps(seal, indent=1), durable=True)
+    os.replace(tmp, target)
+
+
+def fingerprint(file: str) -> dict:
+    """{"size": bytes, "sha256": hex digest} of a file, read in 1 MiB blocks."""
+    digest, size = hashlib.sha256(), 0
+    with open(file, "rb") as f:
+        while block := f.read(_BLOCK):
+            digest.update(block)
+            size += len(block)
+    return dict(size=size, sha256=digest.hexdigest())
+
+
+def _prune(run_dir: str, count: int) -> None:
+    """Deletes every kept checkpoint older than the newest `count` sealed ones."""
     kept = sorted(d for d in glob.glob(os.path.join(kept_dir(run_dir), "*")) if _is_checkpoint(d))
-    for old in kept[:-count]:
-        shutil.rmtree(old, ignore_errors=True)
+    sealed = [d for d in kept if os.path.exists(os.path.join(d, SEAL))]
+    if len(sealed) > count:
+        for old in kept[: kept.index(sealed[-count])]:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def problem(path: str) -> str | None:
     """Why the checkpoint at `path` cannot be loaded, or None if it can.
 
-    Complete (DONE), every record of every file readable (ZLIB TFRecords, CRCs
-    checked), at least one table, and every chunk an item refers to present: a
-    file cut short can read as fewer records without an error, so the references
-    between items and chunks are what reveal it.
+    Complete (DONE), sealed (`keep`), and every file the seal lists present with
+    its size and SHA-256 at sealing: a file cut by one byte or overwritten is
+    caught without reading a record (TFRecord's own CRCs missed a ZLIB file cut in
+    its last bytes).
     """
     if not os.path.exists(os.path.join(path, _DONE)):
         return "no DONE marker (a checkpoint write that did not finish)"
-    try:
-        tables, chunks, items = (_records(path, name) for name in _FILES)
-    except _Unreadable as err:
-        return str(err)
-    from reverb.cc import schema_pb2  # imported only when a resume reads records
-
-    referenced = set()
-    try:
-        for record in items:
-            item = schema_pb2.PrioritizedItem.FromString(record)
-            referenced.update(
-                s.chunk_key for c in item.flat_trajectory.columns for s in c.chunk_slices
-            )
-        present = {schema_pb2.ChunkData.FromString(record).chunk_key for record in chunks}
-    except Exception as err:  # noqa: BLE001 - protobuf's DecodeError and others
-        return f"a record does not parse ({type(err).__name__}: {err})"
-    if not tables:
-        return f"{_FILES[0]} holds no table (cut short?)"
-    if referenced - present or (chunks and not items):
-        return (
-            f"{len(referenced - present)} chunks that items refer to are missing, "
-            f"{len(items)} items for {len(chunks)} chunks (a file cut short?)"
-        )
+    seal, why = read_seal(path)
+    if why:
+        return why
+    listed = seal["files"]
+    absent = [name for name in _FILES if name not in listed]
+    if absent:
+        return f"{SEAL} lists no {absent[0]} (not a whole Reverb checkpoint)"
+    for name, want in listed.items():
+        file = os.path.join(path, name)
+        if not os.path.exists(file):
+            return f"{name} is missing"
+        size = os.path.getsize(file)
+        if size != want["size"]:
+            return f"{name} is {size} bytes, {want['size']} when sealed (cut short?)"
+    for name, want in listed.items():  # sizes first: they cost no read
+        if fingerprint(os.path.join(path, name))["sha256"] != want["sha256"]:
+            return f"{name} does not match its SHA-256 in {SEAL} (corrupt)"
     return None
 
 
-class _Unreadable(Exception):
-    pass
-
-
-def _records(path: str, name: str) -> list[bytes]:
-    import tensorflow as tf  # imported only when a resume reads records
-
-    file = os.path.join(path, name)
-    if not os.path.exists(file):
-        raise _Unreadable(f"{name} is missing")
+def read_seal(path: str) -> tuple[dict | None, str | None]:
+    """(the seal of the checkpoint at `path`, None) or (None, why there is no usable one)."""
     try:
-        return [r.numpy() for r in tf.data.TFRecordDataset(file, compression_type="ZLIB")]
-    except Exception as err:  # noqa: BLE001 - TF raises DataLossError and others
-        raise _Unreadable(
-            f"{name} is unreadable ({type(err).__name__}: {str(err).splitlines()[0]})"
-        ) from None
+        seal = files.read_json(os.path.join(path, SEAL))
+    except FileNotFoundError:
+        return None, (
+            f"not sealed (no {SEAL}): Reverb finished it but the learner did not seal it "
+            "(killed in between, or a run from before seals)"
+        )
+    except (OSError, ValueError) as err:
+        return None, f"{SEAL} is unreadable ({type(err).__name__}: {err})"
+    ok = isinstance(seal, dict) and seal.get("format") == SEAL_FORMAT
+    listed = seal.get("files") if ok else None
+    if not isinstance(listed, dict) or not all(
+        isinstance(v, dict) and {"size", "sha256"} <= set(v) for v in listed.values()
+    ):
+        return None, f"{SEAL} is not a distrl replay seal ({SEAL_FORMAT})"
+    if seal.get(_SELF_SHA) != _self_sha256(seal):
+        return None, f"{SEAL} is corrupt: its content does not match its {_SELF_SHA}"
+    return seal, None
+
+
+def _self_sha256(seal: dict) -> str:
+    """SHA-256 of the seal's content without this field (canonical JSON)."""
+    rest = {k: v for k, v in seal.items() if k != _SELF_SHA}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
 
 
 def _is_checkpoint(path: str) -> bool:
@@ -124,14 +178,36 @@ def candidates(run_dir: str) -> list[str]:
     return [found[name] for name in sorted(found, reverse=True)]
 
 
-def select(run_dir: str) -> tuple[str | None, list[str]]:
-    """(newest loadable checkpoint or None if the run has none, ['path: why'] skipped).
+def round_of(path: str) -> str | None:
+    """The learner checkpoint (state file) sealed with the replay checkpoint at `path`."""
+    seal, _ = read_seal(path)
+    return seal.get("learner_checkpoint") if seal else None
 
-    CheckpointError naming the newest when the run has checkpoints and none loads.
+
+def _unpaired(path: str, learner_checkpoint: str) -> str | None:
+    """Why the (usable) replay checkpoint at `path` cannot go with `learner_checkpoint`."""
+    own = round_of(path)
+    if not isinstance(own, str):
+        return "sealed without a learner checkpoint round: it cannot be paired"
+    if checkpoint.written_ms(own) > checkpoint.written_ms(learner_checkpoint):
+        return (
+            f"newer than learner checkpoint {learner_checkpoint} (its round is {own}): "
+            "its items may be acted with params that learner never had"
+        )
+    return None
+
+
+def select(run_dir: str, learner_checkpoint: str) -> tuple[str | None, list[str]]:
+    """(the replay checkpoint to resume with `learner_checkpoint`, or None if the run
+    has none; ['path: why'] skipped, newest first).
+
+    The newest usable checkpoint not newer than the learner checkpoint (a state
+    file name), so its round's own when that one is usable. CheckpointError naming
+    the newest when the run has checkpoints and none fits.
     """
     skipped = []
     for path in candidates(run_dir):
-        why = problem(path)
+        why = problem(path) or _unpaired(path, learner_checkpoint)
         if why is None:
             for note in skipped:
                 logging.warning("replay checkpoint skipped: %s", note)
@@ -139,18 +215,43 @@ def select(run_dir: str) -> tuple[str | None, list[str]]:
         skipped.append(f"{path}: {why}")
     if skipped:
         raise checkpoint.CheckpointError(
-            f"no replay checkpoint of {run_dir} can be loaded; the newest, {skipped[0]}"
+            f"no replay checkpoint of {run_dir} can be loaded with learner checkpoint "
+            f"{learner_checkpoint}; the newest, {skipped[0]}"
             + (f" (and {len(skipped) - 1} older)" if len(skipped) > 1 else "")
-            + ". Delete them to resume with an empty replay, or set "
-            "--config.checkpoint.replay=false"
+            + f". Delete {reverb_dir(run_dir)} and {kept_dir(run_dir)} to resume with an "
+            "empty replay"
         )
     return None, skipped
 
 
+def pairing(manifest: dict, path: str | None, skipped: list[str]) -> str:
+    """The one line that says which pair a resume continues from, and why."""
+    learner = f"learner checkpoint {manifest['state_file']} (version {manifest['version']})"
+    if path is None:
+        return f"resuming from {learner} with an empty replay: the run has no replay checkpoint"
+    own = round_of(path)
+    replay = f"replay checkpoint {os.path.basename(path)}"
+    if own == manifest["state_file"]:
+        return f"resuming from {learner} and {replay}: written in the same round"
+    notes = [s for s in skipped if round_of(s.split(": ", 1)[0]) == manifest["state_file"]]
+    why = (
+        f"its own round's is unusable ({notes[0].split(': ', 1)[1]})"
+        if notes
+        else "no usable seal names its round (Reverb did not answer in time, or it broke)"
+    )
+    return (
+        f"resuming from {learner} and {replay} of an older round ({own}), the newest usable "
+        f"one not newer than the learner: {why}; items acted after it are lost"
+    )
+
+
 def adopt(run_dir: str) -> None:
     """Moves Reverb's checkpoints into the kept ones: Reverb's directory is left empty.
-    Nothing is pruned here: the checkpoint chosen to load may be older than others."""
+    One the learner never sealed is kept unsealed (never loaded). Nothing is pruned
+    here: the checkpoint chosen to load may be older than others."""
     for path in glob.glob(os.path.join(reverb_dir(run_dir), "*")):
-        if _is_checkpoint(path) and os.path.exists(os.path.join(path, _DONE)):
-            keep(path, run_dir, None)
+        target = os.path.join(kept_dir(run_dir), os.path.basename(path))
+        done = os.path.exists(os.path.join(path, _DONE))
+        if _is_checkpoint(path) and done and not os.path.isdir(target):
+            _link(path, target, None)
         shutil.rmtree(path, ignore_errors=True)

@@ -343,6 +343,12 @@ def test_resume_from_a_bad_checkpoint_exits_2_before_any_process(short_run, tmp_
         program.run(config, "test_mt", resume=True)
 
 
+def _manifests(ckpt_dir):
+    """Every learner manifest of a checkpoint directory, oldest first."""
+    paths = sorted(pathlib.Path(ckpt_dir).glob("state-*.json"), key=checkpoint.written_ms)
+    return [json.loads(path.read_text()) for path in paths]
+
+
 def _replay_checkpoints(run_dir):
     return sorted(pathlib.Path(replay_checkpoint.kept_dir(str(run_dir))).iterdir())
 
@@ -356,6 +362,7 @@ def test_resume_falls_back_to_the_previous_learner_and_replay_checkpoints(
     ckpt_dir = checkpoint.directory(str(copy))
     newest = checkpoint.read_manifest(ckpt_dir)
     (pathlib.Path(ckpt_dir) / newest["state_file"]).write_bytes(b"garbage")
+    older = _manifests(ckpt_dir)[-2]  # resumed with the replay checkpoint of its own round
     kept = _replay_checkpoints(copy)
     assert len(kept) >= 2, kept  # checkpoints every second, 3 kept
     (kept[-1] / "items.tfrecord").write_bytes(b"garbage")  # the newest replay checkpoint
@@ -365,8 +372,11 @@ def test_resume_falls_back_to_the_previous_learner_and_replay_checkpoints(
     result, _ = program.run(config, "test_mt", resume=True)
     err = capfd.readouterr().err
     assert f"learner checkpoint skipped: checkpoint {ckpt_dir}" in err and "corrupt" in err
-    assert f"replay checkpoint skipped: {kept[-1]}: items.tfrecord is unreadable" in err, err
-    assert f"resuming the replay from {kept[-2]}" in err
+    assert f"replay checkpoint skipped: {kept[-1]}: items.tfrecord is 7 bytes, " in err, err
+    assert (
+        f"resuming from learner checkpoint {older['state_file']} (version {older['version']}) "
+        f"and replay checkpoint {kept[-2].name}: written in the same round"
+    ) in err, err
     assert result["stop_reason"] == "learner_step_budget"
     assert result["counts"]["env_steps"] >= newest["counts"]["env_steps"] * 0.5
 
@@ -382,7 +392,8 @@ def test_replay_checkpoints_that_cannot_load_are_refused_before_start(short_run,
         (path / "chunks.tfrecord").write_bytes((path / "chunks.tfrecord").read_bytes()[:40])
     code, out = _python("train.py", f"--resume={copy}", timeout=120)
     assert code == 2, out[-2000:]
-    assert f"no replay checkpoint of {copy} can be loaded; the newest, {kept[-1]}" in out, out
+    assert f"no replay checkpoint of {copy} can be loaded with learner checkpoint " in out, out
+    assert f"; the newest, {kept[-1]}: no DONE marker" in out, out
     assert "Traceback" not in out and not (copy / "logs" / "nodes-2").exists()
 
 
@@ -595,6 +606,12 @@ def test_local_mp_run_killed_with_sigkill_resumes_and_ends_at_least_as_good(tmp_
     assert not (run_dir / "result.json").exists()  # it really was killed, not finished
     # What the killed launcher could not clean up stayed inside the run directory.
     assert list((run_dir / "tmp").glob("launch-*/learner.pkl"))
+    # The newest replay checkpoint cut by one byte: the resume keeps the newest
+    # learner checkpoint and pairs it with the replay checkpoint before (never newer).
+    kept = _replay_checkpoints(run_dir)
+    assert len(kept) >= 2, kept
+    chunks = kept[-1] / "chunks.tfrecord"
+    os.truncate(chunks, chunks.stat().st_size - 1)
     code, out = _python(
         "train.py",
         f"--resume={run_dir}",
@@ -603,6 +620,11 @@ def test_local_mp_run_killed_with_sigkill_resumes_and_ends_at_least_as_good(tmp_
         timeout=400,
     )
     assert code == 0, out[-3000:]
+    assert f"replay checkpoint skipped: {kept[-1]}: chunks.tfrecord is " in out, out[-3000:]
+    assert (
+        f"resuming from learner checkpoint {before['state_file']} (version {before['version']}) "
+        f"and replay checkpoint {kept[-2].name} of an older round"
+    ) in out, out[-3000:]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["evaluation"]["success_rate"] >= success_before
     # Counts continue from the checkpoint (the resumed run may be done at its first

@@ -94,24 +94,27 @@ def prepare(config, resume: bool, stack: contextlib.ExitStack, launch_type: str 
 
 def _checkpoints_to_resume(run_dir: str, config) -> dict:
     """The learner manifest to resume from, with "replay_checkpoint": the replay
-    checkpoint to load (None: an empty table); each newest is verified and, when
-    unusable, skipped for the one before it, which is said on stderr."""
+    checkpoint to load (None: an empty table). The learner's is the newest usable;
+    the replay's the newest usable not newer than it (`replay_checkpoint.select`);
+    each one skipped, and the pair chosen, are said on stderr."""
     restored = checkpoint.verify(run_dir, config)
     for why in restored.get("skipped", []):
         _say(f"learner checkpoint skipped: {why}")
-    if restored.get("skipped"):
-        _say(f"resuming the learner from version {restored['version']} ({restored['state_file']})")
     restored["replay_checkpoint"] = None
-    if config.checkpoint.replay:
-        path, skipped = replay_checkpoint.select(run_dir)
-        for why in skipped:
-            _say(f"replay checkpoint skipped: {why}")
-        if skipped:
-            _say(f"resuming the replay from {path}")
-        replay_checkpoint.adopt(run_dir)
-        if path is not None:  # where adopt moved it
-            path = os.path.join(replay_checkpoint.kept_dir(run_dir), os.path.basename(path))
-        restored["replay_checkpoint"] = path
+    if not config.checkpoint.replay:
+        _say(
+            f"resuming from learner checkpoint {restored['state_file']} (version "
+            f"{restored['version']}) with an empty replay: checkpoint.replay is off"
+        )
+        return restored
+    path, skipped = replay_checkpoint.select(run_dir, restored["state_file"])
+    for why in skipped:
+        _say(f"replay checkpoint skipped: {why}")
+    _say(replay_checkpoint.pairing(restored, path, skipped))
+    replay_checkpoint.adopt(run_dir)
+    if path is not None:  # where adopt moved it
+        path = os.path.join(replay_checkpoint.kept_dir(run_dir), os.path.basename(path))
+    restored["replay_checkpoint"] = path
     return restored
 
 
