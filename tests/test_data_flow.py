@@ -9,7 +9,7 @@ import time
 import pytest
 
 from distrl import config as config_lib
-from distrl.nodes.actor import _VersionGate, actor_epsilon
+from distrl.nodes.actor import VersionGate, actor_epsilon
 from distrl.nodes.variables import ParamsClient
 
 
@@ -124,7 +124,7 @@ def _gated(num_actors, batch_chunks, per_version=1):
     learner = _Versions()
     params = ParamsClient(learner)
     assert params.wait_first(lambda: False)
-    return learner, params, _VersionGate(params, c, wait_s=0.05)
+    return learner, params, VersionGate(params, c, wait_s=0.05)
 
 
 def test_gate_waits_until_the_round_is_used():

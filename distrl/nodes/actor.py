@@ -203,11 +203,11 @@ class _Acting:
         self.tally, self.tail, self.env_steps = _Tally(), None, actor._start_steps
         prioritized = self.pipeline is agents.Pipeline.REPLAY and c.replay.sampler == "prioritized"
         self.max_priority = _MaxPriority(actor._learner) if prioritized else None
-        self.gate = _VersionGate(params, c)
+        self.gate = VersionGate(params, c)
         self.pending = None  # the previous chunk's (items, stats, version), not yet written
 
 
-class _VersionGate:
+class VersionGate:
     """On-policy freshness: act at most `chunks_per_version` chunks per params version.
 
     N actors then write N x chunks_per_version chunks per round, `step` = that many

@@ -130,7 +130,7 @@ class Learner:
         c = self._config
         env = config_lib.make_env(c)
         agent = agents.make_agent(config_lib.make_agent_config(c), env)
-        state, version, counts = self._initial_state(agent)
+        state, version, counts = self.initial_state(agent)
         with self._lock:  # published only now: a resumed run never serves fresh params
             self._state, self._version = state, version
         replay_checkpoint = functools.partial(
@@ -156,7 +156,7 @@ class Learner:
         with self._lock:
             return self._state, self._version
 
-    def _initial_state(self, agent):
+    def initial_state(self, agent):
         """(TrainingState, version, counts): agent.init, or the run's checkpoint.
 
         A learner restarted after its process died (`lifecycle.attempt() > 0`) loads
