@@ -90,7 +90,8 @@ class Learner:
 
         Returns {version (after the update), the update's scalar metrics}, or None when
         the program stopped first. The first call starts training (initial state,
-        dataset); publishing, reporting and checkpoints are the loop's.
+        dataset). Each step publishes, reports and checkpoints as the loop's do; only
+        the final checkpoint at the stop is `run()`'s.
         """
         if self._training is None:
             if not replay.wait_for_server(self._replay, self._should_stop):
