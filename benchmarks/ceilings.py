@@ -67,7 +67,7 @@ def update_ceiling(config, seconds: float) -> dict:
     obs_size = config_lib.make_env(config).obs_size
     agent_config = config_lib.make_agent_config(config)
     device = jax.devices()[0]
-    if config_lib.is_replay(agent_config):
+    if agent_config.pipeline is agents.Pipeline.REPLAY:
         out = learner_bench.dqn_update_rate(
             obs_size, config.learner.batch_size, device, seconds, agent_config
         )
@@ -81,15 +81,15 @@ def reverb_ceilings(work: ActorWork, address: str, seconds: float) -> dict:
     """Insert and read ceilings against the (empty, unlimited) table at `address`."""
     config = work.config
     obs_size = config_lib.make_env(config).obs_size
-    is_replay = tables.is_replay(config)
+    pipeline = config_lib.pipeline(config)
+    is_replay = pipeline is agents.Pipeline.REPLAY
     chunks = [work.items() for _ in range(5)][1:]  # a DQN first chunk is short if n > 1
     client = reverb.Client(address)
     writer = replay.Writer(client, lambda: False)
-    write = writer.write_steps if is_replay else writer.write_chunk
     state = {"i": 0}
 
     def insert():
-        write(chunks[state["i"] % len(chunks)])
+        writer.write(pipeline, chunks[state["i"] % len(chunks)])
         state["i"] += 1
 
     insert_calls = measure_rate(insert, seconds)
@@ -97,7 +97,7 @@ def reverb_ceilings(work: ActorWork, address: str, seconds: float) -> dict:
     fill = tables.table_counts(client)
     batches = replay.iterate_batches(address, config, obs_size, lambda: False)  # the learner's
     read_batches = measure_rate(
-        lambda: replay.to_learner_batch(next(batches)[0].data, is_replay), seconds
+        lambda: replay.to_learner_batch(next(batches)[0].data, pipeline), seconds
     )
     t, b = config.actor.unroll_length, config.actor.num_envs
     items_per_call = t if is_replay else 1

@@ -38,6 +38,7 @@ from benchmarks.common import (
 from benchmarks.monitor import Monitor, node_memory
 from distrl import config as config_lib
 from distrl import metrics
+from distrl.agents import Pipeline
 from distrl.nodes.actor import Actor
 from distrl.nodes.counter import Counter
 from distrl.nodes.learner import Learner
@@ -157,7 +158,7 @@ def summarize_actor(phase, config) -> dict:
     items = delta(snaps, "table_inserts") / span
     per_item = (
         config.actor.num_envs
-        if tables.is_replay(config)
+        if config_lib.pipeline(config) is Pipeline.REPLAY
         else config.actor.num_envs * config.actor.unroll_length
     )
     return {

@@ -16,6 +16,7 @@ import reverb
 
 from distrl import config as config_lib
 from distrl import replay
+from distrl.agents import Pipeline
 
 SERVER_START_TIMEOUT_S = 60
 
@@ -35,15 +36,9 @@ def unlimited_tables(config, obs_size: int, max_items: int = 0):
     ]
 
 
-def is_replay(config) -> bool:
-    """True for the replay pipeline (DQN: an item is one time step of B envs), False
-    for the on-policy one (an item is one [T, B] chunk)."""
-    return config_lib.is_replay(config_lib.make_agent_config(config))
-
-
 def max_items_for(config) -> int:
     """Table capacity: the config's replay size, at most 64 whole [T, B] chunks."""
-    if is_replay(config):
+    if config_lib.pipeline(config) is Pipeline.REPLAY:
         return config.replay.max_size // config.actor.num_envs  # max_size counts transitions
     return min(config.replay.max_size, 64)
 

@@ -26,13 +26,12 @@ import re
 import ml_collections
 
 from distrl import agents, envs
-from distrl.agents import episodes
 
 LAUNCH_TYPES = ("local_mp", "test_mt", "ray")
 SAMPLERS = ("uniform", "prioritized")
 LEARNER_DEVICES = ("auto", "gpu", "cpu")
-# Presets whose advantages need whole episodes inside a chunk: their default T.
-LONG_CHUNKS = {"grpo": 64, "reinforce": 64}
+# Default T (env steps per chunk): longer for the whole-episode pipeline (REINFORCE, GRPO).
+CHUNK_STEPS = {agents.Pipeline.EPISODES: 64}
 MAX_TIME_LIMIT = 1_000_000  # env steps; an evaluation episode may last that long
 # Cells of a map: a 1000x1000 random map takes a minute to draw and check, and its
 # one-hot observations (8 MB per transition) fit no replay here.
@@ -70,7 +69,7 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
     c.actor = ml_collections.ConfigDict(
         dict(
             num_envs=64,  # B: envs one actor steps together
-            unroll_length=LONG_CHUNKS.get(algorithm, 16),  # T: env steps per rollout (chunk)
+            unroll_length=CHUNK_STEPS.get(agents.make_config(algorithm).pipeline, 16),  # T
             params_update_period=1,  # rollouts between parameter pulls
             epsilon_spread=0.0,  # DQN: actor i uses eps**(1 + spread*i/(N-1)) (Ape-X); >= 0
             chunks_per_version=0,  # on-policy: chunks acted per params version before
@@ -222,9 +221,9 @@ def make_agent_config(config):
         raise ConfigError(f"config.agent.{err}") from None
 
 
-def is_replay(agent_config) -> bool:
-    """True for the replay-table pipeline (DQN), False for the on-policy queue."""
-    return isinstance(agent_config, agents.DQNConfig)
+def pipeline(config) -> agents.Pipeline:
+    """The experiment's pipeline: its agent config's (`agents.Pipeline`)."""
+    return make_agent_config(config).pipeline
 
 
 def episode_window(config) -> int:
@@ -237,14 +236,14 @@ def episode_window(config) -> int:
 
 def item_length(config) -> int:
     """Time steps in one on-policy item: T, or W x T for whole-episode windows."""
-    if episodes.whole_episodes(make_agent_config(config)):
+    if pipeline(config) is agents.Pipeline.EPISODES:
         return episode_window(config) * config.actor.unroll_length
     return config.actor.unroll_length
 
 
 def items_per_batch(config) -> int:
     """Reverb items in one learner batch (a DQN item holds B transitions, else a chunk)."""
-    if is_replay(make_agent_config(config)):
+    if pipeline(config) is agents.Pipeline.REPLAY:
         return config.learner.batch_size // config.actor.num_envs
     return config.learner.batch_chunks
 
@@ -352,7 +351,7 @@ def validate(config) -> None:
     agent_config = make_agent_config(config)
     make_env(config)
     _check_ranges(config)
-    if is_replay(agent_config):
+    if agent_config.pipeline is agents.Pipeline.REPLAY:
         _validate_replay(config, agent_config)
     else:
         _validate_on_policy(config, agent_config)

@@ -83,7 +83,7 @@ class Settings(NamedTuple):
         config_lib.validate(config)
         a, r, b = config.actor, config.replay, config.budget
         envs = config.num_actors * a.num_envs
-        if config_lib.is_replay(config_lib.make_agent_config(config)):
+        if config_lib.pipeline(config) is agents.Pipeline.REPLAY:
             ratio = r.samples_per_insert * a.unroll_length * envs / config.learner.batch_size
             updates = max(1, round(ratio))
         else:
@@ -193,7 +193,7 @@ def _iteration(env, agent, cfg: Settings, c: TrainCarry, key) -> TrainCarry:
         env, agent.policy, cfg.rollout_length, c.state.params, c.rollout, roll_key, eps
     )
     replay, tail = c.replay, c.tail
-    if agent.batch_kind == "transitions":
+    if agent.config.pipeline is agents.Pipeline.REPLAY:
         n, gamma = agent.config.n_step, agent.config.discount
         full = traj if tail is None else nstep.concat_tail(tail, traj)
         tail = None if tail is None else nstep.tail(full, n)
@@ -263,7 +263,7 @@ def init_carry(env, agent, cfg: Settings, key) -> TrainCarry:
     state = agent.init(agent_key)
     rc = rollout.init_carry(env, env_key, cfg.num_envs)
     replay, tail, env_steps = None, None, 0
-    if agent.batch_kind == "transitions":
+    if agent.config.pipeline is agents.Pipeline.REPLAY:
         n = agent.config.n_step
         if n > 1:  # n - 1 warm-up steps so that every later step starts one window
             rc, tail, _ = rollout.unroll(

@@ -1,12 +1,13 @@
 """Stage 5 of the data flow: Reverb tables, signatures, writers and datasets.
 
-The one module that knows Reverb's API. Two pipelines share it:
-- replay (DQN): a table of items that each hold the B (n-step) transitions of one
+The one module that knows Reverb's API. The pipelines (`agents.Pipeline`) share it:
+- REPLAY (DQN): a table of items that each hold the B (n-step) transitions of one
   time step, `QTransition` [B]; uniform or prioritized sampling, FIFO removal and a
   `SampleToInsertRatio` rate limiter. A learner batch of N transitions is N / B items.
-- queue (A2C, V-trace, PPO): a bounded `Table.queue` whose items are whole rollout
-  chunks, `Transition` [T, B]; actors block when the learner falls behind. A
-  learner batch of M chunks becomes `Transition` [T, M * B].
+- CHUNKS and EPISODES (A2C, V-trace, PPO; REINFORCE, GRPO): a bounded `Table.queue`
+  whose items are whole rollout chunks, `Transition` [T, B] (or windows of W chunks);
+  actors block when the learner falls behind. A learner batch of M items becomes
+  `Transition` [T, M * B].
 What an actor writes and what the learner reads are both derived from one example
 pytree (`example_item`), so the two cannot drift apart.
 """
@@ -25,7 +26,7 @@ from reverb.platform import checkpointers_lib
 
 from distrl import config as config_lib
 from distrl import replay_checkpoint
-from distrl.agents import episodes
+from distrl.agents import Pipeline
 from distrl.types import QTransition, Transition, Versioned
 
 TABLE = "experience"
@@ -34,14 +35,14 @@ TABLE = "experience"
 def example_item(config, obs_size: int) -> Versioned:
     """A zero pytree shaped like one Reverb item of this config's pipeline."""
     b, t = config.actor.num_envs, config_lib.item_length(config)
-    agent_config = config_lib.make_agent_config(config)
+    pipeline = config_lib.pipeline(config)
     obs = np.zeros((b, obs_size), np.float32)
     scalar = lambda dtype=np.float32: np.zeros((b,), dtype)  # noqa: E731
     version = np.zeros((), np.int32)
-    if config_lib.is_replay(agent_config):
+    if pipeline is Pipeline.REPLAY:
         return Versioned(QTransition(obs, scalar(np.int32), scalar(), scalar(), obs), version)
     extras = {"log_prob": scalar(), "value": scalar()}
-    if episodes.whole_episodes(agent_config):
+    if pipeline is Pipeline.EPISODES:
         extras["owned"] = scalar()  # see distrl.agents.episodes
     step = Transition(
         observation=obs,
@@ -66,7 +67,7 @@ def make_tables(config, obs_size: int):
     """The Reverb tables of this config's pipeline (called inside the replay node)."""
     sig = signature(config, obs_size)
     r = config.replay
-    if not config_lib.is_replay(config_lib.make_agent_config(config)):
+    if config_lib.pipeline(config) is not Pipeline.REPLAY:
         return [reverb.Table.queue(TABLE, max_size=r.queue_size, signature=sig)]
     if r.sampler == "prioritized":
         sampler = reverb.selectors.Prioritized(r.priority_exponent)
@@ -93,6 +94,7 @@ def make_tables(config, obs_size: int):
 class Writer:
     """Writes rollout output to the table: per time step (replay) or per chunk (queue).
 
+    `write(pipeline, items, version)` picks one of the two for the pipeline:
     `write_steps(items, version)` takes a pytree with a leading [K] dim and makes K
     items; `write_chunk(item, version)` makes one item of the whole pytree. Each item
     is a `Versioned(data, version)`: `version` is the params version the actor acted
@@ -115,6 +117,13 @@ class Writer:
         """Items the server confirmed since the last call."""
         written, self._written = self._written, 0
         return written
+
+    def write(self, pipeline: Pipeline, items, version: int = 0) -> None:
+        """An actor's items for `pipeline`: REPLAY [T, B] -> T items, else one item."""
+        if pipeline is Pipeline.REPLAY:
+            self.write_steps(items, version)
+        else:
+            self.write_chunk(items, version)
 
     def write_steps(self, items, version: int = 0) -> None:
         """K items from a pytree of numpy arrays [K, ...], one append + item each."""
@@ -170,7 +179,7 @@ def in_flight_samples(config) -> int:
     k = config_lib.items_per_batch(config)
     if config.learner.get("max_in_flight", 0):  # a run saved before the field: derived
         return int(config.learner.max_in_flight)
-    if config_lib.is_replay(config_lib.make_agent_config(config)):
+    if config_lib.pipeline(config) is Pipeline.REPLAY:
         return max(64, 4 * k)
     return k
 
@@ -186,7 +195,7 @@ def make_dataset(server_address: str, config, obs_size: int, timeout_ms: int = 5
     for a stop request and build a new one.
     """
     sig = signature(config, obs_size)
-    is_replay = config_lib.is_replay(config_lib.make_agent_config(config))
+    is_replay = config_lib.pipeline(config) is Pipeline.REPLAY
     k = config_lib.items_per_batch(config)
     ds = reverb.TrajectoryDataset(
         server_address=server_address,
@@ -205,14 +214,15 @@ def make_dataset(server_address: str, config, obs_size: int, timeout_ms: int = 5
     return ds.prefetch(config.learner.prefetch * k) if config.learner.prefetch else ds
 
 
-def to_learner_batch(data, replay: bool):
-    """A sampled batch -> the agent's batch: QTransition [K*B] or Transition [T, M*B].
+def to_learner_batch(data, pipeline: Pipeline):
+    """A sampled batch -> the agent's batch: QTransition [K*B] (REPLAY) or Transition
+    [T, M*B] (a batch of M on-policy items of T steps).
 
     `data` is the sampled `Versioned` batch (its `data` is used) or that data itself.
     """
     if isinstance(data, Versioned):
         data = data.data
-    if replay:
+    if pipeline is Pipeline.REPLAY:
         return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), data)
 
     def to_time_major(x):  # [M, T, B, ...] -> [T, M * B, ...]
@@ -237,7 +247,7 @@ def iterate_batches(
     into the next batch: every chunk taken from the queue is learned from (only a
     partial batch pending when the program stops is not).
     """
-    batched = config_lib.is_replay(config_lib.make_agent_config(config))
+    batched = config_lib.pipeline(config) is Pipeline.REPLAY
     k = config_lib.items_per_batch(config)
     pending = []  # queue items sampled but not yet yielded; survives rebuilds
     waited = 0.0

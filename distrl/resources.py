@@ -63,7 +63,7 @@ def estimate_memory(config, local: bool = False) -> Estimate:
     """Bytes the run needs: distributed (a process per node) or `local` (one process)."""
     agent_config = config_lib.make_agent_config(config)
     obs = config_lib.make_env(config).obs_size
-    a, replay = config.actor, config_lib.is_replay(agent_config)
+    a, replay = config.actor, agent_config.pipeline is agents.Pipeline.REPLAY
     transition = 8 * obs + 12  # QTransition: two observations, action, reward, discount
     step = 8 * obs + 32  # Transition of a chunk: the same plus last and the policy's extras
     envs = a.num_envs * (config.num_actors if local else 1)

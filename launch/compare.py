@@ -25,6 +25,7 @@ import time
 from absl import app, flags
 
 from distrl import config as config_lib
+from distrl.agents import Pipeline
 from distrl.analysis import compare, compare_report, plots
 
 _CONFIGS = flags.DEFINE_list(
@@ -69,7 +70,7 @@ def _setup_lines(specs, out: str) -> list:
         f"`{s.name}`: {s.config.algorithm}, {_pipeline(s.config)}, learner batch "
         + (
             f"{s.config.learner.batch_size} transitions"
-            if config_lib.is_replay(config_lib.make_agent_config(s.config))
+            if config_lib.pipeline(s.config) is Pipeline.REPLAY
             else f"{s.config.learner.batch_chunks} chunks"
         )
         for s in specs
@@ -97,7 +98,7 @@ def _setup_lines(specs, out: str) -> list:
 
 
 def _pipeline(config) -> str:
-    if config_lib.is_replay(config_lib.make_agent_config(config)):
+    if config_lib.pipeline(config) is Pipeline.REPLAY:
         return f"replay table (samples/insert {config.replay.samples_per_insert:g})"
     return f"queue (size {config.replay.queue_size})"
 

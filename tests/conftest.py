@@ -2,8 +2,10 @@
 user does (in its own process session, so that every process it started can be
 checked for afterwards), and a clean CPU setup."""
 
+import json
 import os
 import pathlib
+import select
 import subprocess
 import sys
 import time
@@ -107,6 +109,93 @@ def _listening_in_netns(pid: int) -> set:
             local = line.split()[3]  # "[::ffff:10.0.0.2]:4321", "10.0.0.2:4321", "*:4321"
             ips.add(local.rsplit(":", 1)[0].strip("[]"))
     return ips
+
+
+# Runs a distrl program once per line of stdin ([target, args, output file]) in a
+# forked child of this warm interpreter, so that each run does not import JAX and
+# TensorFlow anew (5 s of CPU each): the child is its own session and runs the
+# target as `python TARGET ARGS` (a script path) or `python -m TARGET ARGS` (a
+# module name) would, output to the file; prints "RAN [pid, exit status]".
+_FORK_RUNNER = """
+import json, os, runpy, sys
+import launchpad, jax  # noqa: F401 - imported once, before the forks
+from distrl import checkpoint, cli, config, resources  # noqa: F401
+from distrl.analysis import plots  # noqa: F401
+from distrl.program import launcher  # noqa: F401
+for line in sys.stdin:
+    target, args, out = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        sys.argv, code = [target, *args], 0
+        try:
+            if target.endswith(".py"):
+                runpy.run_path(target, run_name="__main__")
+            else:
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+            if isinstance(exit.code, str):
+                print(exit.code, file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    print("RAN", json.dumps([pid, status]), flush=True)
+"""
+
+
+class WarmPython:
+    """`run(target, *args)`: a distrl program run as a user runs it, forked from one
+    interpreter that imported JAX, TensorFlow, Launchpad and distrl once."""
+
+    def __init__(self, scratch: pathlib.Path):
+        self._scratch, self._runs, self._pending = scratch, 0, ""
+        self._proc = launch_train([], executable_args=["-c", _FORK_RUNNER], stdin=subprocess.PIPE)
+
+    def run(self, target: str, *args: str, timeout: float = 300.0):
+        """(exit status, output, pid) of `python TARGET ARGS` (`-m TARGET` for a module)."""
+        self._runs += 1
+        out = self._scratch / f"run{self._runs}.txt"
+        self._proc.stdin.write(json.dumps([target, list(args), str(out)]) + "\n")
+        self._proc.stdin.flush()
+        deadline, fd = time.time() + timeout, self._proc.stdout.fileno()
+        while (ran := self._take_ran_line()) is None:  # other lines: import warnings
+            ready, _, _ = select.select([fd], [], [], max(deadline - time.time(), 0))
+            if not ready:
+                raise TimeoutError(f"{target} {args} ran past {timeout} s")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise RuntimeError("the warm interpreter exited")
+            self._pending += chunk.decode()
+        pid, code = ran
+        return code, out.read_text(), pid
+
+    def _take_ran_line(self):
+        """[pid, status] of the first whole "RAN" line read, dropping what came before."""
+        lines = self._pending.splitlines(keepends=True)
+        for i, line in enumerate(lines):
+            if line.startswith("RAN ") and line.endswith("\n"):
+                self._pending = "".join(lines[i + 1 :])
+                return json.loads(line[len("RAN ") :])
+        return None
+
+    def close(self):
+        self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=60)
+        finally:
+            assert_nothing_left(self._proc)
+
+
+@pytest.fixture(scope="session")
+def warm_python(tmp_path_factory):
+    runner = WarmPython(tmp_path_factory.mktemp("warm"))
+    yield runner
+    runner.close()
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

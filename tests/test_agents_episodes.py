@@ -72,10 +72,23 @@ def test_reinforce_and_grpo_use_only_owned_steps():
     np.testing.assert_array_equal(weights[:, 0], owned > 0)
 
 
-def test_whole_episode_agents():
+def test_each_preset_has_one_pipeline():
     from distrl import agents
+    from distrl import config as config_lib
 
-    assert episodes.whole_episodes(agents.make_config("reinforce"))
-    assert episodes.whole_episodes(agents.make_config("grpo"))
-    for name in ("a2c", "vtrace", "ppo", "dqn"):
-        assert not episodes.whole_episodes(agents.make_config(name))
+    expected = dict(
+        dqn="REPLAY",
+        tabular="REPLAY",
+        a2c="CHUNKS",
+        vtrace="CHUNKS",
+        ppo="CHUNKS",
+        reinforce="EPISODES",
+        grpo="EPISODES",
+    )
+    assert set(expected) == set(agents.PRESETS)
+    for name, pipeline in expected.items():
+        assert agents.make_config(name).pipeline is agents.Pipeline[pipeline], name
+        config = config_lib.base_config(name)
+        assert config_lib.pipeline(config) is agents.Pipeline[pipeline], name
+        long_chunks = pipeline == "EPISODES"  # whole episodes: a longer default T
+        assert config.actor.unroll_length == (64 if long_chunks else 16), name

@@ -13,7 +13,7 @@ from absl import flags
 from conftest import ROOT, load_config
 from ml_collections import config_flags
 
-from distrl import agents, resources, rundir
+from distrl import agents, cli, resources, rundir
 from distrl import config as config_lib
 from distrl.agents import actor_critic, dqn, ppo
 from distrl.analysis import plots
@@ -292,3 +292,53 @@ def test_policy_plot_of_a_big_map_stays_small(tmp_path):
 
     height, width = matplotlib.image.imread(path).shape[:2]
     assert max(height, width) < 2000
+
+
+def test_overrides_parse_literals_and_set_fields_of_any_section():
+    """`cli.parse_override` / `apply_overrides` (comparisons, benchmarks' --set) and absl's
+    `--config.<section>.<field>=` (launch/train.py) give the same config."""
+    items = [
+        "actor.num_envs=32",
+        "agent.learning_rate=1e-3",
+        "env.slippery=True",
+        "agent.hidden_sizes=(32, 32)",
+        "env.map=8x8",
+        "replay.sampler=prioritized",
+    ]
+    parsed = dict(cli.parse_override(item) for item in items)
+    assert parsed == {
+        "actor.num_envs": 32,
+        "agent.learning_rate": 1e-3,
+        "env.slippery": True,
+        "agent.hidden_sizes": (32, 32),
+        "env.map": "8x8",
+        "replay.sampler": "prioritized",
+    }
+    config = load_config("dqn")
+    cli.apply_overrides(config, parsed)
+    config_lib.validate(config)
+    flagged = _override("dqn", [f"--config.{item}" for item in items])
+    for key, value in parsed.items():
+        section, field = key.split(".")
+        assert config[section][field] == flagged[section][field] == value, key
+    assert config_lib.make_agent_config(config).hidden_sizes == (32, 32)
+
+
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        ({"actor.nope": 3}, "nope"),
+        ({"actor.num_envs": "many"}, "actor.num_envs"),
+    ],
+)
+def test_bad_overrides_are_refused_and_change_nothing(overrides, message):
+    config = load_config("dqn")
+    before = config.to_dict()
+    with pytest.raises(config_lib.ConfigError, match=message):
+        cli.apply_overrides(config, overrides)
+    assert config.to_dict() == before and not config.is_locked
+
+
+def test_an_override_without_a_value_is_refused():
+    with pytest.raises(config_lib.ConfigError, match="expected <field>=<value>"):
+        cli.parse_override("actor.num_envs")

@@ -1,13 +1,99 @@
-"""Data-flow settings: the on-policy version gate and the validation of its settings."""
+"""Data-flow settings: params pulled by `ParamsClient` from a fake source, per-actor
+exploration (`epsilon_spread`), the on-policy version gate and the validation of its
+settings."""
 
+import concurrent.futures
 import threading
 import time
 
 import pytest
 
 from distrl import config as config_lib
-from distrl.nodes.actor import _VersionGate
+from distrl.nodes.actor import VersionGate, actor_epsilon
 from distrl.nodes.variables import ParamsClient
+
+
+class _Source:
+    """A learner handle's params side: `get_params()` answers at once; each
+    `futures.get_params()` is a future the test answers (or fails) when it chooses."""
+
+    def __init__(self):
+        self.version, self.asked = 0, []
+        self.futures = self._Futures(self.asked)
+
+    def get_params(self):
+        return self.version, {"w": self.version}
+
+    def answer(self, version):
+        self.asked.pop(0).set_result((version, {"w": version}))
+
+    class _Futures:
+        def __init__(self, asked):
+            self._asked = asked
+
+        def get_params(self):
+            self._asked.append(concurrent.futures.Future())
+            return self._asked[-1]
+
+
+def _client(period=1):
+    source = _Source()
+    client = ParamsClient(source, update_period=period)
+    assert client.wait_first(lambda: False) and client.version == 0
+    return source, client
+
+
+def test_params_client_swaps_in_newer_params_without_waiting():
+    source, client = _client()
+    assert client.update() is False and len(source.asked) == 1  # asked, not waited for
+    assert client.update() is False and len(source.asked) == 1  # one request in flight
+    source.answer(3)
+    assert client.update() is True and (client.version, client.params) == (3, {"w": 3})
+    assert client.last_lag == 3 and len(source.asked) == 1  # the next request is out
+    source.answer(2)  # older than what the actor has: ignored
+    assert client.update() is False and client.version == 3
+    source.asked.pop(0).set_exception(ConnectionError("learner busy"))
+    assert client.update() is False and client.params == {"w": 3}  # kept; asks again
+    assert len(source.asked) == 1
+
+
+def test_params_client_asks_every_update_period_calls():
+    source, client = _client(period=3)
+    asked_at = []
+    for calls in range(1, 10):
+        before = len(source.asked)
+        client.update()
+        if len(source.asked) > before:
+            asked_at.append(calls)
+            source.answer(calls)
+    # Each answer is swapped in by the update after it arrived: 9's not yet.
+    assert asked_at == [3, 6, 9] and client.version == 6
+
+
+def test_params_client_first_pull_retries_and_honours_a_stop():
+    class Late:
+        def __init__(self):
+            self.calls = 0
+
+        def get_params(self):
+            self.calls += 1
+            if self.calls < 3:
+                raise ConnectionError("not up yet")
+            return (-1, None) if self.calls < 4 else (0, {"w": 0})
+
+    late = Late()
+    client = ParamsClient(late)
+    assert client.wait_first(lambda: False) and late.calls == 4 and client.version == 0
+    assert ParamsClient(Late()).wait_first(lambda: True) is False
+
+
+def test_epsilon_spread_known_answers():
+    """Ape-X: eps_i = eps ** (1 + spread * i / (N - 1))."""
+    assert actor_epsilon(0.4, 0, 3, 7.0) == pytest.approx(0.4)
+    assert actor_epsilon(0.4, 1, 3, 7.0) == pytest.approx(0.4**4.5)
+    assert actor_epsilon(0.4, 2, 3, 7.0) == pytest.approx(0.4**8)
+    assert actor_epsilon(0.4, 2, 3, 0.0) == 0.4  # no spread
+    assert actor_epsilon(0.4, 0, 1, 7.0) == 0.4  # one actor
 
 
 class _Versions:
@@ -38,7 +124,7 @@ def _gated(num_actors, batch_chunks, per_version=1):
     learner = _Versions()
     params = ParamsClient(learner)
     assert params.wait_first(lambda: False)
-    return learner, params, _VersionGate(params, c, wait_s=0.05)
+    return learner, params, VersionGate(params, c, wait_s=0.05)
 
 
 def test_gate_waits_until_the_round_is_used():

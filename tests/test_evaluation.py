@@ -29,7 +29,7 @@ def table_agent(action_table):
     def policy(params, key, obs, epsilon):
         return greedy(params, obs), {}
 
-    return Agent(None, None, policy, greedy, value, None, "transitions", None, None)
+    return Agent(None, None, policy, greedy, value, None, None, None)
 
 
 def evaluate(action_table, num_envs=3):
@@ -181,7 +181,7 @@ def test_a_small_evaluation_never_stops_a_run_even_when_its_bound_clears():
 
 
 def test_keep_best_picks_the_confirmed_evaluation_with_the_best_lower_bound():
-    from distrl.nodes.evaluator import _better
+    from distrl.nodes.evaluator import better_report
 
     def result(k, n):
         low, high = evaluation.wilson_interval(k, n)
@@ -191,7 +191,7 @@ def test_keep_best_picks_the_confirmed_evaluation_with_the_best_lower_bound():
     lucky_small = (result(99, 100), "lucky", 5)  # too few episodes to count
     best = None
     for candidate in (good, lucky_small, final):
-        best = _better(best, candidate, 10_000)
+        best = better_report(best, candidate, 10_000)
     assert best[1:] == ("good", 3)
-    assert _better(None, lucky_small, 10_000) is None
-    assert _better(good, (result(8760, 10_000), "later", 12), 10_000)[1] == "later"
+    assert better_report(None, lucky_small, 10_000) is None
+    assert better_report(good, (result(8760, 10_000), "later", 12), 10_000)[1] == "later"

@@ -61,19 +61,11 @@ COLUMNS = {
 }
 
 
-def _python(script, *args, timeout=300):
-    """Runs a launch/ script; returns (exit status, combined output)."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "launch" / script), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    return proc.returncode, proc.stdout + proc.stderr
+def _python(warm_python, script, *args, timeout=300):
+    """Runs a launch/ script as a user would (forked from a warm interpreter: conftest);
+    returns (exit status, combined output)."""
+    code, out, _ = warm_python.run(f"launch/{script}", *args, timeout=timeout)
+    return code, out
 
 
 def _assert_png(path):
@@ -117,7 +109,9 @@ def short_run(tmp_path_factory):
 
 def test_run_directory_holds_config_result_logs_and_checkpoints(short_run):
     result, run_dir, scratch = short_run
+    # The only stop its config allows: the learner-step budget (no target, no other budget).
     assert result["stop_reason"] == "learner_step_budget"
+    assert result["counts"]["learner_steps"] >= 40
     saved = json.loads((run_dir / "config.json").read_text())
     assert saved["run_dir"] == str(run_dir) and saved["algorithm"] == "dqn"
     on_disk = json.loads((run_dir / "result.json").read_text())
@@ -154,18 +148,18 @@ def test_each_node_logs_csv_rows_and_tensorboard_scalars(short_run, node):
     assert scalars[tag] == (int(last["step"]), pytest.approx(last[tag], rel=1e-6))
 
 
-def test_plots_are_pngs_and_redrawn_by_the_plot_command(short_run, tmp_path):
+def test_plots_are_pngs_and_redrawn_by_the_plot_command(short_run, tmp_path, warm_python):
     _, run_dir, _ = short_run
     for name in ("curves.png", "policy.png"):
         _assert_png(run_dir / "plots" / name)
     copy = tmp_path / "copy"
     shutil.copytree(run_dir, copy)
     shutil.rmtree(copy / "plots")
-    code, out = _python("plot.py", str(copy))
+    code, out = _python(warm_python, "plot.py", str(copy))
     assert code == 0, out[-2000:]
     for name in ("curves.png", "policy.png"):
         _assert_png(copy / "plots" / name)
-    code, out = _python("plot.py", str(tmp_path / "nothing"))
+    code, out = _python(warm_python, "plot.py", str(tmp_path / "nothing"))
     assert code == 2 and "nothing to plot" in out
 
 
@@ -205,11 +199,11 @@ def test_a_resumed_learner_starts_from_the_checkpointed_state(short_run):
         checkpoint.directory(str(run_dir)), "dqn", agent.init(jax.random.PRNGKey(0))
     )
     learner = Learner(config, None, None, str(run_dir), time.time(), restore=True)
-    state, version, counts = learner._initial_state(agent)
+    state, version, counts = learner.initial_state(agent)
     assert version == manifest["version"] and counts == manifest["counts"]
     for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(state), strict=True):
         np.testing.assert_array_equal(a, np.asarray(b))
-    fresh, _, _ = Learner(config, None, None, str(run_dir), 0.0)._initial_state(agent)
+    fresh, _, _ = Learner(config, None, None, str(run_dir), 0.0).initial_state(agent)
     assert not np.array_equal(
         np.asarray(fresh.params["q_head"]["w"]), expected.params["q_head"]["w"]
     )
@@ -233,11 +227,14 @@ def test_resume_refuses_a_changed_config_but_allows_budget_changes(short_run, tm
         program.run(fresh, "test_mt")
 
 
-def test_resume_command_reloads_the_saved_config_and_names_conflicts(short_run, tmp_path):
+def test_resume_command_reloads_the_saved_config_and_names_conflicts(
+    short_run, tmp_path, warm_python
+):
     _, run_dir, _ = short_run
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
     code, out = _python(
+        warm_python,
         "train.py",
         f"--resume={copy}",
         "--config.agent.learning_rate=0.1",
@@ -248,7 +245,7 @@ def test_resume_command_reloads_the_saved_config_and_names_conflicts(short_run, 
     assert "changes 1 field(s): config.agent.learning_rate: 0.003 -> 0.1." in out
     assert "budget" not in out.split("changes 1 field(s):")[1].split("Drop")[0]
     assert "Traceback" not in out and not (copy / "logs" / "nodes-2").exists()
-    code, out = _python("train.py", f"--resume={tmp_path / 'missing'}", timeout=120)
+    code, out = _python(warm_python, "train.py", f"--resume={tmp_path / 'missing'}", timeout=120)
     assert code == 2 and "does not exist (not a run directory?)" in out, out[-2000:]
 
 
@@ -321,13 +318,13 @@ def test_checkpoints_of_another_algorithm_or_shape_are_refused(tmp_path):
     assert "checkpoint (16, 64) float32, config (16, 32) float32" in str(info.value)
 
 
-def test_resume_from_a_bad_checkpoint_exits_2_before_any_process(short_run, tmp_path):
+def test_resume_from_a_bad_checkpoint_exits_2_before_any_process(short_run, tmp_path, warm_python):
     _, run_dir, _ = short_run
     corrupt, other = tmp_path / "corrupt", tmp_path / "other_shape"
     shutil.copytree(run_dir, corrupt)
     for npz in pathlib.Path(checkpoint.directory(str(corrupt))).glob("*.npz"):
         npz.write_bytes(npz.read_bytes()[:-100])  # every one truncated after the fact
-    code, out = _python("train.py", f"--resume={corrupt}", timeout=120)
+    code, out = _python(warm_python, "train.py", f"--resume={corrupt}", timeout=120)
     assert code == 2, out[-2000:]
     assert "cannot resume" in out and "corrupt" in out and "Traceback" not in out
     assert not (corrupt / "logs" / "nodes-2").exists()  # no node was started
@@ -381,7 +378,9 @@ def test_resume_falls_back_to_the_previous_learner_and_replay_checkpoints(
     assert result["counts"]["env_steps"] >= newest["counts"]["env_steps"] * 0.5
 
 
-def test_replay_checkpoints_that_cannot_load_are_refused_before_start(short_run, tmp_path):
+def test_replay_checkpoints_that_cannot_load_are_refused_before_start(
+    short_run, tmp_path, warm_python
+):
     _, run_dir, _ = short_run
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
@@ -390,14 +389,14 @@ def test_replay_checkpoints_that_cannot_load_are_refused_before_start(short_run,
     assert "no DONE marker" in replay_checkpoint.problem(str(kept[-1]))
     for path in kept[:-1]:
         (path / "chunks.tfrecord").write_bytes((path / "chunks.tfrecord").read_bytes()[:40])
-    code, out = _python("train.py", f"--resume={copy}", timeout=120)
+    code, out = _python(warm_python, "train.py", f"--resume={copy}", timeout=120)
     assert code == 2, out[-2000:]
     assert f"no replay checkpoint of {copy} can be loaded with learner checkpoint " in out, out
     assert f"; the newest, {kept[-1]}: no DONE marker" in out, out
     assert "Traceback" not in out and not (copy / "logs" / "nodes-2").exists()
 
 
-def test_one_run_directory_one_live_launch(short_run, tmp_path):
+def test_one_run_directory_one_live_launch(short_run, tmp_path, warm_python):
     _, run_dir, _ = short_run
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
@@ -415,7 +414,7 @@ def test_one_run_directory_one_live_launch(short_run, tmp_path):
     )
     try:
         assert holder.stdout.readline().strip() == "held"
-        code, out = _python("train.py", f"--resume={copy}", timeout=120)
+        code, out = _python(warm_python, "train.py", f"--resume={copy}", timeout=120)
         assert code == 2, out[-2000:]
         assert f"run directory {copy} is in use by a live launch (launcher pid {holder.pid})" in out
         assert "Traceback" not in out and not (copy / "logs" / "nodes-2").exists()
@@ -493,9 +492,10 @@ def test_metrics_csv_appends_after_a_cut_row_and_keeps_its_header(tmp_path):
     assert data["b"][-1] == 4.0 and np.isnan(data["a"][-1])
 
 
-def test_compare_validates_every_config_before_running_any(tmp_path):
+def test_compare_validates_every_config_before_running_any(tmp_path, warm_python):
     out = tmp_path / "cmp"
     code, text = _python(
+        warm_python,
         "compare.py",
         "--configs=dqn,ppo,sarsa",
         "--seeds=0,1",
@@ -509,9 +509,10 @@ def test_compare_validates_every_config_before_running_any(tmp_path):
     assert not out.exists()
 
 
-def test_compare_runs_end_to_end_and_writes_report_and_plot(tmp_path):
+def test_compare_runs_end_to_end_and_writes_report_and_plot(tmp_path, warm_python):
     out = tmp_path / "cmp"
     code, text = _python(
+        warm_python,
         "compare.py",
         "--configs=dqn,a2c",
         "--seeds=0,1",
@@ -612,13 +613,22 @@ def test_local_mp_run_killed_with_sigkill_resumes_and_ends_at_least_as_good(tmp_
     assert len(kept) >= 2, kept
     chunks = kept[-1] / "chunks.tfrecord"
     os.truncate(chunks, chunks.stat().st_size - 1)
-    code, out = _python(
-        "train.py",
-        f"--resume={run_dir}",
-        "--config.evaluator.target_success=1",
-        f"--config.budget.seconds={before['elapsed_seconds'] + 240:.0f}",
+    resumed = subprocess.run(  # a fresh process, as a user resumes
+        [
+            sys.executable,
+            str(ROOT / "launch/train.py"),
+            f"--resume={run_dir}",
+            "--config.evaluator.target_success=1",
+            f"--config.budget.seconds={before['elapsed_seconds'] + 240:.0f}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=400,
+        check=False,
     )
+    code, out = resumed.returncode, resumed.stdout + resumed.stderr
     assert code == 0, out[-3000:]
     assert f"replay checkpoint skipped: {kept[-1]}: chunks.tfrecord is " in out, out[-3000:]
     assert (

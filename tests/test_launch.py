@@ -7,12 +7,10 @@ process the program started has exited afterwards.
 import json
 import os
 import signal
-import subprocess
 import time
 
 import pytest
 from conftest import (
-    ROOT,
     assert_nothing_left,
     launch_train,
     listening_addresses,
@@ -87,41 +85,8 @@ BAD_INPUTS = [
 ]
 
 
-# Runs launch/train.py once per line of stdin ([args, output file]) in a forked child
-# of this warm interpreter, so that each case does not import JAX and TensorFlow
-# anew (5 s of CPU each): the child is its own session and runs the script as
-# `python launch/train.py ARGS` would, output to the file; prints the exit status.
-_FORK_RUNNER = """
-import json, os, runpy, sys
-import launchpad, jax  # noqa: F401 - imported once, before the forks
-from distrl import checkpoint, cli, config, resources  # noqa: F401
-from distrl.program import launcher  # noqa: F401
-script = sys.argv[1]
-for line in sys.stdin:
-    args, out = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        os.setsid()
-        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        sys.argv, code = [script, *args], 0
-        try:
-            runpy.run_path(script, run_name="__main__")
-        except SystemExit as exit:
-            code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
-            if isinstance(exit.code, str):
-                print(exit.code, file=sys.stderr)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    print("CASE", json.dumps([pid, status]), flush=True)
-"""
-
-
 @pytest.fixture(scope="module")
-def bad_input_runs(tmp_path_factory):
+def bad_input_runs(tmp_path_factory, warm_python):
     """{case index: (exit status, output, run dir written?)} for every BAD_INPUTS case."""
     tmp = tmp_path_factory.mktemp("bad")
     (tmp / "broken.py").write_text("def get_config(:\n")
@@ -129,32 +94,17 @@ def bad_input_runs(tmp_path_factory):
     for name, text in (("corrupt", "{not json"), ("older", '{"algorithm": "dqn", "seed": 0}')):
         (tmp / name).mkdir()
         (tmp / name / "config.json").write_text(text)
-    runner = launch_train(
-        [str(ROOT / "launch" / "train.py")],
-        executable_args=["-c", _FORK_RUNNER],
-        stdin=subprocess.PIPE,
-    )
     results = {}
-    try:
-        for i, (args, _) in enumerate(BAD_INPUTS):
-            run_dir, out = tmp / f"run{i}", tmp / f"out{i}.txt"
-            args = [a.replace("{tmp}", str(tmp)) for a in args]
-            if not any(a.startswith("--config=") for a in args):
-                args.insert(0, "--config=configs/dqn.py")
-            if not any(a.startswith(("--run_dir", "--resume")) for a in args):
-                args.append(f"--run_dir={run_dir}")
-            runner.stdin.write(json.dumps([args, str(out)]) + "\n")
-            runner.stdin.flush()
-            line = runner.stdout.readline()
-            while line and not line.startswith("CASE "):  # import warnings
-                line = runner.stdout.readline()
-            pid, code = json.loads(line[len("CASE ") :])
-            assert not session_processes(pid), f"case {i} left processes"
-            results[i] = (code, out.read_text(), run_dir.exists())
-    finally:
-        runner.stdin.close()
-        runner.wait(timeout=60)
-        assert_nothing_left(runner)
+    for i, (args, _) in enumerate(BAD_INPUTS):
+        run_dir = tmp / f"run{i}"
+        args = [a.replace("{tmp}", str(tmp)) for a in args]
+        if not any(a.startswith("--config=") for a in args):
+            args.insert(0, "--config=configs/dqn.py")
+        if not any(a.startswith(("--run_dir", "--resume")) for a in args):
+            args.append(f"--run_dir={run_dir}")
+        code, out, pid = warm_python.run("launch/train.py", *args)
+        assert not session_processes(pid), f"case {i} left processes"
+        results[i] = (code, out, run_dir.exists())
     return results
 
 

@@ -4,15 +4,13 @@ Each learning run is one fused, jitted call (a few seconds, mostly compilation):
 greedy success rate 1.0 from S on the non-slippery 4x4 map, fixed seeds and budgets.
 """
 
-import os
-import subprocess
-import sys
+import re
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import ROOT, load_config
+from conftest import load_config
 
 from distrl import config as config_lib
 from distrl import local
@@ -154,22 +152,20 @@ def test_learner_steps_and_seconds_budgets_stop_between_calls():
     assert result.updates == 6 and result.iterations == 3  # 2 updates per iteration
 
 
-def _local(*args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run(
-        [sys.executable, "-m", "distrl.local", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    return proc.returncode, proc.stdout + proc.stderr
+# Log records (Python's and absl's formats) share the output file with what is printed.
+_LOG_LINE = re.compile(r"(DEBUG|INFO|WARNING|ERROR):|[IWEF]\d{4} ")
 
 
-def test_command_line_takes_the_experiment_config():
+def _local(warm_python, *args):
+    """`python -m distrl.local ARGS` as a user runs it (forked from a warm interpreter:
+    conftest); (exit status, combined output)."""
+    code, out, _ = warm_python.run("distrl.local", *args, timeout=600)
+    return code, out
+
+
+def test_command_line_takes_the_experiment_config(warm_python):
     code, out = _local(
+        warm_python,
         "--config=configs/tabular_q.py",
         "--config.budget.env_steps=30000",
         "--config.env.slippery=False",
@@ -177,7 +173,8 @@ def test_command_line_takes_the_experiment_config():
     )
     assert code == 0, out[-2000:]
     assert "tabular on 4x4: solved=True" in out and "greedy policy:" in out
-    assert "env_steps=" in out.splitlines()[0]  # --quiet: no per-call lines before it
+    printed = [line for line in out.splitlines() if not _LOG_LINE.match(line)]
+    assert "env_steps=" in printed[0]  # --quiet: no per-call lines before it
 
 
 @pytest.mark.parametrize(
@@ -188,6 +185,6 @@ def test_command_line_takes_the_experiment_config():
         (["--algo=dqn"], "bad flag: Unknown command line flag 'algo'"),
     ],
 )
-def test_command_line_refuses_bad_input_with_exit_2(args, message):
-    code, out = _local("--config=configs/dqn.py", *args)
+def test_command_line_refuses_bad_input_with_exit_2(args, message, warm_python):
+    code, out = _local(warm_python, "--config=configs/dqn.py", *args)
     assert code == 2 and message in out and "Traceback" not in out, out[-2000:]

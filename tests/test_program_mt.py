@@ -53,16 +53,6 @@ def _check_data_accounting(config_name: str, result, out_dir: str):
         assert data["data_age_mean"] <= 1.0, data
 
 
-def test_learner_step_budget_stops_the_program(run_dir):
-    config = load_config("dqn")
-    config.run_dir = run_dir
-    config.evaluator.target_success = 0.0  # only the budget can stop it
-    config.budget.update(dict(env_steps=0, seconds=0.0, learner_steps=50))
-    result, _ = program.run(config, "test_mt")
-    assert result["stop_reason"] == "learner_step_budget"
-    assert result["counts"]["learner_steps"] >= 50
-
-
 def test_a_failing_node_stops_the_program_and_is_named(run_dir, monkeypatch):
     from distrl.nodes import learner
 

@@ -56,14 +56,14 @@ def test_actor_items_match_learner_batches(algorithm, server_for):
     state = agent.init(jax.random.PRNGKey(0))
     unroll = rollout.make_rollout(env, agent.policy, c.actor.unroll_length)
     carry = rollout.init_carry(env, jax.random.PRNGKey(1), c.actor.num_envs)
-    is_replay = config_lib.is_replay(agent_config)
+    pipeline = agent_config.pipeline
+    is_replay = pipeline is agents.Pipeline.REPLAY
     writer = replay.Writer(client, lambda: False)
-    write = writer.write_steps if is_replay else writer.write_chunk
     to_items, tail = make_item_fn(agent_config, config_lib.episode_window(c)), None
     for i in range(2):
         carry, chunk, _ = unroll(state.params, carry, jax.random.PRNGKey(i), 0.5)
         items, tail = to_items(tail, chunk)
-        write(jax.device_get(items), version=7 + i)
+        writer.write(pipeline, jax.device_get(items), version=7 + i)
     expected = replay.example_item(c, env.obs_size)
     size = client.server_info()[replay.TABLE].current_size
     assert size == (2 * c.actor.unroll_length - agent_config.n_step + 1 if is_replay else 2)
@@ -82,7 +82,7 @@ def test_actor_items_match_learner_batches(algorithm, server_for):
     if not is_replay:  # the queue hands chunks out in order
         assert data.version.tolist() == [7, 8]
 
-    batch = replay.to_learner_batch(data.data, is_replay)
+    batch = replay.to_learner_batch(data.data, pipeline)
     n, t = c.actor.num_envs, config_lib.item_length(c)  # T, or W x T for episode windows
     assert batch.action.shape == ((k * n,) if is_replay else (t, k * n))
     new_state, metrics = agent.update(state, batch)
@@ -97,7 +97,7 @@ def test_actor_items_match_learner_batches(algorithm, server_for):
 def test_queue_chunks_keep_time_order_per_env(server_for):
     """[M, T, B] -> [T, M*B]: column j is one env's T consecutive steps."""
     data = np.arange(2 * 3 * 4).reshape(2, 3, 4)  # [M=2, T=3, B=4]
-    out = replay.to_learner_batch({"x": data}, replay=False)["x"]
+    out = replay.to_learner_batch({"x": data}, agents.Pipeline.CHUNKS)["x"]
     assert out.shape == (3, 8)
     np.testing.assert_array_equal(out[:, 5], data[1, :, 1])
 

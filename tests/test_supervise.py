@@ -273,7 +273,7 @@ def test_a_restarted_learner_loads_the_newest_checkpoint_and_publishes_newer_ver
     counter.set(param_version=95)  # what it served before it died
     monkeypatch.setenv(nodeproc.ATTEMPT_ENV, "1")
     learner = Learner(config, None, counter, run_dir, time.time())
-    state, version, _ = learner._initial_state(agent)
+    state, version, _ = learner.initial_state(agent)
     assert version == 96
     for a, b in zip(jax.tree.leaves(saved), jax.tree.leaves(state), strict=True):
         assert (jax.device_get(a) == jax.device_get(b)).all()

@@ -10,7 +10,7 @@ from typing import Any
 
 from distrl.agents import actor_critic, dqn, ppo
 from distrl.agents.actor_critic import ActorCriticConfig
-from distrl.agents.base import Agent, EnvSpec, TrainingState
+from distrl.agents.base import Agent, EnvSpec, Pipeline, TrainingState
 from distrl.agents.dqn import DQNConfig
 from distrl.agents.ppo import PPOConfig
 
@@ -65,6 +65,7 @@ __all__ = [
     "DQNConfig",
     "EnvSpec",
     "PPOConfig",
+    "Pipeline",
     "TrainingState",
     "actor_critic",
     "dqn",

@@ -55,6 +55,11 @@ class ActorCriticConfig:
         base.freeze_sequences(self)
         checks.check(self, RULES)
 
+    @property
+    def pipeline(self) -> base.Pipeline:
+        """Chunks; REINFORCE (no critic) needs whole episodes for its returns."""
+        return base.Pipeline.CHUNKS if self.use_critic else base.Pipeline.EPISODES
+
 
 # The network's fields, shared with PPO (same actor-critic network).
 TORSO_RULES = {
@@ -186,7 +191,6 @@ def make_policy_gradient_agent(config, env_spec, update_impl) -> base.Agent:
         greedy=greedy,
         value=value,
         epsilon=base.zero_epsilon,
-        batch_kind="trajectories",
         network=net,
         config=config,
     )

@@ -6,6 +6,7 @@ only jax, haiku, optax, rlax and numpy so that it runs anywhere (see STACK.md).
 """
 
 import dataclasses
+import enum
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -18,6 +19,23 @@ from jax.flatten_util import ravel_pytree
 Params = Any
 OPTIMIZERS = ("adam", "sgd")
 Metrics = dict[str, jnp.ndarray]
+
+
+class Pipeline(enum.Enum):
+    """How an agent's data travels from actors to its update: one value per agent config,
+    its `pipeline` property (the only place that decides it; every caller asks it).
+
+    REPLAY: n-step `QTransition`s, one Reverb item per time step ([B] transitions),
+      sampled uniformly or by priority from a replay table; a batch is QTransition [N].
+    CHUNKS: rollout chunks `Transition` [T, B], one item each, through an on-policy
+      queue; a batch is Transition [T, N] (A2C, V-trace, PPO).
+    EPISODES: as CHUNKS, but each item is the window of the last W chunks [W*T, B]
+      with `extras["owned"]` marking whole episodes (`agents.episodes`): REINFORCE, GRPO.
+    """
+
+    REPLAY = "replay"
+    CHUNKS = "chunks"
+    EPISODES = "episodes"
 
 
 class EnvSpec(NamedTuple):
@@ -48,9 +66,9 @@ class Agent(NamedTuple):
     greedy: (params, observations [B, O]) -> actions [B] int32.
     value: (params, observations [B, O]) -> values [B] (max_a Q or V).
     epsilon: (env_steps) -> [] exploration rate (0 for policy-gradient agents).
-    batch_kind: "transitions" (QTransition [N]) or "trajectories" (Transition [T, N]).
     network: the hk.Transformed network (apply(params, obs)).
-    config: the algorithm's config dataclass.
+    config: the algorithm's config dataclass; `config.pipeline` says which batches
+      `update` takes (`Pipeline`).
     """
 
     init: Callable
@@ -59,7 +77,6 @@ class Agent(NamedTuple):
     greedy: Callable
     value: Callable
     epsilon: Callable
-    batch_kind: str
     network: hk.Transformed
     config: Any
 

@@ -51,6 +51,11 @@ class DQNConfig:
         base.freeze_sequences(self)
         checks.check(self, RULES)
 
+    @property
+    def pipeline(self) -> base.Pipeline:
+        """Sampled n-step transitions from a replay table."""
+        return base.Pipeline.REPLAY
+
 
 RULES = {
     "network": checks.one_of("mlp", "table"),
@@ -164,7 +169,6 @@ def make_agent(config: DQNConfig, env_spec) -> base.Agent:
         greedy=greedy,
         value=value,
         epsilon=epsilon_fn,
-        batch_kind="transitions",
         network=net,
         config=config,
     )

@@ -18,13 +18,6 @@ import jax.numpy as jnp
 from distrl.types import Transition
 
 
-def whole_episodes(agent_config) -> bool:
-    """True for the agents whose advantages need whole episodes (REINFORCE, GRPO)."""
-    if getattr(agent_config, "advantage", None) == "grpo":
-        return True
-    return getattr(agent_config, "use_critic", True) is False
-
-
 def owned_steps(last: jnp.ndarray, newest: int) -> jnp.ndarray:
     """[L, ...] episode ends -> [L, ...] float 1 where the step's episode began inside
     the window (a `last` precedes it) and ends in its final `newest` steps."""

@@ -58,6 +58,11 @@ class PPOConfig:
         base.freeze_sequences(self)
         checks.check(self, RULES)
 
+    @property
+    def pipeline(self) -> base.Pipeline:
+        """Chunks; GRPO's group-relative advantages need whole episodes."""
+        return base.Pipeline.EPISODES if self.advantage == "grpo" else base.Pipeline.CHUNKS
+
 
 RULES = {
     **actor_critic.TORSO_RULES,

@@ -35,13 +35,14 @@ def actor_epsilon(base_epsilon: float, actor_id: int, num_actors: int, spread: f
 def make_item_fn(agent_config, episode_window: int = 2):
     """Jitted `(tail, chunk) -> (items, tail)`: what one rollout chunk writes.
 
-    Replay: n-step transitions [T, B] (the first chunk, without a tail, gives
+    REPLAY: n-step transitions [T, B] (the first chunk, without a tail, gives
     T - n + 1); the last n - 1 steps carry over so every step is emitted once.
-    Queue: the chunk itself, written as one item; for REINFORCE and GRPO the window
-    of the last `episode_window` chunks with the steps it trains marked
+    CHUNKS: the chunk itself, written as one item. EPISODES (REINFORCE, GRPO): the
+    window of the last `episode_window` chunks with the steps it trains marked
     (`distrl.agents.episodes`), the previous chunks carried over.
     """
-    if episodes.whole_episodes(agent_config):
+    pipeline = agent_config.pipeline
+    if pipeline is agents.Pipeline.EPISODES:
 
         @jax.jit
         def window(tail, chunk):
@@ -49,7 +50,7 @@ def make_item_fn(agent_config, episode_window: int = 2):
             return episodes.window(previous, chunk)
 
         return window
-    if not config_lib.is_replay(agent_config):
+    if pipeline is agents.Pipeline.CHUNKS:
         return lambda tail, chunk: (chunk, None)
     n, gamma = agent_config.n_step, agent_config.discount
 
@@ -62,7 +63,12 @@ def make_item_fn(agent_config, episode_window: int = 2):
 
 
 class Actor:
-    """Courier node: `run()` acts until the program stops."""
+    """Courier node: `run()` acts until the program stops; `step()` acts one rollout.
+
+    `run()` is `step` in a loop, except that it writes each chunk's items while the
+    next chunk computes. A test launches the program with the node's run disabled,
+    dereferences it and calls `step()`.
+    """
 
     def __init__(
         self,
@@ -81,95 +87,127 @@ class Actor:
         self._learner = learner
         self._counter = counter
         self._start_steps = start_env_steps  # this actor's share of a resumed run's steps
+        self._should_stop = lifecycle.stop_flag()  # built in the node's thread; any thread's
+        self._acting = None  # _Acting, once started
 
     def run(self) -> None:
         with lifecycle.guard(f"actor/{self._id}", self._run_dir):
-            self._run()
+            acting = self._start()
+            if acting is None:
+                return
+            try:
+                while not self._should_stop():
+                    self._step(acting, pipelined=not acting.gate.enabled)
+            finally:
+                acting.writer.close()
+                acting.log.close()
+            logging.info("actor %d: stopped after %d env steps", self._id, acting.env_steps)
 
-    def _run(self) -> None:
-        should_stop = lifecycle.should_stop
-        c = self._config
+    def step(self) -> dict:
+        """Acts one rollout (T steps of B envs) and writes its items to replay.
+
+        Returns {env_steps (this actor's total), items_written (confirmed by the
+        server in this step), param_version (the params acted with)}; the first call
+        waits for the replay server and the learner's first params.
+        """
+        if self._acting is None:
+            self._acting = self._start()
+        if self._acting is None:
+            raise RuntimeError("actor: the program stopped before the actor started")
+        written = self._step(self._acting, pipelined=False)
+        return dict(
+            env_steps=self._acting.env_steps,
+            items_written=written,
+            param_version=self._acting.params.version,
+        )
+
+    def _start(self):
+        """Builds what acting needs (`_Acting`); None when the program stopped first."""
+        c, should_stop = self._config, self._should_stop
         env = config_lib.make_env(c)
-        agent_config = config_lib.make_agent_config(c)
-        agent = agents.make_agent(agent_config, env)
+        agent = agents.make_agent(config_lib.make_agent_config(c), env)
         params = ParamsClient(self._learner, c.actor.params_update_period)
         if not replay.wait_for_server(self._replay, should_stop):
-            return
+            return None
         if not params.wait_first(should_stop):
-            return
-        writer = replay.Writer(self._replay, should_stop)
+            return None
         log = _ActorLog(
             metrics.MetricsLogger(self._run_dir, f"actor_{self._id}", c.log.every_seconds),
             self._start_steps,
         )
-        try:
-            env_steps = self._act(env, agent, agent_config, params, writer, log)
-        finally:
-            writer.close()
-            log.close()
-        logging.info("actor %d: stopped after %d env steps", self._id, env_steps)
+        return _Acting(self, env, agent, params, replay.Writer(self._replay, should_stop), log)
 
-    def _act(self, env, agent, agent_config, params, writer, log) -> int:
-        """Steps, writes and reports until the program stops; returns env steps."""
-        c = self._config
-        unroll = rollout.make_rollout(env, agent.policy, c.actor.unroll_length)
-        to_items = make_item_fn(agent_config, config_lib.episode_window(c))
-        write = writer.write_steps if config_lib.is_replay(agent_config) else writer.write_chunk
-        key = jax.random.fold_in(jax.random.PRNGKey(c.seed), 1000 + self._id)
-        if self._start_steps:  # a resumed run explores differently from the one it continues
-            key = jax.random.fold_in(key, self._start_steps)
-        key, carry_key = jax.random.split(key)
-        carry = rollout.init_carry(env, carry_key, c.actor.num_envs)
-        tally, tail, env_steps = _Tally(), None, self._start_steps
-        prioritized = config_lib.is_replay(agent_config) and c.replay.sampler == "prioritized"
-        max_priority = _MaxPriority(self._learner) if prioritized else None
-        gate = _VersionGate(params, c)
-        steps_per_chunk = c.actor.num_envs * c.actor.unroll_length
-        pending = None  # the previous chunk's (items, stats, version), written while this
-        # one computes (not under the gate: a chunk held back would stall the learner)
-        while not lifecycle.should_stop():
-            if gate.wait(lifecycle.should_stop) or params.update():
-                tally.add(version_lag=params.last_lag, param_updates=1)
-            if max_priority is not None:
-                max_priority.refresh(writer)
-            global_steps = env_steps * c.num_actors  # the schedule counts all actors
-            epsilon = actor_epsilon(
-                float(agent.epsilon(global_steps)), self._id, c.num_actors, c.actor.epsilon_spread
-            )
-            key, step_key = jax.random.split(key)
-            # Dispatch is asynchronous: XLA computes chunk k+1 while Python writes chunk
-            # k to Reverb (+50% env steps/s for PPO at B=64; benchmarks/README.md).
-            carry, chunk, stats = unroll(params.params, carry, step_key, epsilon)
-            items, tail = to_items(tail, chunk)
-            if pending is not None:
-                self._deliver(pending, write, writer, tally)
-            pending = (items, stats, params.version)  # the behaviour policy's version
-            if gate.enabled:
-                self._deliver(pending, write, writer, tally)
-                pending = None
-            env_steps += steps_per_chunk
-            tally.maybe_report(self._counter, log)
-            log.maybe_write(params.version, epsilon)
-        return env_steps
+    def _step(self, acting: "_Acting", pipelined: bool) -> int:
+        """One rollout; writes its items, or (`pipelined`) the previous rollout's while
+        this one computes. Returns the items the server confirmed in this call."""
+        c, a = self._config, acting
+        if a.gate.wait(self._should_stop) or a.params.update():
+            a.tally.add(version_lag=a.params.last_lag, param_updates=1)
+        if a.max_priority is not None:
+            a.max_priority.refresh(a.writer)
+        global_steps = a.env_steps * c.num_actors  # the schedule counts all actors
+        epsilon = actor_epsilon(
+            float(a.agent.epsilon(global_steps)), self._id, c.num_actors, c.actor.epsilon_spread
+        )
+        a.key, step_key = jax.random.split(a.key)
+        # Dispatch is asynchronous: XLA computes chunk k+1 while Python writes chunk
+        # k to Reverb (+50% env steps/s for PPO at B=64; benchmarks/README.md).
+        a.carry, chunk, stats = a.unroll(a.params.params, a.carry, step_key, epsilon)
+        items, a.tail = a.to_items(a.tail, chunk)
+        written = 0
+        if a.pending is not None:
+            written += self._deliver(a)
+        a.pending = (items, stats, a.params.version)  # the behaviour policy's version
+        # Not pipelined under the version gate: a chunk held back would stall the learner.
+        if not pipelined:
+            written += self._deliver(a)
+        a.env_steps += c.actor.num_envs * c.actor.unroll_length
+        a.tally.maybe_report(self._counter, a.log)
+        a.log.maybe_write(a.params.version, epsilon)
+        return written
 
     @staticmethod
-    def _deliver(pending, write, writer, tally) -> None:
-        """Writes one finished chunk's items (stamped with their behaviour version)
-        and counts its steps, episodes and items."""
-        items, stats, version = jax.device_get(pending)
-        write(items, version)
-        tally.add(
-            items_written=writer.pop_written(),
+    def _deliver(a: "_Acting") -> int:
+        """Writes the pending chunk's items (stamped with their behaviour version), counts
+        its steps, episodes and items; returns the items the server confirmed."""
+        items, stats, version = jax.device_get(a.pending)
+        a.pending = None
+        a.writer.write(a.pipeline, items, version)
+        written = a.writer.pop_written()
+        a.tally.add(
+            items_written=written,
             env_steps=int(stats.env_steps),
             episodes=int(stats.episodes),
             successes=int(stats.successes),
             return_sum=float(stats.return_sum),
-            actor_blocked_seconds=writer.blocked_seconds,
+            actor_blocked_seconds=a.writer.blocked_seconds,
         )
-        writer.blocked_seconds = 0.0
+        a.writer.blocked_seconds = 0.0
+        return written
 
 
-class _VersionGate:
+class _Acting:
+    """An actor's state between rollouts: its agent, params, writer, env carry, key."""
+
+    def __init__(self, actor: Actor, env, agent, params, writer, log):
+        c = actor._config
+        self.agent, self.params, self.writer, self.log = agent, params, writer, log
+        self.pipeline = agent.config.pipeline
+        self.unroll = rollout.make_rollout(env, agent.policy, c.actor.unroll_length)
+        self.to_items = make_item_fn(agent.config, config_lib.episode_window(c))
+        key = jax.random.fold_in(jax.random.PRNGKey(c.seed), 1000 + actor._id)
+        if actor._start_steps:  # a resumed run explores differently from the one it continues
+            key = jax.random.fold_in(key, actor._start_steps)
+        self.key, carry_key = jax.random.split(key)
+        self.carry = rollout.init_carry(env, carry_key, c.actor.num_envs)
+        self.tally, self.tail, self.env_steps = _Tally(), None, actor._start_steps
+        prioritized = self.pipeline is agents.Pipeline.REPLAY and c.replay.sampler == "prioritized"
+        self.max_priority = _MaxPriority(actor._learner) if prioritized else None
+        self.gate = VersionGate(params, c)
+        self.pending = None  # the previous chunk's (items, stats, version), not yet written
+
+
+class VersionGate:
     """On-policy freshness: act at most `chunks_per_version` chunks per params version.
 
     N actors then write N x chunks_per_version chunks per round, `step` = that many

@@ -183,7 +183,7 @@ class Evaluator:
             log.write(row["env_steps"], row)
             monitor.maybe_log(row["env_steps"])
             print(progress_line(elapsed, counts, report), flush=True)
-            best = _better(best, (report, source.params, source.version), confirm_envs)
+            best = better_report(best, (report, source.params, source.version), confirm_envs)
             reason = stop_reason(c, report, counts, elapsed, target)
             if reason is None and lifecycle.should_stop(c.evaluator.every_seconds):
                 reason = "stopped"  # a signal, Ctrl-C, or a failed node
@@ -193,7 +193,7 @@ class Evaluator:
                 self._last_params = source.params
                 final = (report, source.params, source.version)
                 if reason.endswith("budget") and c.evaluator.get("keep_best", True):
-                    final = _better(best, final, confirm_envs)
+                    final = better_report(best, final, confirm_envs)
                 return reason, final[0], counts, final[1:]
             self._last_params = source.params
             source.refresh_now()
@@ -229,7 +229,7 @@ class Evaluator:
         results.write(self._run_dir, result)
 
 
-def _better(best, candidate, confirm_envs: int):
+def better_report(best, candidate, confirm_envs: int):
     """The (report, params, version) with the higher success lower bound, among those
     of at least confirm_envs episodes (a later one wins a tie); best may be None."""
     report = candidate[0]

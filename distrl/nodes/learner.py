@@ -17,6 +17,8 @@ import functools
 import os
 import threading
 import time
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -36,7 +38,13 @@ def num_transitions(batch) -> int:
 
 
 class Learner:
-    """Courier node: `run()` trains until the program stops; `get_params()` serves."""
+    """Courier node: `run()` trains until the program stops; `step()` makes one update;
+    `get_params()` serves.
+
+    `run()` is `step` in a loop, plus the final checkpoint when the program stops. A
+    test launches the program with the node's run disabled, dereferences it and calls
+    `step()`.
+    """
 
     def __init__(
         self, config, replay_client, counter, run_dir: str, start_time: float, restore: bool = False
@@ -51,6 +59,8 @@ class Learner:
         self._state = None
         self._version = 0
         self._priorities = None  # replay.PriorityUpdater under prioritized replay
+        self._should_stop = lifecycle.stop_flag()  # built in the node's thread; any thread's
+        self._training = None  # _Training, once started
 
     def wait_params(self, after_version: int, timeout_s: float):
         """`get_params()` once the version exceeds `after_version`, or after `timeout_s`."""
@@ -75,11 +85,53 @@ class Learner:
         with lifecycle.guard("learner", self._run_dir):
             self._run()
 
+    def step(self):
+        """One update on the next batch sampled from replay (waits until there is one).
+
+        Returns {version (after the update), the update's scalar metrics}, or None when
+        the program stopped first. The first call starts training (initial state,
+        dataset). Each step publishes, reports and checkpoints as the loop's do; only
+        the final checkpoint at the stop is `run()`'s.
+        """
+        if self._training is None:
+            if not replay.wait_for_server(self._replay, self._should_stop):
+                return None
+            self._training = self._begin()
+        metrics_ = self._step(self._training)
+        if metrics_ is None:
+            return None
+        scalars = {k: float(v) for k, v in jax.device_get(metrics_).items()}
+        return dict(version=self._version, **scalars)
+
     def _run(self) -> None:
+        training = self._begin()
+        final = _FinalCheckpoint(
+            lambda replay_timeout_s: training.saver.save(
+                *self._published(),
+                training.report.counts(self._version),
+                self._elapsed(),
+                replay_timeout_s=replay_timeout_s,
+            )
+        )
+        try:
+            if replay.wait_for_server(self._replay, self._should_stop):
+                while self._step(training) is not None:
+                    pass
+        finally:
+            if self._priorities is not None:
+                self._priorities.close()
+            training.report.close()
+        # The final checkpoint, what `--resume` continues from after a stop. The
+        # program is stopping, so Reverb gets little time (the launcher kills after 10 s).
+        final.save(replay_timeout_s=3.0)
+        logging.info("learner: stopped after %d updates", self._version)
+
+    def _begin(self) -> "_Training":
+        """Publishes the initial state and builds the update loop's parts."""
         c = self._config
         env = config_lib.make_env(c)
         agent = agents.make_agent(config_lib.make_agent_config(c), env)
-        state, version, counts = self._initial_state(agent)
+        state, version, counts = self.initial_state(agent)
         with self._lock:  # published only now: a resumed run never serves fresh params
             self._state, self._version = state, version
         replay_checkpoint = functools.partial(
@@ -95,29 +147,17 @@ class Learner:
         report = _Report(
             metrics.MetricsLogger(self._run_dir, "learner", c.log.every_seconds), counts
         )
-        final = _FinalCheckpoint(
-            lambda replay_timeout_s: saver.save(
-                *self._published(),
-                report.counts(self._version),
-                self._elapsed(),
-                replay_timeout_s=replay_timeout_s,
-            )
-        )
-        try:
-            if replay.wait_for_server(self._replay, lifecycle.should_stop):
-                self._train(agent, env.obs_size, report, saver)
-        finally:
-            report.close()
-        # The final checkpoint, what `--resume` continues from after a stop. The
-        # program is stopping, so Reverb gets little time (the launcher kills after 10 s).
-        final.save(replay_timeout_s=3.0)
-        logging.info("learner: stopped after %d updates", self._version)
+        if agent.config.pipeline is agents.Pipeline.REPLAY and c.replay.sampler == "prioritized":
+            self._priorities = replay.PriorityUpdater(self._replay)
+        server = self._replay.server_address
+        batches = replay.iterate_batches(server, c, env.obs_size, self._should_stop)
+        return _Training(agent, batches, report, saver)
 
     def _published(self):
         with self._lock:
             return self._state, self._version
 
-    def _initial_state(self, agent):
+    def initial_state(self, agent):
         """(TrainingState, version, counts): agent.init, or the run's checkpoint.
 
         A learner restarted after its process died (`lifecycle.attempt() > 0`) loads
@@ -138,37 +178,29 @@ class Learner:
             logging.info("learner: restarted; publishing from version %d", version)
         return jax.device_put(state), version, counts
 
-    def _train(self, agent, obs_size: int, report, saver) -> None:
-        c = self._config
-        is_replay = config_lib.is_replay(agent.config)
-        if is_replay and c.replay.sampler == "prioritized":
-            self._priorities = replay.PriorityUpdater(self._replay)
-        server = self._replay.server_address
-        batches = replay.iterate_batches(server, c, obs_size, lifecycle.should_stop)
-        try:
-            for sample, waited in batches:
-                start = time.perf_counter()
-                # Data age: updates applied since the actor acted, per item [K].
-                ages = self._version - np.asarray(sample.data.version)
-                state, metrics_ = self._update(agent, sample, is_replay)
-                with self._lock:
-                    self._state, self._version = state, self._version + 1
-                    self._lock.notify_all()
-                report.add(
-                    metrics_,
-                    waited,
-                    time.perf_counter() - start,
-                    num_transitions(sample.data.data),
-                    ages,
-                )
-                report.maybe_send(self._counter, self._version)
-                if saver.due():
-                    saver.save(state, self._version, report.counts(self._version), self._elapsed())
-        finally:
-            if self._priorities is not None:
-                self._priorities.close()
+    def _step(self, training: "_Training"):
+        """One update, published, reported and maybe checkpointed; its metrics (on the
+        device), or None when the program stopped before a batch came."""
+        sample, waited = next(training.batches, (None, 0.0))
+        if sample is None:
+            return None
+        start = time.perf_counter()
+        # Data age: updates applied since the actor acted, per item [K].
+        ages = self._version - np.asarray(sample.data.version)
+        state, metrics_ = self._update(training.agent, sample)
+        with self._lock:
+            self._state, self._version = state, self._version + 1
+            self._lock.notify_all()
+        report = training.report
+        report.add(
+            metrics_, waited, time.perf_counter() - start, num_transitions(sample.data.data), ages
+        )
+        report.maybe_send(self._counter, self._version)
+        if training.saver.due():
+            training.saver.save(state, self._version, report.counts(self._version), self._elapsed())
+        return metrics_
 
-    def _update(self, agent, sample, is_replay: bool):
+    def _update(self, agent, sample):
         """One update on a sampled batch; returns the finished (state, scalar metrics).
 
         Under prioritized replay the loss is weighted by importance weights and the
@@ -176,7 +208,7 @@ class Learner:
         """
         # The jitted update moves the numpy batch itself: an explicit device_put
         # of the 5-leaf batch cost 390 us per update here (benchmarks/README.md, what-ifs).
-        batch = replay.to_learner_batch(sample.data.data, is_replay)
+        batch = replay.to_learner_batch(sample.data.data, agent.config.pipeline)
         if self._priorities is None:
             state, metrics_ = agent.update(self._state, batch)
         else:
@@ -195,6 +227,15 @@ class Learner:
 
     def _elapsed(self) -> float:
         return time.time() - self._start
+
+
+class _Training(NamedTuple):
+    """The update loop's parts: the agent, the batch iterator, reporting, checkpoints."""
+
+    agent: agents.Agent
+    batches: Iterator
+    report: "_Report"
+    saver: checkpoint.Saver
 
 
 def _counter_totals(counter) -> dict:

@@ -39,6 +39,19 @@ def should_stop(wait_seconds: float = 0.0) -> bool:
     return lp.wait_for_stop(wait_seconds)
 
 
+def stop_flag():
+    """`should_stop()` for any thread, e.g. a courier handler's (a node stepped by a test).
+
+    Call it in the node's own thread (its constructor runs there): Launchpad's stop
+    event is that thread's. Outside a program (a test constructing a node alone) the
+    flag is never set.
+    """
+    try:
+        return lp.stop_event().is_set
+    except RuntimeError:  # no worker manager in this thread
+        return threading.Event().is_set
+
+
 def stop_event() -> threading.Event:
     """The program's stop event; fetch it in the node's main thread (its worker manager
     is that thread's) and wait on it in any other."""

@@ -1,0 +1,113 @@
+"""Nodes stepped by the test: the real program under test_mt (Reverb, courier), with the
+learner's, actors' and evaluator's loops disabled; the test dereferences the nodes and
+calls `Actor.step()` (one rollout written to replay) and `Learner.step()` (one update),
+the same steps their loops run."""
+
+import math
+import time
+
+import launchpad as lp
+import numpy as np
+import pytest
+from conftest import load_config
+
+from distrl import metrics, replay
+from distrl.program import topology
+
+T, B = 16, 64  # the configs' chunk length and envs per actor
+_RESULT_S = 120.0  # generous: a first step compiles, and the machine may be loaded
+
+
+class _Cleanups:
+    """The `test_case` Launchpad's test_mt launcher registers its cleanup with."""
+
+    def __init__(self):
+        self._calls = []
+
+    def addCleanup(self, fn, *args):  # noqa: N802 - unittest's name
+        self._calls.append((fn, args))
+
+    def run(self):
+        for fn, args in reversed(self._calls):
+            fn(*args)
+
+
+@pytest.fixture
+def stepped(tmp_path):
+    """launch(config) -> {group: [dereferenced nodes]} of the program, stepped by the test."""
+    cleanups = _Cleanups()
+
+    def launch(config):
+        config.run_dir = str(tmp_path / "run")
+        program = topology.make_program(config, config.run_dir, time.time())
+        for group in ("learner", "actor", "evaluator"):
+            for node in program.groups[group]:
+                node.disable_run()
+        lp.launch(program, launch_type="test_mt", test_case=cleanups, serialize_py_nodes=False)
+        return {
+            group: [node.create_handle().dereference() for node in nodes]
+            for group, nodes in program.groups.items()
+        }
+
+    yield launch
+    cleanups.run()
+
+
+def _finite(result: dict) -> bool:
+    return all(math.isfinite(v) for v in result.values())
+
+
+@pytest.mark.timeout(300)
+def test_stepped_dqn_actors_feed_the_learner_and_its_priorities(stepped):
+    config = load_config("dqn")
+    config.replay.sampler = "prioritized"
+    # Inserts may run ahead of samples by the rate limiter's error buffer only: at 4
+    # samples per insert a stepped actor's third chunk would wait for 48 more updates.
+    config.replay.samples_per_insert = 1.0
+    config.agent.update(dict(epsilon_init=0.5, epsilon_final=0.5))
+    config.actor.epsilon_spread = 2.0  # actor 1: 0.5 ** 3
+    nodes = stepped(config)
+    learner, actors = nodes["learner"][0], nodes["actor"]
+    update = learner.futures.step()  # waits for the replay's min_size (10 items)
+    first = actors[0].step()
+    assert first == dict(env_steps=T * B, items_written=T, param_version=0)
+    assert actors[1].step()["items_written"] == T
+    result = update.result(timeout=_RESULT_S)
+    assert result["version"] == 1 and _finite(result) and result["loss"] > 0
+    for _ in range(3):
+        assert actors[0].step()["items_written"] == T
+        assert learner.step()["version"] > 1
+    assert learner.get_params()[0] == 4  # updates applied
+
+    # The learner's |TD| priorities reach the table (written by a background thread).
+    deadline = time.time() + 30
+    while learner.max_priority() == 1.0 and time.time() < deadline:
+        time.sleep(0.1)
+    assert learner.max_priority() != 1.0
+    info = nodes["replay"][0].server_info()[replay.TABLE]
+    assert info.current_size == 5 * T
+
+    # Each actor's exploration rate: eps ** (1 + spread * i / (N - 1)), in its CSV.
+    for i, want in enumerate((0.5, 0.125)):
+        rows = metrics.read_csv(metrics.csv_path(config.run_dir, f"actor_{i}"))
+        np.testing.assert_allclose(rows["epsilon"], want, rtol=1e-6)
+
+
+@pytest.mark.timeout(300)
+def test_stepped_on_policy_actor_waits_for_the_learner(stepped):
+    """PPO's gate (one chunk per params version): an actor's next chunk waits until the
+    learner has used the round, and every batch was acted with the params it updates."""
+    nodes = stepped(load_config("ppo"))
+    learner, actors = nodes["learner"][0], nodes["actor"]
+    update = learner.futures.step()
+    for actor in actors:
+        assert actor.step() == dict(env_steps=T * B, items_written=1, param_version=0)
+    first = update.result(timeout=_RESULT_S)
+    assert first["version"] == 1 and _finite(first)
+    assert actors[0].step()["param_version"] == 1  # a new round: no wait
+    held = actors[0].futures.step()  # the round of version 1 is not used yet
+    time.sleep(1.0)
+    assert not held.done()
+    assert actors[1].step()["param_version"] == 1
+    assert learner.step()["version"] == 2
+    assert held.result(timeout=_RESULT_S)["param_version"] == 2
