@@ -41,6 +41,9 @@ _OUT = flags.DEFINE_string("out", None, "Output directory (default runs/compare-
 _SET = flags.DEFINE_multi_string("set", [], "key=value override of every config, repeatable.")
 _LAUNCH = flags.DEFINE_enum("launch_type", "local_mp", ["local_mp", "test_mt"], "How runs launch.")
 _TIMEOUT = flags.DEFINE_float("run_timeout", 3600.0, "Seconds before a run is killed.")
+_REPORT_ONLY = flags.DEFINE_bool(
+    "report_only", False, "Runs nothing: rewrites <out>'s report from the runs already there."
+)
 
 
 def _shared() -> dict:
@@ -60,11 +63,16 @@ def _setup_lines(specs, out: str) -> list:
         filter(
             None,
             [
-                f"{_ENV_STEPS.value:,} env steps" if _ENV_STEPS.value else "",
-                f"{_SECONDS.value:g} s wall time" if _SECONDS.value else "",
+                f"{first.budget.env_steps:,} env steps" if first.budget.env_steps else "",
+                f"{first.budget.seconds:g} s wall time" if first.budget.seconds else "",
             ],
         )
     )
+    if first.evaluator.get("target_of_optimal", 0.0):
+        budget += (
+            f"; each run ends once {first.evaluator.get('confirm_envs', 10_000):,} greedy "
+            f"episodes confirm {first.evaluator.target_of_optimal:.0%} of the exact optimum"
+        )
     configs = "; ".join(
         f"`{s.name}`: {s.config.algorithm}, {_pipeline(s.config)}, learner batch "
         + (
@@ -146,16 +154,20 @@ def _write_report(specs, rows, out: str) -> str:
     figures = []
     curves = compare.curves(specs)
     if curves:
+        exact = any("exact_ratio" in run for runs in curves.values() for run in runs)
+        panels = (("exact_ratio", "exact success / optimum"),) if exact else ()
         plots.plot_comparison(
             curves,
             (("env_steps", "env steps"), ("train_seconds", "training wall time (s)")),
             f"{', '.join(curves)} on {specs[0].config.env.map}: mean and min-max over seeds",
             os.path.join(out, "curves.png"),
-            target=_TARGET.value,
+            target={"exact_ratio": compare.FRACTIONS, "success_rate": [_TARGET.value]},
+            panels=panels + (("success_rate", "greedy success rate"),),
         )
         caption = (
-            "Greedy success rate and mean return against env steps and training "
-            "wall time; line: mean over seeds, band: min to max."
+            "Greedy policy's exact success as a share of the optimum's (dashed: 95% and "
+            "98%) and sampled greedy success rate against env steps and training wall "
+            "time; line: mean over seeds, band: min to max."
         )
         figures.append(("curves.png", caption))
     pipelines = {s.name: _pipeline(s.config) for s in specs}
@@ -167,12 +179,27 @@ def _write_report(specs, rows, out: str) -> str:
     return text
 
 
+def _report_only(seeds, out: str) -> int:
+    """Rewrites the report of the runs already in `out` (e.g. after a change to it)."""
+    found = compare.reload(_CONFIGS.value, seeds, out)
+    if not found:
+        print(f"compare: no runs of {','.join(_CONFIGS.value)} in {out}", file=sys.stderr)
+        return 2
+    specs = [spec for spec, _ in found]
+    rows = [compare.summarize(spec, _TARGET.value, code) for spec, code in found]
+    _write_report(specs, rows, out)
+    print(f"compare: report of {len(rows)} runs {os.path.join(out, 'report.md')}")
+    return 0
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     out = os.path.abspath(_OUT.value or f"runs/compare-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         seeds = [int(s) for s in _SEEDS.value]
+        if _REPORT_ONLY.value:
+            return _report_only(seeds, out)
         specs = compare.plan(
             _CONFIGS.value, seeds, out, _shared(), compare.parse_overrides(_SET.value)
         )
