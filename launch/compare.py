@@ -9,10 +9,14 @@ config. All runs' configs are resolved and validated before the first run starts
 (exit 2 otherwise). Runs go one after another (each a `launch/train.py` process
 with its own run directory, <out>/<config>/seed<k>/), then <out> gets report.md
 (setup, summary table, definitions, per-run table), runs.csv (raw numbers) and
-curves.png (greedy success rate and return against env steps and training time:
-mean over seeds and min-max band). By default runs use the whole budget
-(`--stop_at_target` ends each at the target instead, which is faster but makes
-"final success" the target).
+curves.png (the greedy policy's exact success as a share of the optimum's, and the
+sampled greedy success rate, against env steps and training time: mean over seeds
+and min-max band). The report gives the final exact success against the optimum,
+env steps and time to 95% and 98% of it, samples per insert, data age and
+throughput. A config with `evaluator.target_of_optimal` ends each run at that
+confirmed share; otherwise runs use the whole budget (`--stop_at_target` ends each
+at --target instead). `--report_only` runs nothing and rewrites <out>'s report from
+the runs there (e.g. after more configs were run into the same --out).
 """
 
 import datetime

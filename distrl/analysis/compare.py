@@ -9,8 +9,12 @@ small machine has no cores to spare); `summarize` reads a finished run directory
 Definitions used in the report (also printed under its table):
 - time origin: the last evaluation at which no env step had been counted yet, so
   process start-up and compilation are not charged to an algorithm (`startup_s`);
-- steps / time to target: the first evaluation whose greedy success rate reached
-  the target (resolution: one evaluation period);
+- steps / time to 95% (98%): the first evaluation whose greedy policy's exact
+  success reached that share of the exact optimum (resolution: one evaluation
+  period); steps / time to target: likewise for the sampled success rate;
+- final exact success: result.json's `exact` (the run's result policy), and its
+  ratio to the optimum;
+- data age: result.json's `data` (learner updates from acting to learning);
 - throughput: env steps and learner updates divided by training time;
 - samples per insert: Reverb's completed samples / completed inserts over the run
   (items: a replay item holds one time step of B envs, a queue item a T x B chunk).
