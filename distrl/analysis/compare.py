@@ -116,7 +116,11 @@ def reload(names, seeds, out_dir: str) -> list[tuple[RunSpec, int | None]]:
     csv_path = os.path.join(out_dir, "runs.csv")
     if os.path.exists(csv_path):
         with open(csv_path, newline="") as f:
-            previous = {(r["config"], r["seed"]): int(r["returncode"]) for r in csv.DictReader(f)}
+            previous = {
+                (r["config"], r["seed"]): int(r["returncode"])
+                for r in csv.DictReader(f)
+                if r.get("returncode", "").lstrip("-").isdigit()  # '' where unknown
+            }
     out = []
     for name in names:
         for seed in seeds:
