@@ -163,7 +163,7 @@ def _write_report(specs, rows, out: str) -> str:
         plots.plot_comparison(
             curves,
             (("env_steps", "env steps"), ("train_seconds", "training wall time (s)")),
-            f"{', '.join(curves)} on {specs[0].config.env.map}: mean and min-max over seeds",
+            f"{len(curves)} configs on {specs[0].config.env.map}: mean and min-max over seeds",
             os.path.join(out, "curves.png"),
             target={"exact_ratio": compare.FRACTIONS, "success_rate": [_TARGET.value]},
             panels=panels + (("success_rate", "greedy success rate"),),
@@ -171,7 +171,8 @@ def _write_report(specs, rows, out: str) -> str:
         caption = (
             "Greedy policy's exact success as a share of the optimum's (dashed: 95% and "
             "98%) and sampled greedy success rate against env steps and training wall "
-            "time; line: mean over seeds, band: min to max."
+            "time; line: mean over seeds, band: min to max, up to the end of the "
+            "shortest seed's run (runs stop at their target)."
         )
         figures.append(("curves.png", caption))
     pipelines = {s.name: _pipeline(s.config) for s in specs}
