@@ -61,6 +61,7 @@ def _fill(spec: Spec, placeholder: str, value: str) -> Spec:
 _E2E_NOTE = (
     "{e2e.<algo>.updates_per_s} upd/s, {e2e.<algo>.samples_per_s} samples/s, "
     "SPI {e2e.<algo>.samples_per_insert}, lag {e2e.<algo>.mean_version_lag}, "
+    "data age {e2e.<algo>.data_age_mean} (max {e2e.<algo>.data_age_max}), "
     "learner waits {e2e.<algo>.wait_share:share}, "
     "actors blocked {e2e.<algo>.actor_blocked_share:share}"
 )

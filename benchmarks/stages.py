@@ -182,7 +182,7 @@ def summarize_learner(phase, config=None) -> dict:
 
 
 def summarize_e2e(phase, config) -> dict:
-    """The learner's and actors' figures plus samples per insert and version lag."""
+    """The learner's and actors' figures plus samples per insert, version lag and data age."""
     snaps = phase["snapshots"]
     times = [s["time"] for s in snaps]
     out = summarize_learner(phase, config)
@@ -193,6 +193,9 @@ def summarize_e2e(phase, config) -> dict:
     out["sampled_per_env_step"] = delta(snaps, "learner_samples") / steps if steps else None
     pulls = delta(snaps, "param_updates")
     out["mean_version_lag"] = delta(snaps, "version_lag") / pulls if pulls else None
+    learned = delta(snaps, "learner_items")  # data age: updates from acting to learning
+    out["data_age_mean"] = delta(snaps, "data_age_sum") / learned if learned else None
+    out["data_age_max"] = snaps[-1].get("data_age_max")
     blocked = _share(times, snaps, "actor_blocked_seconds")
     out["actor_blocked_share"] = blocked / config.num_actors if blocked is not None else None
     return out

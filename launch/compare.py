@@ -9,10 +9,14 @@ config. All runs' configs are resolved and validated before the first run starts
 (exit 2 otherwise). Runs go one after another (each a `launch/train.py` process
 with its own run directory, <out>/<config>/seed<k>/), then <out> gets report.md
 (setup, summary table, definitions, per-run table), runs.csv (raw numbers) and
-curves.png (greedy success rate and return against env steps and training time:
-mean over seeds and min-max band). By default runs use the whole budget
-(`--stop_at_target` ends each at the target instead, which is faster but makes
-"final success" the target).
+curves.png (the greedy policy's exact success as a share of the optimum's, and the
+sampled greedy success rate, against env steps and training time: mean over seeds
+and min-max band). The report gives the final exact success against the optimum,
+env steps and time to 95% and 98% of it, samples per insert, data age and
+throughput. A config with `evaluator.target_of_optimal` ends each run at that
+confirmed share; otherwise runs use the whole budget (`--stop_at_target` ends each
+at --target instead). `--report_only` runs nothing and rewrites <out>'s report from
+the runs there (e.g. after more configs were run into the same --out).
 """
 
 import datetime
@@ -42,6 +46,9 @@ _OUT = flags.DEFINE_string("out", None, "Output directory (default runs/compare-
 _SET = flags.DEFINE_multi_string("set", [], "key=value override of every config, repeatable.")
 _LAUNCH = flags.DEFINE_enum("launch_type", "local_mp", ["local_mp", "test_mt"], "How runs launch.")
 _TIMEOUT = flags.DEFINE_float("run_timeout", 3600.0, "Seconds before a run is killed.")
+_REPORT_ONLY = flags.DEFINE_bool(
+    "report_only", False, "Runs nothing: rewrites <out>'s report from the runs already there."
+)
 
 
 def _shared() -> dict:
@@ -61,11 +68,16 @@ def _setup_lines(specs, out: str) -> list:
         filter(
             None,
             [
-                f"{_ENV_STEPS.value:,} env steps" if _ENV_STEPS.value else "",
-                f"{_SECONDS.value:g} s wall time" if _SECONDS.value else "",
+                f"{first.budget.env_steps:,} env steps" if first.budget.env_steps else "",
+                f"{first.budget.seconds:g} s wall time" if first.budget.seconds else "",
             ],
         )
     )
+    if first.evaluator.get("target_of_optimal", 0.0):
+        budget += (
+            f"; each run ends once {first.evaluator.get('confirm_envs', 10_000):,} greedy "
+            f"episodes confirm {first.evaluator.target_of_optimal:.0%} of the exact optimum"
+        )
     configs = "; ".join(
         f"`{s.name}`: {s.config.algorithm}, {_pipeline(s.config)}, learner batch "
         + (
@@ -147,16 +159,21 @@ def _write_report(specs, rows, out: str) -> str:
     figures = []
     curves = compare.curves(specs)
     if curves:
+        exact = any("exact_ratio" in run for runs in curves.values() for run in runs)
+        panels = (("exact_ratio", "exact success / optimum"),) if exact else ()
         plots.plot_comparison(
             curves,
             (("env_steps", "env steps"), ("train_seconds", "training wall time (s)")),
-            f"{', '.join(curves)} on {specs[0].config.env.map}: mean and min-max over seeds",
+            f"{len(curves)} configs on {specs[0].config.env.map}: mean and min-max over seeds",
             os.path.join(out, "curves.png"),
-            target=_TARGET.value,
+            target={"exact_ratio": compare.FRACTIONS, "success_rate": [_TARGET.value]},
+            panels=panels + (("success_rate", "greedy success rate"),),
         )
         caption = (
-            "Greedy success rate and mean return against env steps and training "
-            "wall time; line: mean over seeds, band: min to max."
+            "Greedy policy's exact success as a share of the optimum's (dashed: 95% and "
+            "98%) and sampled greedy success rate against env steps and training wall "
+            "time; line: mean over seeds, band: min to max, up to the end of the "
+            "shortest seed's run (runs stop at their target)."
         )
         figures.append(("curves.png", caption))
     pipelines = {s.name: _pipeline(s.config) for s in specs}
@@ -168,12 +185,27 @@ def _write_report(specs, rows, out: str) -> str:
     return text
 
 
+def _report_only(seeds, out: str) -> int:
+    """Rewrites the report of the runs already in `out` (e.g. after a change to it)."""
+    found = compare.reload(_CONFIGS.value, seeds, out)
+    if not found:
+        print(f"compare: no runs of {','.join(_CONFIGS.value)} in {out}", file=sys.stderr)
+        return 2
+    specs = [spec for spec, _ in found]
+    rows = [compare.summarize(spec, _TARGET.value, code) for spec, code in found]
+    _write_report(specs, rows, out)
+    print(f"compare: report of {len(rows)} runs {os.path.join(out, 'report.md')}")
+    return 0
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     out = os.path.abspath(_OUT.value or f"runs/compare-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         seeds = [int(s) for s in _SEEDS.value]
+        if _REPORT_ONLY.value:
+            return _report_only(seeds, out)
         specs = compare.plan(
             _CONFIGS.value, seeds, out, _shared(), compare.parse_overrides(_SET.value)
         )

@@ -1,5 +1,6 @@
 """A2C / REINFORCE / V-trace: advantage and loss known answers, gradients, one compile."""
 
+import dataclasses
 import functools
 
 import jax
@@ -144,6 +145,30 @@ def test_a2c_loss_known_answer():
     expected, _, _ = np_a2c_loss(config, linear_params(), hand_batch())
     np.testing.assert_allclose(loss, expected, rtol=1e-5)
     assert set(metrics) >= {"loss", "pg_loss", "value_loss", "entropy"}
+
+
+def test_entropy_weight_decays_linearly_over_updates():
+    """entropy_coef 0.1 -> 0.02 over 100 updates: the loss at step k is the known answer
+    with the interpolated weight; the update's step drives it."""
+    config = ac.ActorCriticConfig(
+        hidden_sizes=(),
+        discount=GAMMA,
+        gae_lambda=LAMBDA,
+        entropy_coef=0.1,
+        entropy_decay_steps=100,
+        entropy_coef_final=0.02,
+    )
+    agent = ac.make_agent(config, agents.EnvSpec(3, 2))
+    for step, weight in ((0, 0.1), (50, 0.06), (100, 0.02), (400, 0.02)):
+        loss, _ = ac.loss_fn(agent.network, config, linear_params(), hand_batch(), step)
+        fixed = dataclasses.replace(config, entropy_coef=weight, entropy_decay_steps=0)
+        expected, _, _ = np_a2c_loss(fixed, linear_params(), hand_batch())
+        np.testing.assert_allclose(loss, expected, rtol=1e-5, err_msg=f"step {step}")
+    state = agent.init(jax.random.PRNGKey(0))._replace(step=jnp.asarray(100, jnp.int32))
+    _, metrics = agent.update(state, hand_batch())
+    late = dataclasses.replace(config, entropy_coef=0.02, entropy_decay_steps=0)
+    want = ac.loss_fn(agent.network, late, state.params, hand_batch())[0]
+    np.testing.assert_allclose(metrics["loss"], want, rtol=1e-5)
 
 
 def test_reinforce_loss_and_gradient_known_answer():

@@ -118,3 +118,17 @@ def test_a_bad_override_exits_2_before_anything_is_written(tmp_path, capsys):
         assert exited.value.code == 2
         assert "--set" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_e2e_data_age_is_the_windows_age_per_item_learned():
+    config = type("C", (), {"num_actors": 2})()
+    snaps = [
+        dict(time=0.0, learner_items=100, data_age_sum=1000.0, data_age_max=9),
+        dict(time=1.0, learner_items=140, data_age_sum=1100.0, data_age_max=12),
+    ]
+    out = stages.summarize_e2e({"snapshots": snaps}, config)
+    assert (out["data_age_mean"], out["data_age_max"]) == (2.5, 12)  # 100 / 40 items
+    by_name = {r.name: r for r in rows.build_rows({"e2e": {"dqn": out}})}
+    assert "data age 2.5 (max 12)" in by_name["dqn 2 actors, SPI 1: env steps/s"].note
+    nothing = stages.summarize_e2e({"snapshots": snaps[:1] * 2}, config)
+    assert nothing["data_age_mean"] is None  # no item learned in the window

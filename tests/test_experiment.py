@@ -26,6 +26,7 @@ from conftest import ROOT, load_config
 
 from distrl import agents, checkpoint, metrics, replay_checkpoint, rundir
 from distrl import config as config_lib
+from distrl.analysis import compare, compare_report
 from distrl.program import launcher as program
 from distrl.program import progress
 
@@ -524,7 +525,8 @@ def test_compare_runs_end_to_end_and_writes_report_and_plot(tmp_path, warm_pytho
     )
     assert code == 0, text[-3000:]
     report = (out / "report.md").read_text()
-    assert "| config | pipeline | reached target | env steps to target |" in report
+    assert "| config | pipeline | confirmed target | reached 95% | reached 98% |" in report
+    assert "final exact success | of optimal | env steps to 95% | wall s to 95% |" in report
     assert "| dqn | replay table" in report and "| a2c | queue" in report
     assert "![" in report and "(curves.png)" in report
     assert report.count("| dqn | 0 |") + report.count("| dqn | 1 |") == 2
@@ -537,6 +539,54 @@ def test_compare_runs_end_to_end_and_writes_report_and_plot(tmp_path, warm_pytho
             saved = json.loads((out / name / f"seed{seed}" / "config.json").read_text())
             assert saved["seed"] == seed and saved["budget"]["env_steps"] == 3000
             assert (out / name / f"seed{seed}" / "result.json").exists()
+
+
+def test_compare_summary_reads_exact_success_data_age_and_first_reach(short_run):
+    _, run_dir, _ = short_run
+    on_disk = json.loads((run_dir / "result.json").read_text())
+    spec = compare.RunSpec("dqn", 0, str(run_dir), rundir.load_config(str(run_dir)))
+    row = compare.summarize(spec, target=1.0, returncode=0)
+    exact, data = on_disk["exact"], on_disk["data"]
+    assert row["exact_success"] == exact["success"] and row["exact_ratio"] == exact["ratio"]
+    assert row["optimal_success"] == exact["optimal_success"] == pytest.approx(1.0)
+    assert row["data_age_mean"] == data["data_age_mean"] >= 0
+    assert row["data_age_max"] == data["data_age_max"] >= row["data_age_mean"]
+    assert row["samples_per_insert"] == on_disk["replay"]["samples_per_insert"] > 0
+    assert row["env_steps_per_s"] > 0 and row["updates_per_s"] > 0
+    rows = metrics.read_csv(metrics.csv_path(str(run_dir), "evaluator"))
+    for fraction in compare.FRACTIONS:  # the first evaluation at that share, or none
+        hits = np.flatnonzero(rows["exact_success"] >= fraction * rows["optimal_success"])
+        steps = row[f"steps_to_{round(100 * fraction)}"]
+        if len(hits):
+            assert steps == rows["env_steps"][hits[0]], fraction
+        else:
+            assert np.isnan(steps), fraction
+    text = compare_report.markdown("t", [], [row], {"dqn": "replay table"}, [])
+    assert "| config | pipeline | confirmed target | reached 95% | reached 98% |" in text
+    assert "final exact success | of optimal | env steps to 95% |" in text
+    assert f"| {exact['success']:.3f} | {100 * exact['ratio']:.1f}% |" in text
+    assert "data age mean | data age max |" in text
+
+
+def test_compare_report_only_rewrites_the_report_of_finished_runs(short_run, tmp_path):
+    _, run_dir, _ = short_run
+    out = tmp_path / "cmp"
+    shutil.copytree(run_dir, out / "dqn" / "seed0")
+    (out / "dqn" / "seed0" / "train.log").write_text("...\ncompare: exit 0\n")
+    code, text = _python(
+        "compare.py", "--report_only", "--configs=dqn,ppo", "--seeds=0,1", f"--out={out}"
+    )
+    assert code == 0, text[-3000:]
+    assert "report of 1 runs" in text
+    runs = metrics.read_csv(str(out / "runs.csv"))
+    result = json.loads((run_dir / "result.json").read_text())
+    assert list(runs["seed"]) == [0] and list(runs["returncode"]) == [0]
+    assert runs["exact_success"][0] == pytest.approx(result["exact"]["success"])
+    assert runs["data_age_max"][0] == result["data"]["data_age_max"]
+    assert "| dqn | 0 | learner_step_budget |" in (out / "report.md").read_text()
+    _assert_png(out / "curves.png")
+    code, text = _python("compare.py", "--report_only", "--configs=ppo", f"--out={out}")
+    assert code == 2 and "no runs of ppo" in text, text[-2000:]
 
 
 def _wait_for_checkpoint_after_success(run_dir, timeout_s: float) -> None:

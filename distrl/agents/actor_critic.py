@@ -46,6 +46,8 @@ class ActorCriticConfig:
     use_critic: bool = True  # False (with gae_lambda=1): REINFORCE, no baseline
     value_coef: float = 0.5  # weight of the value loss in the total loss
     entropy_coef: float = 0.05  # weight of the entropy bonus in the total loss
+    entropy_decay_steps: int = 0  # updates of linear decay to entropy_coef_final; 0: none
+    entropy_coef_final: float = 0.0  # the entropy bonus's weight after the decay
     normalize_advantages: bool = False  # advantages to zero mean, unit std over the batch
     vtrace: bool = False  # off-policy correction with the behaviour's extras['log_prob']
     clip_rho_threshold: float = 1.0  # V-trace: importance weights clipped at this, for values
@@ -75,6 +77,8 @@ RULES = {
     "use_critic": checks.FLAG,
     "value_coef": checks.NONNEGATIVE,
     "entropy_coef": checks.NONNEGATIVE,
+    "entropy_decay_steps": checks.at_least(0),
+    "entropy_coef_final": checks.NONNEGATIVE,
     "normalize_advantages": checks.FLAG,
     "vtrace": checks.FLAG,
     "clip_rho_threshold": checks.POSITIVE,
@@ -103,10 +107,21 @@ def trajectory_advantages(network, config: ActorCriticConfig, params, traj: Tran
     return adv_lib.gae(traj, v_obs, v_next, config.discount, config.gae_lambda)
 
 
+def entropy_weight(config: ActorCriticConfig, step):
+    """The entropy bonus's weight [] after `step` updates: entropy_coef, decayed linearly
+    to entropy_coef_final over entropy_decay_steps (a soft policy explores early, and a
+    sharper one late lets the greedy action follow small advantages)."""
+    if not config.entropy_decay_steps:
+        return config.entropy_coef
+    done = jnp.minimum(step / config.entropy_decay_steps, 1.0)
+    return config.entropy_coef + done * (config.entropy_coef_final - config.entropy_coef)
+
+
 def trajectory_loss(
-    network, config: ActorCriticConfig, params, traj: Transition, advantage, value_target
+    network, config: ActorCriticConfig, params, traj: Transition, advantage, value_target, step=0
 ):
-    """Loss [] and metrics for one chunk [T] given advantages and targets [T]."""
+    """Loss [] and metrics for one chunk [T] given advantages and targets [T]; step:
+    updates so far (the entropy weight's schedule)."""
     logits, v = network.apply(params, traj.observation)  # [T, A], [T]
     w_t = jnp.ones_like(advantage)
     pg_loss = rlax.policy_gradient_loss(logits, traj.action, advantage, w_t)
@@ -114,21 +129,22 @@ def trajectory_loss(
     value_loss = 0.5 * jnp.mean(jnp.square(jax.lax.stop_gradient(value_target) - v))
     if not config.use_critic:
         value_loss = jnp.zeros_like(value_loss)
-    loss = pg_loss + config.value_coef * value_loss + config.entropy_coef * entropy_loss
+    loss = pg_loss + config.value_coef * value_loss + entropy_weight(config, step) * entropy_loss
     metrics = {"pg_loss": pg_loss, "value_loss": value_loss, "entropy": -entropy_loss}
     return loss, metrics
 
 
-def loss_fn(network, config: ActorCriticConfig, params, batch: Transition):
-    """Mean loss over a batch [T, N] (vmapped over N); returns (loss, metrics)."""
+def loss_fn(network, config: ActorCriticConfig, params, batch: Transition, step=0):
+    """Mean loss over a batch [T, N] (vmapped over N); returns (loss, metrics).
+    step: updates applied so far (for the entropy weight's schedule)."""
     adv, targets = jax.vmap(trajectory_advantages, (None, None, None, 1), 1)(
         network, config, params, batch
     )  # [T, N]
     if config.normalize_advantages:
         adv = adv_lib.normalize(adv, jnp.ones_like(adv))
     adv = adv_lib.owned_only(adv, batch)
-    losses, metrics = jax.vmap(trajectory_loss, (None, None, None, 1, 1, 1))(
-        network, config, params, batch, adv, targets
+    losses, metrics = jax.vmap(trajectory_loss, (None, None, None, 1, 1, 1, None))(
+        network, config, params, batch, adv, targets, step
     )
     metrics = jax.tree.map(jnp.mean, metrics)
     metrics["advantage_mean"] = jnp.mean(adv)
@@ -159,7 +175,9 @@ def make_policy_fns(net):
 
 def _update(net, optimizer, config, state: base.TrainingState, batch: Transition):
     """One gradient step on a batch [T, N]: -> (state, metrics)."""
-    grads, metrics = jax.grad(loss_fn, argnums=2, has_aux=True)(net, config, state.params, batch)
+    grads, metrics = jax.grad(loss_fn, argnums=2, has_aux=True)(
+        net, config, state.params, batch, state.step
+    )
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics["grad_norm"] = base.global_norm(grads)

@@ -9,22 +9,26 @@ small machine has no cores to spare); `summarize` reads a finished run directory
 Definitions used in the report (also printed under its table):
 - time origin: the last evaluation at which no env step had been counted yet, so
   process start-up and compilation are not charged to an algorithm (`startup_s`);
-- steps / time to target: the first evaluation whose greedy success rate reached
-  the target (resolution: one evaluation period);
+- steps / time to 95% (98%): the first evaluation whose greedy policy's exact
+  success reached that share of the exact optimum (resolution: one evaluation
+  period); steps / time to target: likewise for the sampled success rate;
+- final exact success: result.json's `exact` (the run's result policy), and its
+  ratio to the optimum;
+- data age: result.json's `data` (learner updates from acting to learning);
 - throughput: env steps and learner updates divided by training time;
 - samples per insert: Reverb's completed samples / completed inserts over the run
   (items: a replay item holds one time step of B envs, a queue item a T x B chunk).
 """
 
+import csv
 import dataclasses
-import json
 import os
 import subprocess
 import sys
 
 import numpy as np
 
-from distrl import cli, metrics, rundir
+from distrl import cli, metrics, results, rundir
 from distrl import config as config_lib
 
 ROOT = os.path.dirname(cli.CONFIGS_DIR)  # the checkout
@@ -86,7 +90,7 @@ def run_one(spec: RunSpec, launch_type: str, timeout_s: float | None) -> int:
     ]
     with open(os.path.join(spec.run_dir, "train.log"), "w") as log:
         try:
-            return subprocess.run(
+            code = subprocess.run(
                 command,
                 cwd=ROOT,
                 stdout=log,
@@ -96,13 +100,82 @@ def run_one(spec: RunSpec, launch_type: str, timeout_s: float | None) -> int:
             ).returncode
         except subprocess.TimeoutExpired:
             log.write(f"\ncompare: killed after {timeout_s} s\n")
-            return 124
+            code = 124
+        log.write(f"\n{_EXIT_LINE}{code}\n")  # what `reload` reads back
+    return code
+
+
+_EXIT_LINE = "compare: exit "
+
+
+def reload(names, seeds, out_dir: str) -> list[tuple[RunSpec, int | None]]:
+    """The finished runs of an earlier comparison into out_dir, as (spec, exit status),
+    with each run's saved config; runs without a config.json are left out. The exit
+    status comes from train.log, else from out_dir/runs.csv, else None."""
+    previous = {}
+    csv_path = os.path.join(out_dir, "runs.csv")
+    if os.path.exists(csv_path):
+        with open(csv_path, newline="") as f:
+            previous = {
+                (r["config"], r["seed"]): int(r["returncode"])
+                for r in csv.DictReader(f)
+                if r.get("returncode", "").lstrip("-").isdigit()  # '' where unknown
+            }
+    out = []
+    for name in names:
+        for seed in seeds:
+            name = os.path.basename(name)
+            run_dir = os.path.abspath(os.path.join(out_dir, name, f"seed{seed}"))
+            if not os.path.exists(os.path.join(run_dir, rundir.CONFIG_FILE)):
+                continue
+            code = _logged_exit(os.path.join(run_dir, "train.log"))
+            code = previous.get((name, str(seed))) if code is None else code
+            out.append((RunSpec(name, seed, run_dir, rundir.load_config(run_dir)), code))
+    return out
+
+
+def _logged_exit(path: str) -> int | None:
+    if not os.path.exists(path):
+        return None
+    with open(path, errors="replace") as f:
+        lines = [ln for ln in f.read().splitlines() if ln.startswith(_EXIT_LINE)]
+    return int(lines[-1][len(_EXIT_LINE) :]) if lines else None
 
 
 def training_origin(data) -> float:
     """Elapsed seconds of the last evaluation before any env step was counted."""
     idle = np.flatnonzero(data["env_steps"] <= 0)
     return float(data["elapsed"][idle[-1]]) if len(idle) else 0.0
+
+
+FRACTIONS = (0.95, 0.98)  # shares of the exact optimum whose first reaching is reported
+
+
+def first_reach(data, fraction: float, origin: float):
+    """(env steps, training seconds) of the first evaluation whose exact success is
+    >= fraction x the optimum's, or (NaN, NaN); data: the evaluator's columns."""
+    if "exact_success" not in data:
+        return np.nan, np.nan
+    ok = np.flatnonzero(data["exact_success"] >= fraction * data["optimal_success"])
+    if not len(ok):
+        return np.nan, np.nan
+    return float(data["env_steps"][ok[0]]), float(data["elapsed"][ok[0]]) - origin
+
+
+def result_fields(result: dict) -> dict:
+    """The report's numbers from result.json: the final policy's exact success and its
+    ratio to the optimum, samples per insert, data age (NaN where absent)."""
+    exact = result.get("exact") or {}
+    data = result.get("data") or {}
+    return dict(
+        exact_success=exact.get("success", np.nan),
+        optimal_success=exact.get("optimal_success", np.nan),
+        exact_ratio=exact.get("ratio", np.nan),
+        samples_per_insert=(result.get("replay") or {}).get("samples_per_insert", np.nan),
+        data_age_mean=data.get("data_age_mean", np.nan),
+        data_age_max=data.get("data_age_max", np.nan),
+        stop_reason=result.get("stop_reason", "no result"),
+    )
 
 
 def summarize(spec: RunSpec, target: float, returncode: int) -> dict:
@@ -114,11 +187,6 @@ def summarize(spec: RunSpec, target: float, returncode: int) -> dict:
     origin = training_origin(data)
     seconds = max(float(data["elapsed"][-1]) - origin, 1e-9)
     reached = np.flatnonzero(data["success_rate"] >= target)
-    result_path = os.path.join(spec.run_dir, rundir.RESULT_FILE)
-    result = {}
-    if os.path.exists(result_path):
-        with open(result_path) as f:
-            result = json.load(f)
     row.update(
         startup_s=origin,
         steps_to_target=float(data["env_steps"][reached[0]]) if len(reached) else np.nan,
@@ -128,9 +196,11 @@ def summarize(spec: RunSpec, target: float, returncode: int) -> dict:
         env_steps=float(data["env_steps"][-1]),
         env_steps_per_s=float(data["env_steps"][-1]) / seconds,
         updates_per_s=float(data["learner_steps"][-1]) / seconds,
-        samples_per_insert=result.get("replay", {}).get("samples_per_insert", np.nan),
-        stop_reason=result.get("stop_reason", "no result"),
     )
+    for fraction in FRACTIONS:
+        pct = round(100 * fraction)
+        row[f"steps_to_{pct}"], row[f"seconds_to_{pct}"] = first_reach(data, fraction, origin)
+    row.update(result_fields(results.read(spec.run_dir) or {}))
     return row
 
 
@@ -142,5 +212,7 @@ def curves(specs: list[RunSpec]) -> dict:
         if not data or len(data["step"]) < 2:
             continue
         data["train_seconds"] = np.maximum(data["elapsed"] - training_origin(data), 0.0)
+        if "exact_success" in data:  # the exact success's share of the optimum
+            data["exact_ratio"] = data["exact_success"] / data["optimal_success"]
         out.setdefault(spec.name, []).append(data)
     return out

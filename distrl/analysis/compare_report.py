@@ -14,37 +14,58 @@ import numpy as np
 from distrl.program import progress
 
 SUMMARY_COLUMNS = (
-    ("steps_to_target", "env steps to target", "count"),
-    ("seconds_to_target", "wall s to target", "seconds"),
-    ("final_success", "final success", "rate"),
+    ("exact_success", "final exact success", "rate3"),
+    ("exact_ratio", "of optimal", "percent"),
+    ("steps_to_95", "env steps to 95%", "count"),
+    ("seconds_to_95", "wall s to 95%", "seconds"),
+    ("steps_to_98", "env steps to 98%", "count"),
+    ("seconds_to_98", "wall s to 98%", "seconds"),
+    ("env_steps", "env steps", "count"),
+    ("samples_per_insert", "samples/insert", "ratio"),
+    ("data_age_mean", "data age mean", "ratio"),
+    ("data_age_max", "data age max", "int"),
     ("env_steps_per_s", "env steps/s", "count"),
     ("updates_per_s", "updates/s", "count"),
-    ("samples_per_insert", "samples/insert", "ratio"),
 )
 RUN_COLUMNS = (
     ("config", "config", None),
     ("seed", "seed", None),
     ("stop_reason", "stopped by", None),
     ("startup_s", "startup s", "seconds"),
-    ("steps_to_target", "steps to target", "count"),
-    ("seconds_to_target", "s to target", "seconds"),
+    ("exact_success", "exact success", "rate3"),
+    ("exact_ratio", "of optimal", "percent"),
+    ("steps_to_95", "steps to 95%", "count"),
+    ("seconds_to_95", "s to 95%", "seconds"),
+    ("steps_to_98", "steps to 98%", "count"),
+    ("seconds_to_98", "s to 98%", "seconds"),
     ("final_success", "final success", "rate"),
-    ("final_return", "final return", "ratio"),
     ("env_steps", "env steps", "count"),
+    ("samples_per_insert", "samples/insert", "ratio"),
+    ("data_age_mean", "age mean", "ratio"),
+    ("data_age_max", "age max", "int"),
     ("env_steps_per_s", "env steps/s", "count"),
     ("updates_per_s", "updates/s", "count"),
-    ("samples_per_insert", "samples/insert", "ratio"),
 )
+REACHED = (("steps_to_95", "reached 95%"), ("steps_to_98", "reached 98%"))
 
 
 DEFINITIONS = (
-    "Env steps and wall time to target count only the seeds that reached it. "
+    "Exact success: the final policy's greedy success probability within the time "
+    "limit, computed exactly (`distrl/envs/exact.py`); of optimal: its share of the "
+    "exact optimum's (the best stationary policy for the agent's discount). The final "
+    "policy is the run's result: the confirmed one at the target, or with "
+    "`evaluator.keep_best` the best confirmed one when a budget ended the run. "
+    "Env steps and wall time to 95% / 98%: the first evaluation whose greedy policy's "
+    "exact success reached that share of the optimum; they count only the seeds that "
+    "reached it. "
     "Wall time is measured from the last evaluation before the first env step "
     "was counted (process start-up and compilation excluded; see `startup s` "
     "below), at the resolution of one evaluation period. Throughput is the run's "
     "env steps (learner updates) over that training time. Samples/insert is "
     "Reverb's completed samples over completed inserts, in items (a replay item "
-    "is one time step of B envs, a queue item one T x B chunk)."
+    "is one time step of B envs, a queue item one T x B chunk). Data age: learner "
+    "updates between the params an item was acted with and the update that learned "
+    "from it (mean over the items learned, and max)."
 )
 
 
@@ -58,6 +79,12 @@ def fmt(value, kind) -> str:
         return progress.human(value)
     if kind == "seconds":
         return f"{value:.1f}"
+    if kind == "rate3":
+        return f"{value:.3f}"
+    if kind == "percent":
+        return f"{100 * value:.1f}%"
+    if kind == "int":
+        return f"{value:.0f}"
     return f"{value:.2f}"
 
 
@@ -76,12 +103,15 @@ def aggregate(rows, pipelines: dict) -> list:
     out = []
     for name in dict.fromkeys(r["config"] for r in rows):
         runs = [r for r in rows if r["config"] == name]
-        reached = sum(1 for r in runs if not math.isnan(r.get("steps_to_target", math.nan)))
+        confirmed = sum(1 for r in runs if r.get("stop_reason") == "target_reached")
         row = {
             "config": name,
             "pipeline": pipelines.get(name, ""),
-            "reached target": f"{reached}/{len(runs)}",
+            "confirmed target": f"{confirmed}/{len(runs)}",
         }
+        for key, label in REACHED:
+            reached = sum(1 for r in runs if not math.isnan(r.get(key, math.nan)))
+            row[label] = f"{reached}/{len(runs)}"
         for key, label, kind in SUMMARY_COLUMNS:
             row[label] = spread([r.get(key, math.nan) for r in runs], kind)
         out.append(row)

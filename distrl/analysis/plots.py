@@ -194,24 +194,27 @@ def band(runs, num: int = 200):
     return grid, ys.mean(0), ys.min(0), ys.max(0)
 
 
-def plot_comparison(curves, x_axes, title: str, path: str, target=None) -> str:
+def plot_comparison(curves, x_axes, title: str, path: str, target=None, panels=PANELS) -> str:
     """Overlaid curves of several labels with their spread across seeds.
 
     curves: {label: [columns dict per seed]}; x_axes: ((column, axis label), ...).
-    One row per panel of PANELS, one column per x axis; mean line, min-max band.
+    One row per panel of `panels` ((column, axis label), ...), one column per x axis;
+    mean line, min-max band. target: {column: [y of a dashed line]} or one success
+    rate (a line on "success_rate").
     """
-    fig = Figure(figsize=(5 * len(x_axes), 7), layout="constrained")
-    axes = np.asarray(fig.subplots(len(PANELS), len(x_axes))).reshape(len(PANELS), -1)
+    lines = target if isinstance(target, dict) else {"success_rate": [target] if target else []}
+    fig = Figure(figsize=(5 * len(x_axes), 3.5 * len(panels)), layout="constrained")
+    axes = np.asarray(fig.subplots(len(panels), len(x_axes))).reshape(len(panels), -1)
     for i, (label, runs) in enumerate(curves.items()):
-        for (y_key, y_label), row in zip(PANELS, axes):
+        for (y_key, y_label), row in zip(panels, axes):
             for (x_key, x_label), ax in zip(x_axes, row):
                 grid, mean, lo, hi = band([(run[x_key], run[y_key]) for run in runs])
                 ax.plot(grid, mean, color=f"C{i}", lw=1.8, label=f"{label} (n={len(runs)})")
                 ax.fill_between(grid, lo, hi, color=f"C{i}", alpha=0.2, lw=0)
                 ax.set(xlabel=x_label, ylabel=y_label)
                 ax.grid(alpha=0.3)
-                if target and y_key == "success_rate":
-                    ax.axhline(target, color="0.4", ls="--", lw=0.8)
+                for y in lines.get(y_key, []):
+                    ax.axhline(y, color="0.4", ls="--", lw=0.8)
     axes[0, 0].legend(loc="lower right", fontsize=8)
     fig.suptitle(title)
     return _save(fig, path)
