@@ -12,7 +12,9 @@ servers listened on the cluster address only, and that nothing was left behind.
 """
 
 import json
+import os
 import signal
+import subprocess
 import sys
 import time
 import types
@@ -169,6 +171,18 @@ def test_runs_on_several_ray_nodes_to_success(ray_cluster, tmp_path, config, num
     _nothing_left_on(ray_cluster, proc)
 
 
+def _finish(proc, timeout_s=120):
+    """The launcher's output once it has exited. If it has not within `timeout_s`, it and
+    its session are killed (its host actors die with their owner, and their nodes with
+    them, so the next tests do not find them) and the test fails with its output."""
+    try:
+        return proc.communicate(timeout=timeout_s)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out = proc.communicate(timeout=60)[0]
+        pytest.fail(f"the launcher did not exit within {timeout_s} s; its output:\n{out[-4000:]}")
+
+
 def _wait_for_training(run_dir, proc, timeout_s=240):
     deadline = time.time() + timeout_s
     path = run_dir / "logs" / "evaluator.csv"
@@ -197,7 +211,7 @@ def test_a_killed_node_is_reported_with_its_host_and_stops_the_program(ray_clust
     proc = _train_on(ray_cluster, _endless(run_dir))
     where = _wait_for_training(run_dir, proc)
     psutil.Process(where["actor/1"]["pid"]).kill()
-    out, _ = proc.communicate(timeout=120)
+    out = _finish(proc)
     assert proc.returncode == 1, out[-4000:]
     host = where["actor/1"]
     assert "node failure, the program was stopped: actor/1 exited with code -9" in out, out[-4000:]
@@ -214,7 +228,7 @@ def test_a_signal_to_the_driver_stops_every_node_on_every_ray_node(ray_cluster, 
     proc = _train_on(ray_cluster, _endless(run_dir))
     _wait_for_training(run_dir, proc)
     proc.send_signal(sig)
-    out, _ = proc.communicate(timeout=120)
+    out = _finish(proc)
     assert proc.returncode == 130, out[-4000:]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["stop_reason"] == "stopped"  # the evaluator stopped cleanly and reported
@@ -289,6 +303,19 @@ def test_check_fits_counts_actors_per_node():
     config.ray.actor_cpus = 4.0
     with pytest.raises(ConfigError, match="largest Ray node has 3 CPUs"):
         cluster_lib.check_fits(config, nodes)
+
+
+def test_stop_signals_are_noted_not_raised_and_the_handlers_restored():
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    for sig in before:
+        with cluster_lib.stop_signals_noted() as signalled:
+            assert not signalled.is_set()
+            os.kill(os.getpid(), sig)  # no KeyboardInterrupt: the handler only notes it
+            deadline = time.time() + 10
+            while not signalled.is_set() and time.time() < deadline:
+                time.sleep(0.01)
+            assert signalled.is_set(), sig
+        assert {s: signal.getsignal(s) for s in before} == before
 
 
 def test_check_address_fails_fast():

@@ -30,7 +30,9 @@ import dataclasses
 import json
 import logging as std_logging
 import os
+import signal
 import socket
+import threading
 import time
 
 import ray
@@ -48,6 +50,8 @@ NAMESPACE = "distrl"
 # A host runs one call at a time, so a stop waits for its node's current watch call:
 # this bounds that wait (and costs one small RPC per node per second).
 _WATCH_S = 1.0
+# How long the watch waits on Ray at a time before it looks at a stop signal.
+_SIGNAL_POLL_S = 0.2
 _PLACEMENT_TIMEOUT_S = 120.0
 _RPC_TIMEOUT_S = 30.0
 _START_RAY = (
@@ -176,6 +180,34 @@ def connected(address: str, config):
         ray.shutdown()
 
 
+@contextlib.contextmanager
+def stop_signals_noted():
+    """Ctrl-C, SIGTERM and SIGHUP set the event this yields, instead of raising.
+
+    Seen in two full-suite runs: after a Ctrl-C the driver went on renewing its watch
+    calls for minutes (six a second in its Ray core worker log) and stopped nothing,
+    until the test's cluster was torn down. A KeyboardInterrupt surfaces wherever the
+    main thread runs its next Python bytecode, which on a Ray driver may be inside
+    Ray's own code, and nothing guarantees that it reaches this launcher (Python code
+    that Ray's native core calls back into cannot pass an exception on: it is printed
+    and dropped). A handler that only sets an event has nothing to lose; the watch
+    looks at it every `_SIGNAL_POLL_S`.
+    """
+    signalled = threading.Event()
+
+    def note(signum, frame):
+        del signum, frame
+        signalled.set()
+
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, note) for sig in signals}
+    try:
+        yield signalled
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _alive_nodes() -> list[dict]:
     return [n["Resources"] for n in ray.nodes() if n["Alive"]]
 
@@ -218,12 +250,11 @@ class _Launch:
             self._start()
             with (
                 progress.ProgressLine(self._run_dir, self._config, stream),
-                supervisor.stop_signals_interrupt(),
+                stop_signals_noted() as signalled,
             ):
-                try:
-                    self._watch()
-                except KeyboardInterrupt:
-                    logging.info("distrl: interrupted; stopping every node")
+                self._watch(signalled)
+            if signalled.is_set():
+                logging.info("distrl: interrupted; stopping every node")
         finally:
             with supervisor.stop_signals_ignored():
                 self._stop()
@@ -263,8 +294,9 @@ class _Launch:
         with open(os.path.join(self._run_dir, PLACEMENT_FILE), "w") as f:
             json.dump({n.name: n.where for n in self._nodes}, f, indent=2)
 
-    def _watch(self) -> None:
-        """Returns once a node asked to stop, failed or was lost, or every node has exited.
+    def _watch(self, signalled: threading.Event) -> None:
+        """Returns once a node asked to stop, failed or was lost, every node has exited,
+        or `signalled` is set (a stop signal to this launcher).
 
         One `watch` call per node is always in flight; each returns when its node exits
         or asks to stop, or after _WATCH_S, and is then renewed. A call that has not come
@@ -277,8 +309,8 @@ class _Launch:
 
         for n in self._nodes:
             renew(n)
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+        while pending and not signalled.is_set():
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=_SIGNAL_POLL_S)
             for ref in ready:
                 n, _ = pending.pop(ref)
                 try:
