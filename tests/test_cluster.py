@@ -193,6 +193,59 @@ def _wait_for_training(run_dir, proc, timeout_s=240):
     raise AssertionError(f"training did not start: {proc.communicate(timeout=60)[0][-4000:]}")
 
 
+def _last_row(path):
+    """The evaluator CSV's last row as {column: value}."""
+    lines = path.read_text().splitlines()
+    return dict(zip(lines[0].split(","), map(float, lines[-1].split(","))))
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_failed_nodes_start_again_on_their_host_or_elsewhere_and_the_run_goes_on(
+    ray_cluster, tmp_path
+):
+    run_dir = tmp_path / "run"
+    args = _endless(run_dir)[:-1] + [
+        "--config.budget.seconds=150",
+        "--config.restart.max_per_node=1",
+    ]
+    proc = _train_on(ray_cluster, args)
+    before = _wait_for_training(run_dir, proc)
+    at_kill, deadline = {"env_steps": 0}, time.time() + 240
+    while at_kill["env_steps"] == 0 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.5)  # kill while it trains, not while it starts up
+        at_kill = _last_row(run_dir / "logs" / "evaluator.csv")
+    assert at_kill["env_steps"] > 0, at_kill
+    psutil.Process(before["learner"]["pid"]).kill()  # same host, same port, from its checkpoint
+    psutil.Process(before["actor/1"]["pid"]).kill()
+    psutil.Process(before["actor/0"]["host_pid"]).kill()  # its host lost: placed again
+    out = _finish(proc, timeout_s=300)
+    assert proc.returncode == 0, out[-4000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["stop_reason"] == "time_budget", result
+    restarts = {r["node"]: r for r in result["restarts"]}
+    assert set(restarts) == {"learner", "actor/0", "actor/1"}, result["restarts"]
+    assert "exited with code -9" in restarts["actor/1"]["cause"]
+    assert "its Ray node was lost" in restarts["actor/0"]["cause"]
+    for name in restarts:
+        assert f"restarted {name} at" in out, out[-4000:]  # the summary lists each restart
+        assert (run_dir / "failures" / "restarted" / f"{name.replace('/', '_')}-1.txt").exists()
+    assert not list((run_dir / "failures").glob("*.txt"))  # no failure ended the run
+
+    after = json.loads((run_dir / cluster_lib.PLACEMENT_FILE).read_text())
+    for name in ("learner", "actor/1"):  # the same host actor, machine and ports
+        assert after[name]["host_pid"] == before[name]["host_pid"]
+        assert after[name]["ports"] == before[name]["ports"]
+        assert after[name]["pid"] != before[name]["pid"]
+    assert after["actor/0"]["host_pid"] != before["actor/0"]["host_pid"]  # a new host actor
+    # Training went on after the restarts: more env steps and newer parameters.
+    end = _last_row(run_dir / "logs" / "evaluator.csv")
+    assert (
+        end["env_steps"] > at_kill["env_steps"] and end["param_version"] > at_kill["param_version"]
+    )
+    _nothing_left_on(ray_cluster, proc)
+
+
 def _endless(run_dir):
     return [
         "--config=configs/dqn.py",
