@@ -12,7 +12,9 @@ servers listened on the cluster address only, and that nothing was left behind.
 """
 
 import json
+import os
 import signal
+import subprocess
 import sys
 import time
 import types
@@ -169,6 +171,18 @@ def test_runs_on_several_ray_nodes_to_success(ray_cluster, tmp_path, config, num
     _nothing_left_on(ray_cluster, proc)
 
 
+def _finish(proc, timeout_s=120):
+    """The launcher's output once it has exited. If it has not within `timeout_s`, it and
+    its session are killed (its host actors die with their owner, and their nodes with
+    them, so the next tests do not find them) and the test fails with its output."""
+    try:
+        return proc.communicate(timeout=timeout_s)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out = proc.communicate(timeout=60)[0]
+        pytest.fail(f"the launcher did not exit within {timeout_s} s; its output:\n{out[-4000:]}")
+
+
 def _wait_for_training(run_dir, proc, timeout_s=240):
     deadline = time.time() + timeout_s
     path = run_dir / "logs" / "evaluator.csv"
@@ -177,6 +191,59 @@ def _wait_for_training(run_dir, proc, timeout_s=240):
             return json.loads((run_dir / cluster_lib.PLACEMENT_FILE).read_text())
         time.sleep(0.5)
     raise AssertionError(f"training did not start: {proc.communicate(timeout=60)[0][-4000:]}")
+
+
+def _last_row(path):
+    """The evaluator CSV's last row as {column: value}."""
+    lines = path.read_text().splitlines()
+    return dict(zip(lines[0].split(","), map(float, lines[-1].split(","))))
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_failed_nodes_start_again_on_their_host_or_elsewhere_and_the_run_goes_on(
+    ray_cluster, tmp_path
+):
+    run_dir = tmp_path / "run"
+    args = _endless(run_dir)[:-1] + [
+        "--config.budget.seconds=150",
+        "--config.restart.max_per_node=1",
+    ]
+    proc = _train_on(ray_cluster, args)
+    before = _wait_for_training(run_dir, proc)
+    at_kill, deadline = {"env_steps": 0}, time.time() + 240
+    while at_kill["env_steps"] == 0 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.5)  # kill while it trains, not while it starts up
+        at_kill = _last_row(run_dir / "logs" / "evaluator.csv")
+    assert at_kill["env_steps"] > 0, at_kill
+    psutil.Process(before["learner"]["pid"]).kill()  # same host, same port, from its checkpoint
+    psutil.Process(before["actor/1"]["pid"]).kill()
+    psutil.Process(before["actor/0"]["host_pid"]).kill()  # its host lost: placed again
+    out = _finish(proc, timeout_s=300)
+    assert proc.returncode == 0, out[-4000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["stop_reason"] == "time_budget", result
+    restarts = {r["node"]: r for r in result["restarts"]}
+    assert set(restarts) == {"learner", "actor/0", "actor/1"}, result["restarts"]
+    assert "exited with code -9" in restarts["actor/1"]["cause"]
+    assert "its Ray node was lost" in restarts["actor/0"]["cause"]
+    for name in restarts:
+        assert f"restarted {name} at" in out, out[-4000:]  # the summary lists each restart
+        assert (run_dir / "failures" / "restarted" / f"{name.replace('/', '_')}-1.txt").exists()
+    assert not list((run_dir / "failures").glob("*.txt"))  # no failure ended the run
+
+    after = json.loads((run_dir / cluster_lib.PLACEMENT_FILE).read_text())
+    for name in ("learner", "actor/1"):  # the same host actor, machine and ports
+        assert after[name]["host_pid"] == before[name]["host_pid"]
+        assert after[name]["ports"] == before[name]["ports"]
+        assert after[name]["pid"] != before[name]["pid"]
+    assert after["actor/0"]["host_pid"] != before["actor/0"]["host_pid"]  # a new host actor
+    # Training went on after the restarts: more env steps and newer parameters.
+    end = _last_row(run_dir / "logs" / "evaluator.csv")
+    assert (
+        end["env_steps"] > at_kill["env_steps"] and end["param_version"] > at_kill["param_version"]
+    )
+    _nothing_left_on(ray_cluster, proc)
 
 
 def _endless(run_dir):
@@ -197,7 +264,7 @@ def test_a_killed_node_is_reported_with_its_host_and_stops_the_program(ray_clust
     proc = _train_on(ray_cluster, _endless(run_dir))
     where = _wait_for_training(run_dir, proc)
     psutil.Process(where["actor/1"]["pid"]).kill()
-    out, _ = proc.communicate(timeout=120)
+    out = _finish(proc)
     assert proc.returncode == 1, out[-4000:]
     host = where["actor/1"]
     assert "node failure, the program was stopped: actor/1 exited with code -9" in out, out[-4000:]
@@ -214,7 +281,7 @@ def test_a_signal_to_the_driver_stops_every_node_on_every_ray_node(ray_cluster, 
     proc = _train_on(ray_cluster, _endless(run_dir))
     _wait_for_training(run_dir, proc)
     proc.send_signal(sig)
-    out, _ = proc.communicate(timeout=120)
+    out = _finish(proc)
     assert proc.returncode == 130, out[-4000:]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["stop_reason"] == "stopped"  # the evaluator stopped cleanly and reported
@@ -289,6 +356,19 @@ def test_check_fits_counts_actors_per_node():
     config.ray.actor_cpus = 4.0
     with pytest.raises(ConfigError, match="largest Ray node has 3 CPUs"):
         cluster_lib.check_fits(config, nodes)
+
+
+def test_stop_signals_are_noted_not_raised_and_the_handlers_restored():
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    for sig in before:
+        with cluster_lib.stop_signals_noted() as signalled:
+            assert not signalled.is_set()
+            os.kill(os.getpid(), sig)  # no KeyboardInterrupt: the handler only notes it
+            deadline = time.time() + 10
+            while not signalled.is_set() and time.time() < deadline:
+                time.sleep(0.01)
+            assert signalled.is_set(), sig
+        assert {s: signal.getsignal(s) for s in before} == before
 
 
 def test_check_address_fails_fast():

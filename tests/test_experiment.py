@@ -568,13 +568,18 @@ def test_compare_summary_reads_exact_success_data_age_and_first_reach(short_run)
     assert "data age mean | data age max |" in text
 
 
-def test_compare_report_only_rewrites_the_report_of_finished_runs(short_run, tmp_path):
+def test_compare_report_only_rewrites_the_report_of_finished_runs(short_run, tmp_path, warm_python):
     _, run_dir, _ = short_run
     out = tmp_path / "cmp"
     shutil.copytree(run_dir, out / "dqn" / "seed0")
     (out / "dqn" / "seed0" / "train.log").write_text("...\ncompare: exit 0\n")
     code, text = _python(
-        "compare.py", "--report_only", "--configs=dqn,ppo", "--seeds=0,1", f"--out={out}"
+        warm_python,
+        "compare.py",
+        "--report_only",
+        "--configs=dqn,ppo",
+        "--seeds=0,1",
+        f"--out={out}",
     )
     assert code == 0, text[-3000:]
     assert "report of 1 runs" in text
@@ -585,7 +590,9 @@ def test_compare_report_only_rewrites_the_report_of_finished_runs(short_run, tmp
     assert runs["data_age_max"][0] == result["data"]["data_age_max"]
     assert "| dqn | 0 | learner_step_budget |" in (out / "report.md").read_text()
     _assert_png(out / "curves.png")
-    code, text = _python("compare.py", "--report_only", "--configs=ppo", f"--out={out}")
+    code, text = _python(
+        warm_python, "compare.py", "--report_only", "--configs=ppo", f"--out={out}"
+    )
     assert code == 2 and "no runs of ppo" in text, text[-2000:]
 
 

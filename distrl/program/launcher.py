@@ -153,8 +153,10 @@ def run(
             config_lib.validate(config)  # a bad config is reported before joining the cluster
             stack.enter_context(cluster.connected(ray_address, config))
             run_dir, program = _build(config, resume, stack, launch_type)
-            cluster.run(program, config, run_dir, node_envs(run_dir), progress_stream or sys.stdout)
-            return _outcome(run_dir, [])
+            restarts = cluster.run(
+                program, config, run_dir, node_envs(run_dir), progress_stream or sys.stdout
+            )
+            return _outcome(run_dir, restarts)
         run_dir, program = _build(config, resume, stack, launch_type)
         if launch_type == "test_mt":
             lp.launch(program, launch_type="test_mt", serialize_py_nodes=False).wait()

@@ -77,13 +77,20 @@ class NodeProcess:
     process's stdout, each line prefixed "[prefix] " (the debugging terminal mode).
     """
 
-    def __init__(self, data_file: str, env: dict, output_path: str, prefix: str | None = None):
+    def __init__(
+        self,
+        data_file: str,
+        env: dict,
+        output_path: str,
+        prefix: str | None = None,
+        first_attempt: int = 0,
+    ):
         self.data_file = data_file
         self.env = env
         self.output_path = output_path
         self.prefix = prefix
         self.process: subprocess.Popen | None = None
-        self.attempt = -1
+        self.attempt = first_attempt - 1  # start() counts up: first_attempt on the first
 
     def start(self) -> int:
         """Starts (or restarts) the node; returns its PID."""

@@ -81,6 +81,31 @@ def stop_signals_ignored():
             signal.signal(sig, handler)
 
 
+def restart_delay(backoff_seconds: float, attempt: int) -> float:
+    """Seconds before the restart of a node whose `attempt`-th start (0: the first) died."""
+    return backoff_seconds * 2**attempt
+
+
+def record_restart(
+    run_dir: str, name: str, restart: int, cause: str, at_seconds: float, delay: float
+) -> dict:
+    """The `restart`-th restart of node `name` (1: its first): its failure report moves to
+    failures/restarted/ (it no longer ends the run); returns its entry for result.json."""
+    report = os.path.join(
+        run_dir, lifecycle.FAILURES_DIR, RESTARTED_DIR, f"{name.replace('/', '_')}-{restart}.txt"
+    )
+    os.makedirs(os.path.dirname(report), exist_ok=True)
+    os.replace(lifecycle.failure_path(run_dir, name), report)
+    return {
+        "node": name,
+        "cause": cause,
+        "restart": restart,
+        "at_seconds": round(at_seconds, 1),
+        "backoff_seconds": round(delay, 1),
+        "report": report,
+    }
+
+
 def run(
     program, config, run_dir: str, envs: dict, stream, terminal: str, show_progress: bool = True
 ) -> list[dict]:
@@ -167,7 +192,7 @@ class _Supervisor:
                 if p.attempt >= self._max_restarts:
                     self._say(f"{name} {cause}; stopping the program")
                     return
-                pending[name] = time.monotonic() + self._backoff * 2**p.attempt
+                pending[name] = time.monotonic() + restart_delay(self._backoff, p.attempt)
                 self._restarted(name, p, cause, pending[name] - time.monotonic())
             for name in [n for n, when in pending.items() if when <= time.monotonic()]:
                 del pending[name]
@@ -178,25 +203,8 @@ class _Supervisor:
 
     def _restarted(self, name: str, p, cause: str, delay: float) -> None:
         """Records a restart: its report moves to failures/restarted/, the list grows."""
-        report = os.path.join(
-            self._run_dir,
-            lifecycle.FAILURES_DIR,
-            RESTARTED_DIR,
-            f"{name.replace('/', '_')}-{p.attempt + 1}.txt",
-        )
-        os.makedirs(os.path.dirname(report), exist_ok=True)
-        os.replace(lifecycle.failure_path(self._run_dir, name), report)
         at = time.time() - self._start
-        self.restarts.append(
-            {
-                "node": name,
-                "cause": cause,
-                "restart": p.attempt + 1,
-                "at_seconds": round(at, 1),
-                "backoff_seconds": round(delay, 1),
-                "report": report,
-            }
-        )
+        self.restarts.append(record_restart(self._run_dir, name, p.attempt + 1, cause, at, delay))
         self._say(
             f"{name} {cause}; restarting it in {delay:.1f} s "
             f"(restart {p.attempt + 1} of {self._max_restarts})"

@@ -14,12 +14,19 @@ point, and changes only where each node runs and what its handles resolve to:
    runs Launchpad's own `process_entry.py` on it in a child process (which dies with
    the host), output in `<run_dir>/logs/nodes/<group>/<i>`. The servers bind the
    host's cluster address (`distrl.program.bindhost`).
-4. Watch and stop: a node's `lp.stop()` (the evaluator at its target or budget, a
-   failing node) touches its host's stop file (`lifecycle.stop_via_file`), which the
-   host watches locally (`NodeHost.watch`, one long call per node). On that,
-   on a node exiting non-zero or its Ray node being lost (recorded in `failures/`
-   with its host), and on Ctrl-C or SIGTERM here, every node gets SIGTERM, SIGKILL
-   after `--lp_termination_notice_secs`, and every host actor is killed.
+4. Watch: a node's `lp.stop()` (the evaluator at its target or budget, a failing
+   node) touches its host's stop file (`lifecycle.stop_via_file`), which the host
+   watches locally (`NodeHost.watch`, one long call per node). A node exiting
+   non-zero or whose Ray node is lost is recorded in `failures/` with its host and,
+   while `config.restart` allows (the local_mp policy, `supervisor.restart_delay`
+   and `record_restart`), started again after its backoff: on the same host (same
+   machine and ports, so every handle to it stays valid), or, for an actor or the
+   evaluator whose host was lost, on a new host the cluster places (no other node
+   holds their addresses). A lost replay, counter or learner stops the program:
+   the others' pickled handles carry its machine's address.
+5. Stop: on a stop file, a failure beyond the restarts, or Ctrl-C, SIGTERM or SIGHUP
+   here, every node gets SIGTERM, SIGKILL after `--lp_termination_notice_secs`, and
+   every host actor is killed.
 
 The run directory must be on a file system every machine sees (each node writes its
 logs, checkpoints and results there), and every machine needs the same install.
@@ -27,17 +34,18 @@ logs, checkpoints and results there), and every machine needs the same install.
 
 import contextlib
 import dataclasses
-import json
 import logging as std_logging
 import os
+import signal
 import socket
+import threading
 import time
 
 import ray
 from absl import logging
 from launchpad import address as lp_address
 
-from distrl import rundir
+from distrl import files, rundir
 from distrl.config import ConfigError
 from distrl.program import lifecycle, nodeproc, progress, staging, supervisor
 from distrl.program.errors import LaunchError
@@ -48,8 +56,13 @@ NAMESPACE = "distrl"
 # A host runs one call at a time, so a stop waits for its node's current watch call:
 # this bounds that wait (and costs one small RPC per node per second).
 _WATCH_S = 1.0
+# How long the watch waits on Ray at a time before it looks at a stop signal.
+_SIGNAL_POLL_S = 0.2
 _PLACEMENT_TIMEOUT_S = 120.0
 _RPC_TIMEOUT_S = 30.0
+# Groups no other node holds a handle to: placed again on another machine when theirs
+# is lost. Every other node's address is baked into the others' pickled handles.
+_MOVABLE = ("actor", "evaluator")
 _START_RAY = (
     "Start one first: `ray start --head` on the head machine, then "
     "`ray start --address=<head ip>:6379` on each other machine."
@@ -75,13 +88,18 @@ class _Node:
     node: object  # the lp node
     options: dict  # the Ray actor options that place it
     output: str  # its output file
-    host: object = None  # its NodeHost actor
+    host: object = None  # its NodeHost actor (None once its Ray node was lost)
     where: dict | None = None  # what the host reported by `locate`
+    payload: bytes = b""  # its pickled function, kept to start it again
+    attempt: int = 0  # 0 for its first start, n after its n-th restart
 
-    def describe(self) -> str:
+    def machine(self) -> str:
         w = self.where or {}
         ray_node = w.get("ray_node", "?")[:12]
-        return f"{self.name} on host {w.get('hostname')} ({w.get('ip')}, Ray node {ray_node})"
+        return f"host {w.get('hostname')} ({w.get('ip')}, Ray node {ray_node})"
+
+    def describe(self) -> str:
+        return f"{self.name} on {self.machine()}"
 
 
 def placement_options(label: str, config, cluster_has_gpu: bool) -> dict:
@@ -176,12 +194,51 @@ def connected(address: str, config):
         ray.shutdown()
 
 
+@contextlib.contextmanager
+def stop_signals_noted():
+    """Ctrl-C, SIGTERM and SIGHUP set the event this yields, instead of raising.
+
+    Seen in two full-suite runs: after a Ctrl-C the driver went on renewing its watch
+    calls for minutes (six a second in its Ray core worker log) and stopped nothing,
+    until the test's cluster was torn down. A KeyboardInterrupt surfaces wherever the
+    main thread runs its next Python bytecode, which on a Ray driver may be inside
+    Ray's own code, and nothing guarantees that it reaches this launcher (Python code
+    that Ray's native core calls back into cannot pass an exception on: it is printed
+    and dropped). A handler that only sets an event has nothing to lose; the watch
+    looks at it every `_SIGNAL_POLL_S`.
+    """
+    signalled = threading.Event()
+
+    def note(signum, frame):
+        del signum, frame
+        signalled.set()
+
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, note) for sig in signals}
+    try:
+        yield signalled
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _answer(ref) -> tuple:
+    """(exit code or None, whether the node asked to stop, why its host was lost or "")
+    of a finished `watch` call."""
+    try:
+        code, asked = ray.get(ref)
+        return code, asked, ""
+    except ray.exceptions.RayError as err:
+        return None, False, f"its Ray node was lost ({type(err).__name__})"
+
+
 def _alive_nodes() -> list[dict]:
     return [n["Resources"] for n in ray.nodes() if n["Alive"]]
 
 
-def run(program, config, run_dir: str, envs: dict, stream) -> None:
-    """Launches `program` on the cluster joined by `connected` and waits until it has stopped.
+def run(program, config, run_dir: str, envs: dict, stream) -> list[dict]:
+    """Launches `program` on the cluster joined by `connected`, waits until it has stopped
+    and returns the restarts made (`config.restart`, as under local_mp).
 
     `envs` maps each group to its node processes' environment variables.
     """
@@ -197,7 +254,7 @@ def run(program, config, run_dir: str, envs: dict, stream) -> None:
         )
         for s in staging.stage(program)
     ]
-    _Launch(nodes, config, run_dir, envs).run(stream)
+    return _Launch(nodes, config, run_dir, envs).run(stream)
 
 
 class _Launch:
@@ -210,31 +267,43 @@ class _Launch:
         self._run_dir = run_dir
         run_name = os.path.basename(os.path.normpath(run_dir))
         self._actor_prefix = f"{run_name}-{int(time.time())}"
+        self._host_class = ray.remote(nodehost.NodeHost)
+        self._max_restarts = config.restart.max_per_node
+        self._backoff = config.restart.backoff_seconds
+        self._began = time.time()
+        self._line = None
+        self._retired = []  # host actors of nodes placed again elsewhere
+        self._pending, self._due = {}, {}  # see _watch
+        self.restarts: list[dict] = []
 
-    def run(self, stream) -> None:
+    def run(self, stream) -> list[dict]:
         try:
             self._place()
             self._bind()
             self._start()
             with (
-                progress.ProgressLine(self._run_dir, self._config, stream),
-                supervisor.stop_signals_interrupt(),
+                progress.ProgressLine(self._run_dir, self._config, stream) as self._line,
+                stop_signals_noted() as signalled,
             ):
-                try:
-                    self._watch()
-                except KeyboardInterrupt:
-                    logging.info("distrl: interrupted; stopping every node")
+                self._watch(signalled)
+            if signalled.is_set():
+                logging.info("distrl: interrupted; stopping every node")
         finally:
+            self._line = None
             with supervisor.stop_signals_ignored():
                 self._stop()
         self._report_failures()
+        return self.restarts
+
+    def _new_host(self, n: _Node):
+        suffix = f"#{n.attempt}" if n.attempt else ""  # a node placed again: a new name
+        return self._host_class.options(
+            name=f"{self._actor_prefix}/{n.name}{suffix}", max_restarts=0, **n.options
+        ).remote()
 
     def _place(self) -> None:
-        host_class = ray.remote(nodehost.NodeHost)
         for n in self._nodes:
-            n.host = host_class.options(
-                name=f"{self._actor_prefix}/{n.name}", max_restarts=0, **n.options
-            ).remote()
+            n.host = self._new_host(n)
         refs = {n.host.locate.remote(len(n.node.addresses)): n for n in self._nodes}
         ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=_PLACEMENT_TIMEOUT_S)
         if pending:
@@ -254,56 +323,140 @@ class _Launch:
 
     def _start(self) -> None:
         tmp = os.path.join(self._run_dir, rundir.TMP_DIR)
+        for n in self._nodes:
+            n.payload = staging.pickled(n, tmp)
         starts = [
-            n.host.start.remote(staging.pickled(n, tmp), self._envs[n.label], n.output)
-            for n in self._nodes
+            n.host.start.remote(n.payload, self._envs[n.label], n.output) for n in self._nodes
         ]
         for n, pid in zip(self._nodes, ray.get(starts, timeout=_RPC_TIMEOUT_S)):
             n.where["pid"] = pid
-        with open(os.path.join(self._run_dir, PLACEMENT_FILE), "w") as f:
-            json.dump({n.name: n.where for n in self._nodes}, f, indent=2)
+        self._write_placement()
 
-    def _watch(self) -> None:
-        """Returns once a node asked to stop, failed or was lost, or every node has exited.
+    def _write_placement(self) -> None:
+        placement = {n.name: n.where for n in self._nodes}
+        files.write_json(os.path.join(self._run_dir, PLACEMENT_FILE), placement, indent=2)
+
+    def _watch(self, signalled: threading.Event) -> None:
+        """Returns once a node asked to stop, every node has exited, a node failed or was
+        lost beyond what `config.restart` allows, or `signalled` is set (a stop signal).
 
         One `watch` call per node is always in flight; each returns when its node exits
         or asks to stop, or after _WATCH_S, and is then renewed. A call that has not come
-        back _RPC_TIMEOUT_S after that means its Ray node is lost.
+        back _RPC_TIMEOUT_S after that means its Ray node is lost. A failed node is
+        started again after its backoff (`_restart`).
         """
-        pending = {}  # ObjectRef -> (node, when the call was made)
-
-        def renew(n):
-            pending[n.host.watch.remote(_WATCH_S)] = (n, time.monotonic())
-
+        self._pending = {}  # ObjectRef -> (node, when the call was made)
+        self._due = {}  # node name -> (node, when to start it again)
         for n in self._nodes:
-            renew(n)
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
-            for ref in ready:
-                n, _ = pending.pop(ref)
-                try:
-                    code, asked = ray.get(ref)
-                except ray.exceptions.RayError as err:
-                    self._record(n, f"its Ray node was lost ({type(err).__name__})")
-                    return
-                if asked:
-                    return
-                if code is not None and code != 0:
-                    self._record(n, nodeproc.exit_cause(code))
-                    return
-                if code is None:
-                    renew(n)
-            overdue = [
-                n for n, t in pending.values() if time.monotonic() - t > _WATCH_S + _RPC_TIMEOUT_S
-            ]
-            for n in overdue:
-                self._record(n, f"its host stopped answering for {_RPC_TIMEOUT_S:.0f} s")
-            if overdue:
+            self._renew(n)
+        while (self._pending or self._due) and not signalled.is_set():
+            ready = []
+            if self._pending:
+                ready, _ = ray.wait(list(self._pending), num_returns=1, timeout=_SIGNAL_POLL_S)
+            else:  # only nodes waiting out their backoff
+                time.sleep(_SIGNAL_POLL_S)
+            if not (self._answered(ready) and self._late() and self._start_due()):
                 return
+
+    def _renew(self, n: _Node) -> None:
+        self._pending[n.host.watch.remote(_WATCH_S)] = (n, time.monotonic())
+
+    def _answered(self, ready: list) -> bool:
+        """Handles finished watch calls; False when the program is to stop."""
+        for ref in ready:
+            n, _ = self._pending.pop(ref)
+            code, asked, lost = _answer(ref)
+            if asked:
+                return False
+            if code is None and not lost:
+                self._renew(n)
+            elif (lost or code != 0) and not self._failed(
+                n, lost or nodeproc.exit_cause(code), host_lost=bool(lost)
+            ):
+                return False
+        return True
+
+    def _late(self) -> bool:
+        """Nodes whose watch call is overdue count as lost; False when the program is to stop."""
+        limit = _WATCH_S + _RPC_TIMEOUT_S
+        now = time.monotonic()
+        for ref, (n, t) in list(self._pending.items()):
+            if now - t > limit:
+                del self._pending[ref]
+                why = f"its host stopped answering for {_RPC_TIMEOUT_S:.0f} s"
+                if not self._failed(n, why, host_lost=True):
+                    return False
+        return True
+
+    def _start_due(self) -> bool:
+        """Starts the failed nodes whose backoff is over; False when one cannot be."""
+        for name, (n, when) in list(self._due.items()):
+            if when <= time.monotonic():
+                del self._due[name]
+                if not self._restart(n):
+                    return False
+                self._renew(n)
+                # A placement may take a while: the other calls were not late meanwhile.
+                self._pending = {r: (m, time.monotonic()) for r, (m, _) in self._pending.items()}
+        return True
+
+    def _failed(self, n: _Node, why: str, host_lost: bool) -> bool:
+        """Records a node's exit or loss; True when it will be started again (after its
+        backoff, `config.restart`), False when it ends the program."""
+        cause = self._record(n, why)
+        lifecycle.annotate_failure(self._run_dir, n.name, n.describe())
+        if n.attempt >= self._max_restarts:
+            self._say(f"{n.name} {cause} on {n.machine()}; stopping the program")
+            return False
+        if host_lost and n.label not in _MOVABLE:
+            self._say(
+                f"{n.name} {cause} on {n.machine()}; other nodes hold its address, so it "
+                "cannot be placed on another machine: stopping the program"
+            )
+            return False
+        delay = supervisor.restart_delay(self._backoff, n.attempt)
+        n.attempt += 1
+        at = time.time() - self._began
+        entry = supervisor.record_restart(self._run_dir, n.name, n.attempt, cause, at, delay)
+        self.restarts.append({**entry, "host": n.machine()})
+        if host_lost:  # a host that only stopped answering must not run a second copy
+            with contextlib.suppress(ray.exceptions.RayError, ValueError):
+                ray.kill(n.host, no_restart=True)
+            self._retired.append(n.host)
+            n.host = None
+        where = "on another machine" if host_lost else "on the same host"
+        self._say(
+            f"{n.name} {cause} on {n.machine()}; starting it again {where} in {delay:.1f} s "
+            f"(restart {n.attempt} of {self._max_restarts})"
+        )
+        self._due[n.name] = (n, time.monotonic() + delay)
+        return True
+
+    def _restart(self, n: _Node) -> bool:
+        """Starts a failed node again: on its host, or, when its Ray node was lost, on a new
+        host the cluster places (its own ports new: no other node holds its address).
+        False (recorded as its failure) when that cannot be done."""
+        try:
+            if n.host is None:
+                n.host = self._new_host(n)
+                ports = n.host.locate.remote(len(n.node.addresses))
+                n.where = ray.get(ports, timeout=_PLACEMENT_TIMEOUT_S)
+                for address, port in zip(n.node.addresses, n.where["ports"]):
+                    address.bind(HostPortAddress(n.where["ip"], port))
+                n.payload = staging.pickled(n, os.path.join(self._run_dir, rundir.TMP_DIR))
+            start = n.host.start.remote(n.payload, self._envs[n.label], n.output, n.attempt)
+            n.where["pid"] = ray.get(start, timeout=_RPC_TIMEOUT_S)
+        except (ray.exceptions.RayError, TimeoutError) as err:
+            self._say(f"{n.name} could not be started again ({type(err).__name__}); stopping")
+            self._record(n, f"could not be started again: {err}".splitlines()[0])
+            return False
+        self._write_placement()
+        self._say(f"{n.name} started again on {n.machine()}, pid {n.where['pid']}")
+        return True
 
     def _stop(self) -> None:
         """Stops every node (SIGTERM, then SIGKILL) and kills every host actor."""
-        placed = [n for n in self._nodes if n.where is not None]  # the others never ran
+        placed = [n for n in self._nodes if n.host is not None and n.where is not None]
         grace = supervisor.termination_notice_secs()
         start = time.time()
         refs = [n.host.stop.remote(grace) for n in placed]
@@ -320,13 +473,20 @@ class _Launch:
                 )
             except (ray.exceptions.RayError, TimeoutError) as err:
                 logging.warning("distrl: stopping %s: %s", n.name, err)
-        for n in self._nodes:
-            if n.host is not None:
-                ray.kill(n.host, no_restart=True)
+        for host in [n.host for n in self._nodes if n.host is not None] + self._retired:
+            with contextlib.suppress(ray.exceptions.RayError, ValueError):
+                ray.kill(host, no_restart=True)
 
-    def _record(self, n: _Node, why: str) -> None:
-        """The failure report of a node that exited or was lost (`lifecycle.record_exit`)."""
-        lifecycle.record_exit(self._run_dir, n.name, why, n.output)
+    def _record(self, n: _Node, why: str) -> str:
+        """The failure report of a node that exited or was lost (`lifecycle.record_exit`);
+        returns its first line."""
+        return lifecycle.record_exit(self._run_dir, n.name, why, n.output)
+
+    def _say(self, text: str) -> None:
+        """A line in the terminal (above the progress line) and in the launcher's log."""
+        logging.info("distrl: %s", text)
+        if self._line is not None:
+            self._line.note(f"distrl: {text}")
 
     def _report_failures(self) -> None:
         """Adds the host each failed node ran on to its failure report."""

@@ -40,7 +40,9 @@ class NodeHost:
             ports=[portpicker.pick_unused_port() for _ in range(num_ports)],
         )
 
-    def start(self, payload: bytes, env: dict, output_path: str) -> int:
+    def start(self, payload: bytes, env: dict, output_path: str, attempt: int = 0) -> int:
+        """Starts the node (again, after it exited: `attempt` n for its n-th restart, which
+        the node reads from `lifecycle.attempt`); returns its PID."""
         data_file = os.path.join(self._dir, "node.pkl")
         with open(data_file, "wb") as f:
             f.write(payload)
@@ -49,7 +51,7 @@ class NodeHost:
         # threads are set by its group's env, as under local_mp.
         inherited = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
         env = {**inherited, **env, **bind, STOP_FILE_ENV: self._stop_file}
-        self._process = nodeproc.NodeProcess(data_file, env, output_path)
+        self._process = nodeproc.NodeProcess(data_file, env, output_path, first_attempt=attempt)
         return self._process.start()
 
     def watch(self, seconds: float):
