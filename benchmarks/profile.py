@@ -86,7 +86,10 @@ def main(argv=None) -> None:
     parser.add_argument("--run-dir", default="/tmp/distrl-profile")
     args = parser.parse_args(argv)
     os.makedirs(args.run_dir, exist_ok=True)
-    configs = {a: stages.bench_config(a, 1, 1.0, args.run_dir) for a in args.algo.split(",")}
+    configs = {
+        a: stages.bench_config(a, 1, 1.0, args.run_dir, fixed_params=True)
+        for a in args.algo.split(",")
+    }
     program, counter, replays, plan = stages.stage_program(configs, args.run_dir, 2.0, args.window)
 
     def monitor(counter, replays, gate_dir):

@@ -154,7 +154,9 @@ class Bench:
         }
         for name, phase in data.get("phases", {}).items():
             algo = algos[0] if name == "e2e" else name.split("-")[0]
-            config = stages.bench_config(algo, actors, 1.0, extra=self.overrides(algo))
+            config = stages.bench_config(
+                algo, actors, 1.0, extra=self.overrides(algo), fixed_params=mode == "stage"
+            )
             if len(phase.get("snapshots", ())) < 2:
                 out[name] = {"error": phase.get("error", "no counter answer in the window")}
                 continue

@@ -243,10 +243,18 @@ def _share(times, snaps, key: str):
     return rate_between_changes(times, [s.get(key, 0.0) for s in snaps])
 
 
-def bench_config(algo: str, num_actors: int = 1, spi: float = 0.0, run_dir: str = "", extra=None):
+def bench_config(
+    algo: str,
+    num_actors: int = 1,
+    spi: float = 0.0,
+    run_dir: str = "",
+    extra=None,
+    fixed_params: bool = False,
+):
     """configs/<algo>.py for a timed run: no evaluator target, budgets only as a safety
     cap, no checkpoint inside the window; DQN at `spi` samples per insert if given;
-    then the `extra` overrides (run.py's --set)."""
+    with `fixed_params` (the stage program's actor, served by `FixedParams`) no
+    version gate; then the `extra` overrides (run.py's --set)."""
     present = set(load_config(algo).keys())  # the config grows sections over time
     overrides = {
         "num_actors": num_actors,
@@ -259,6 +267,8 @@ def bench_config(algo: str, num_actors: int = 1, spi: float = 0.0, run_dir: str 
         overrides.update({"checkpoint.every_seconds": 0.0, "checkpoint.replay": False})
     if algo == "dqn" and spi:
         overrides["replay.samples_per_insert"] = spi
+    if fixed_params:  # the params never advance: a gated actor would only wait
+        overrides["actor.chunks_per_version"] = 0
     config = load_config(algo, {**overrides, **(extra or {})})
     config_lib.validate(config)
     return config
@@ -285,7 +295,14 @@ def main(argv=None) -> None:
     os.makedirs(args.run_dir, exist_ok=True)
     sets = parse_sets(args.set)
     configs = {
-        algo: bench_config(algo, args.actors, args.spi, args.run_dir, overrides_for(sets, algo))
+        algo: bench_config(
+            algo,
+            args.actors,
+            args.spi,
+            args.run_dir,
+            overrides_for(sets, algo),
+            fixed_params=args.mode == "stage",
+        )
         for algo in args.algo.split(",")
     }
     if args.mode == "stage":
