@@ -102,16 +102,26 @@ class Writer:
     priority under prioritized replay). Both return once the server has confirmed
     the items, waiting in short slices so that a stop request (`should_stop()`) is
     noticed even while the rate limiter or a full queue blocks.
+
+    Every item is one appended step referenced whole, so the writer calls Reverb's
+    C++ writer directly (`_append_item`): the Python `TrajectoryWriter.append` and
+    `create_item` (path flattening, column history, `TrajectoryColumn`s) cost more
+    than the C++ work for a DQN actor's 16 items per rollout (benchmarks/README.md,
+    "Issue 14: the DQN data path").
     """
 
     def __init__(self, client: reverb.Client, should_stop, flush_timeout_ms: int = 200):
         self._writer = client.trajectory_writer(num_keep_alive_refs=1)
+        # The C++ writer behind it (reverb 0.7.2 keeps it as `_writer`): its columns
+        # are the flat positions of the first `Append`, i.e. the signature's order.
+        self._cpp = self._writer._writer
         self._should_stop = should_stop
         self._timeout_ms = flush_timeout_ms
         self.priority = 1.0
         self.blocked_seconds = 0.0  # time spent waiting on the server, for metrics
         self._created = 0  # items created since the last confirmed flush
         self._written = 0  # items the server confirmed, not yet popped
+        self._squeezed = None  # CreateItem's per-column flags: one step each, squeezed
 
     def pop_written(self) -> int:
         """Items the server confirmed since the last call."""
@@ -126,25 +136,25 @@ class Writer:
             self.write_chunk(items, version)
 
     def write_steps(self, items, version: int = 0) -> None:
-        """K items from a pytree of numpy arrays [K, ...], one append + item each."""
-        leaves, treedef = jax.tree.flatten(items)
+        """K items from a pytree of numpy arrays [K, ...], one step + item each."""
+        leaves = jax.tree.leaves(items)
         stamp = np.int32(version)
         for k in range(leaves[0].shape[0]):
-            self._writer.append(
-                Versioned(jax.tree.unflatten(treedef, [x[k] for x in leaves]), stamp)
-            )
-            self._create_item()
+            self._append_item([x[k] for x in leaves] + [stamp])
         self._flush()
 
     def write_chunk(self, item, version: int = 0) -> None:
         """One item holding the whole pytree (e.g. a [T, B] chunk)."""
-        self._writer.append(Versioned(item, np.int32(version)))
-        self._create_item()
+        self._append_item(jax.tree.leaves(item) + [np.int32(version)])
         self._flush()
 
-    def _create_item(self) -> None:
-        step = jax.tree.map(lambda column: column[-1], self._writer.history)
-        self._writer.create_item(TABLE, priority=float(self.priority), trajectory=step)
+    def _append_item(self, flat: list) -> None:
+        """One step (the leaves of `Versioned(data, version)` in tree order, the order
+        of the table's signature) and one item referencing all of it."""
+        refs = self._cpp.Append(flat)
+        if self._squeezed is None:
+            self._squeezed = [True] * len(refs)
+        self._cpp.CreateItem(TABLE, float(self.priority), [[ref] for ref in refs], self._squeezed)
         self._created += 1
 
     def _flush(self) -> None:

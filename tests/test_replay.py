@@ -94,6 +94,73 @@ def test_actor_items_match_learner_batches(algorithm, server_for):
     writer.close()
 
 
+def _numbered(example, k: int, start: int):
+    """`example` with a leading [k] dim and every element a distinct number from `start`."""
+    leaves, treedef = jax.tree.flatten(example)
+    out, n = [], start
+    for leaf in leaves:
+        size = k * leaf.size
+        out.append(np.arange(n, n + size).reshape((k,) + leaf.shape).astype(leaf.dtype))
+        n += size
+    return jax.tree.unflatten(treedef, out), n
+
+
+def _paths(tree) -> list:
+    return [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
+
+
+@pytest.mark.parametrize("algorithm", ["dqn", "ppo"])
+def test_writer_items_hold_each_written_step_once(algorithm):
+    """What the writer sends is what the table holds: item i of a `write_steps` call
+    is step i (every field, every env) with the call's version, each step exactly
+    once and in order; a `write_chunk` item is the whole chunk. A FIFO table with the
+    pipeline's signature hands the items back in insertion order, one each."""
+    c = _small_config(algorithm)
+    obs_size = config_lib.make_env(c).obs_size
+    example = replay.example_item(c, obs_size).data
+    table = reverb.Table(
+        replay.TABLE,
+        sampler=reverb.selectors.Fifo(),
+        remover=reverb.selectors.Fifo(),
+        max_size=100,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+        max_times_sampled=1,
+        signature=replay.signature(c, obs_size),
+    )
+    server = reverb.Server([table])
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+        writer = replay.Writer(client, lambda: False)
+        is_replay = config_lib.pipeline(c) is agents.Pipeline.REPLAY
+        k = c.actor.unroll_length if is_replay else 1
+        written, start = [], 0
+        for version in (5, 6):
+            items, start = _numbered(example, k, start)
+            if is_replay:
+                writer.write_steps(items, version=version)
+                written += [(jax.tree.map(lambda x, i=i: x[i], items), version) for i in range(k)]
+            else:
+                one = jax.tree.map(lambda x: x[0], items)
+                writer.write_chunk(one, version=version)
+                written.append((one, version))
+        assert writer.pop_written() == len(written)
+        assert client.server_info()[replay.TABLE].current_size == len(written)
+        dataset = reverb.TrajectoryDataset.from_table_signature(
+            client.server_address, replay.TABLE, max_in_flight_samples_per_worker=1
+        )
+        for (want, version), sample in zip(written, dataset.take(len(written)).as_numpy_iterator()):
+            got = sample.data
+            assert int(got.version) == version
+            assert _paths(got.data) == _paths(want)  # the signature's own namedtuple types
+            for g, w in zip(jax.tree.leaves(got.data), jax.tree.leaves(want)):
+                assert g.dtype == w.dtype
+                np.testing.assert_array_equal(g, w)
+        assert client.server_info()[replay.TABLE].current_size == 0  # nothing else was written
+        writer.close()
+    finally:
+        server.stop()
+
+
 def test_queue_chunks_keep_time_order_per_env(server_for):
     """[M, T, B] -> [T, M*B]: column j is one env's T consecutive steps."""
     data = np.arange(2 * 3 * 4).reshape(2, 3, 4)  # [M=2, T=3, B=4]
