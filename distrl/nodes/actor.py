@@ -147,9 +147,9 @@ class Actor:
             a.max_priority.refresh(a.writer)
         global_steps = a.env_steps * c.num_actors  # the schedule counts all actors
         epsilon = actor_epsilon(
-            float(a.agent.epsilon(global_steps)), self._id, c.num_actors, c.actor.epsilon_spread
+            float(a.epsilon(global_steps)), self._id, c.num_actors, c.actor.epsilon_spread
         )
-        a.key, step_key = jax.random.split(a.key)
+        a.key, step_key = _split_key(a.key)
         # Dispatch is asynchronous: XLA computes chunk k+1 while Python writes chunk
         # k to Reverb (+50% env steps/s for PPO at B=64; benchmarks/README.md).
         a.carry, chunk, stats = a.unroll(a.params.params, a.carry, step_key, epsilon)
@@ -186,6 +186,13 @@ class Actor:
         return written
 
 
+@jax.jit
+def _split_key(key):
+    """(next key, this rollout's key): `jax.random.split` in one dispatch, not eager ops."""
+    new_key, step_key = jax.random.split(key)
+    return new_key, step_key
+
+
 class _Acting:
     """An actor's state between rollouts: its agent, params, writer, env carry, key."""
 
@@ -194,6 +201,8 @@ class _Acting:
         self.agent, self.params, self.writer, self.log = agent, params, writer, log
         self.pipeline = agent.config.pipeline
         self.unroll = rollout.make_rollout(env, agent.policy, c.actor.unroll_length)
+        # One dispatch per rollout instead of the schedule's eager jnp ops.
+        self.epsilon = jax.jit(agent.epsilon)
         self.to_items = make_item_fn(agent.config, config_lib.episode_window(c))
         key = jax.random.fold_in(jax.random.PRNGKey(c.seed), 1000 + actor._id)
         if actor._start_steps:  # a resumed run explores differently from the one it continues

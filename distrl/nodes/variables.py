@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import jax
 from absl import logging
 
 
@@ -76,5 +77,7 @@ class ParamsClient:
         if version <= self.version:
             return False
         self.last_lag = version - self.version if self.version >= 0 else 0
-        self.version, self.params = version, params
+        # On the device once per version: numpy params passed to the jitted rollout
+        # were copied host to device on every call (benchmarks/README.md, issue 14).
+        self.version, self.params = version, jax.device_put(params)
         return True
