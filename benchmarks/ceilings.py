@@ -20,7 +20,7 @@ from benchmarks import tables
 from benchmarks.common import measure_rate
 from distrl import agents, replay, rollout
 from distrl import config as config_lib
-from distrl.nodes.actor import make_item_fn
+from distrl.nodes.actor import _split_key, make_item_fn
 
 _EPSILON = 0.1  # a mid-training exploration rate; it changes no shapes
 
@@ -40,7 +40,7 @@ class ActorWork:
 
     def chunk(self):
         """One rollout call: (Transition [T, B] on device, RolloutStats)."""
-        self.key, key = jax.random.split(self.key)
+        self.key, key = _split_key(self.key)  # as the actor does
         self.carry, chunk, stats = self.unroll(self.params, self.carry, key, _EPSILON)
         return chunk, stats
 
