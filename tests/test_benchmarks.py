@@ -15,6 +15,7 @@ import pytest
 import benchmarks
 from benchmarks import rows, run, stages
 from benchmarks.monitor import node_memory
+from distrl.config import ConfigError
 
 
 def test_every_benchmarks_module_imports():
@@ -132,3 +133,13 @@ def test_e2e_data_age_is_the_windows_age_per_item_learned():
     assert "data age 2.5 (max 12)" in by_name["dqn 2 actors, SPI 1: env steps/s"].note
     nothing = stages.summarize_e2e({"snapshots": snaps[:1] * 2}, config)
     assert nothing["data_age_mean"] is None  # no item learned in the window
+
+
+def test_stage_actor_on_fixed_params_runs_ungated():
+    """The stage program's actor gets params that never advance: its config drops the
+    version gate (PPO's gated config with one actor fails validation otherwise)."""
+    config = stages.bench_config("ppo", num_actors=1, fixed_params=True)
+    assert config.actor.chunks_per_version == 0
+    with pytest.raises(ConfigError):
+        stages.bench_config("ppo", num_actors=1)
+    assert stages.bench_config("ppo", num_actors=2).actor.chunks_per_version == 1  # e2e: gated
