@@ -382,11 +382,12 @@ def make_checkpointer(
     """Reverb's checkpointer for the replay node, writing under `path` (the run dir).
 
     Without one, Reverb's server makes a fresh temp dir under /tmp. This one also
-    loads the newest complete checkpoint found in `path` when the server starts
-    (a replay node restarted during a run), or, when `path` is empty, the checkpoint
-    at `fallback` (a resumed run's, chosen and verified by the launcher:
-    `distrl.replay_checkpoint`). Reverb writes each checkpoint to its own directory
-    and marks it DONE when complete.
+    loads, when the server starts, the newest complete checkpoint found in `path`,
+    or, when `path` is empty, the checkpoint at `fallback`. distrl empties `path`
+    first (`replay_checkpoint.adopt`: the launcher on a resume, the replay node on
+    a restart) and passes the checkpoint it chose and verified as `fallback`.
+    Reverb writes each checkpoint to its own directory and marks it DONE when
+    complete.
     """
     return checkpointers_lib.DefaultCheckpointer(path, fallback_checkpoint_path=fallback)
 

@@ -21,8 +21,10 @@ so alone it keeps one, and loads the newest with DONE when the server starts. He
   start (CheckpointError, exit 2). `pairing` is the one line that says which pair.
 - `adopt`: moves Reverb's directory's checkpoints into the kept ones, so that it
   is empty and the replay server loads the chosen checkpoint (Reverb's
-  `fallback_checkpoint_path`, used only when its directory is empty). A replay node
-  restarted during the run loads its own newest checkpoint from that directory.
+  `fallback_checkpoint_path`, used only when its directory is empty).
+- `for_restart`, in a replay node restarted during the run: the same checks
+  (`newest_usable`) and the same `adopt`, without the pairing (the learner is
+  live); none usable: an empty table, with a warning.
 """
 
 import glob
@@ -131,7 +133,11 @@ def problem(path: str) -> str | None:
         if size != want["size"]:
             return f"{name} is {size} bytes, {want['size']} when sealed (cut short?)"
     for name, want in listed.items():  # sizes first: they cost no read
-        if fingerprint(os.path.join(path, name))["sha256"] != want["sha256"]:
+        try:
+            sha256 = fingerprint(os.path.join(path, name))["sha256"]
+        except OSError as err:
+            return f"{name} cannot be read ({type(err).__name__}: {err})"
+        if sha256 != want["sha256"]:
             return f"{name} does not match its SHA-256 in {SEAL} (corrupt)"
     return None
 
@@ -197,6 +203,23 @@ def _unpaired(path: str, learner_checkpoint: str) -> str | None:
     return None
 
 
+def newest_usable(
+    run_dir: str, learner_checkpoint: str | None = None
+) -> tuple[str | None, list[str]]:
+    """(the newest usable replay checkpoint of the run, or None; ['path: why'] of each
+    newer one skipped, newest first). Usable: `problem` finds nothing, and with
+    `learner_checkpoint` (a state file name) it is not newer than that one."""
+    skipped = []
+    for path in candidates(run_dir):
+        why = problem(path)
+        if why is None and learner_checkpoint is not None:
+            why = _unpaired(path, learner_checkpoint)
+        if why is None:
+            return path, skipped
+        skipped.append(f"{path}: {why}")
+    return None, skipped
+
+
 def select(run_dir: str, learner_checkpoint: str) -> tuple[str | None, list[str]]:
     """(the replay checkpoint to resume with `learner_checkpoint`, or None if the run
     has none; ['path: why'] skipped, newest first).
@@ -205,15 +228,8 @@ def select(run_dir: str, learner_checkpoint: str) -> tuple[str | None, list[str]
     file name), so its round's own when that one is usable. CheckpointError naming
     the newest when the run has checkpoints and none fits.
     """
-    skipped = []
-    for path in candidates(run_dir):
-        why = problem(path) or _unpaired(path, learner_checkpoint)
-        if why is None:
-            for note in skipped:
-                logging.warning("replay checkpoint skipped: %s", note)
-            return path, skipped
-        skipped.append(f"{path}: {why}")
-    if skipped:
+    path, skipped = newest_usable(run_dir, learner_checkpoint)
+    if path is None and skipped:
         raise checkpoint.CheckpointError(
             f"no replay checkpoint of {run_dir} can be loaded with learner checkpoint "
             f"{learner_checkpoint}; the newest, {skipped[0]}"
@@ -221,7 +237,37 @@ def select(run_dir: str, learner_checkpoint: str) -> tuple[str | None, list[str]
             + f". Delete {reverb_dir(run_dir)} and {kept_dir(run_dir)} to resume with an "
             "empty replay"
         )
-    return None, skipped
+    for note in skipped:
+        logging.warning("replay checkpoint skipped: %s", note)
+    return path, skipped
+
+
+def for_restart(run_dir: str) -> str | None:
+    """The checkpoint a replay node restarted during the run loads (None: an empty
+    table), said in one log line with each newer one skipped and why.
+
+    The newest usable one (`problem`), else the one before, and so on. Reverb by
+    itself would load the newest with DONE in its directory, unverified, so that
+    directory is emptied (`adopt`) and the chosen one is loaded as Reverb's
+    fallback, as on a resume. Not paired with a learner checkpoint: the live
+    learner is newer than every one.
+    """
+    adopt(run_dir)
+    path, skipped = newest_usable(run_dir)
+    notes = f"; skipped: {'; '.join(skipped)}" if skipped else ""
+    if path is not None:
+        say = logging.warning if skipped else logging.info
+        say(
+            "replay restarted from checkpoint %s (round %s), the newest usable%s",
+            path,
+            round_of(path),
+            notes,
+        )
+    elif skipped:
+        logging.warning("replay restarted with an empty table: no usable checkpoint%s", notes)
+    else:
+        logging.warning("replay restarted with an empty table: the run has no checkpoint yet")
+    return path
 
 
 def pairing(manifest: dict, path: str | None, skipped: list[str]) -> str:

@@ -12,6 +12,8 @@ import json
 import os
 import pathlib
 import shutil
+import subprocess
+import time
 
 import jax
 import numpy as np
@@ -22,6 +24,7 @@ from conftest import load_config
 from distrl import agents, checkpoint, replay, replay_checkpoint, rundir
 from distrl import config as config_lib
 from distrl.program import launcher as program
+from distrl.program import nodeproc, topology
 
 _ROUNDS = 3
 
@@ -302,3 +305,114 @@ def test_a_learner_manifest_cut_or_changed_is_refused(rounds, tmp_path, cut):
     with pytest.raises(checkpoint.CheckpointError, match="does not match its manifest_sha256"):
         checkpoint.read_manifest(ckpt_dir)
     assert _resume(run_dir)["version"] == 20  # the resume falls back to the one before
+
+
+def _linked_copy(rounds, tmp_path):
+    """A copy of the run directory with its hard links as the learner's `keep` made
+    them (Reverb's newest checkpoint and its kept twin share their files): damage to
+    one is damage to both, as in a live run."""
+    copy = tmp_path / "run"
+    subprocess.run(["cp", "-a", str(rounds), str(copy)], check=True)
+    return copy
+
+
+def _replay_start(run_dir, attempt: int, restored=None, monkeypatch=None) -> float:
+    """Items in the table of the program's own replay node (its tables and checkpointer,
+    as `make_program` builds them) when its process starts as attempt `attempt` (0:
+    the launch, n: the n-th restart), served by a real Reverb server."""
+    monkeypatch.setenv(nodeproc.ATTEMPT_ENV, str(attempt))
+    config = _config(run_dir)
+    program_ = topology.make_program(config, str(run_dir), time.time(), restored)
+    (node,) = program_.groups["replay"]
+    server = reverb.Server(node._priority_tables_fn(), checkpointer=node._checkpoint_ctor())
+    try:
+        return replay.table_stats(reverb.Client(f"localhost:{server.port}"))["size"]
+    finally:
+        server.stop()
+
+
+def _restart_lines(caplog):
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("replay restarted")]
+
+
+def test_a_restarted_replay_loads_the_newest_verified_checkpoint(
+    rounds, tmp_path, monkeypatch, caplog
+):
+    run_dir = _linked_copy(rounds, tmp_path)
+    learners, replays = _learner_files(run_dir), _replay_files(run_dir)
+    with caplog.at_level("INFO"):
+        assert _replay_start(run_dir, 1, monkeypatch=monkeypatch) == 20 * _ROUNDS
+    assert _restart_lines(caplog) == [
+        f"replay restarted from checkpoint {replays[-1]} (round {_state_file(learners[-1])}), "
+        "the newest usable"
+    ]
+    assert os.listdir(replay_checkpoint.reverb_dir(str(run_dir))) == []  # Reverb loads the choice
+    assert _replay_files(run_dir) == replays
+
+
+def test_a_restarted_replay_skips_a_newest_checkpoint_cut_by_a_byte(
+    rounds, tmp_path, monkeypatch, caplog
+):
+    """Reverb alone would load its own copy of the newest, which is the same cut file."""
+    run_dir = _linked_copy(rounds, tmp_path)
+    learners, replays = _learner_files(run_dir), _replay_files(run_dir)
+    items = replays[-1] / "items.tfrecord"
+    (reverbs,) = pathlib.Path(replay_checkpoint.reverb_dir(str(run_dir))).iterdir()
+    assert (reverbs / items.name).samefile(items)
+    size = items.stat().st_size
+    os.truncate(items, size - 1)
+    with caplog.at_level("WARNING"):
+        assert _replay_start(run_dir, 1, monkeypatch=monkeypatch) == 20 * (_ROUNDS - 1)
+    assert _restart_lines(caplog) == [
+        f"replay restarted from checkpoint {replays[-2]} (round {_state_file(learners[-2])}), "
+        f"the newest usable; skipped: {replays[-1]}: items.tfrecord is {size - 1} bytes, "
+        f"{size} when sealed (cut short?)"
+    ]
+    # The next restart does the same: nothing it skipped was deleted or loaded.
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert _replay_start(run_dir, 2, monkeypatch=monkeypatch) == 20 * (_ROUNDS - 1)
+    assert len(_restart_lines(caplog)) == 1 and _replay_files(run_dir) == replays
+
+
+def test_a_restarted_replay_with_no_usable_checkpoint_starts_empty_with_a_warning(
+    rounds, tmp_path, monkeypatch, caplog
+):
+    run_dir = _linked_copy(rounds, tmp_path)
+    replays = _replay_files(run_dir)
+    os.truncate(replays[0] / "chunks.tfrecord", 3)
+    (replays[1] / "tables.tfrecord").write_bytes(b"garbage")
+    (replays[2] / replay_checkpoint.SEAL).write_text("{")
+    with caplog.at_level("WARNING"):
+        assert _replay_start(run_dir, 1, monkeypatch=monkeypatch) == 0
+    (line,) = _restart_lines(caplog)
+    assert line.startswith(
+        "replay restarted with an empty table: no usable checkpoint; skipped: "
+        f"{replays[2]}: distrl.json is unreadable"
+    )
+    assert f"; {replays[1]}: tables.tfrecord is 7 bytes" in line
+    assert f"; {replays[0]}: chunks.tfrecord is 3 bytes" in line
+    assert [r.levelname for r in caplog.records if r.getMessage() == line] == ["WARNING"]
+    # A run restarted before its first checkpoint round.
+    empty = tmp_path / "fresh"
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert _replay_start(empty, 1, monkeypatch=monkeypatch) == 0
+    assert _restart_lines(caplog) == [
+        "replay restarted with an empty table: the run has no checkpoint yet"
+    ]
+
+
+def test_a_resumed_replay_loads_the_launchers_choice_and_its_restart_the_newest_usable(
+    rounds, tmp_path, monkeypatch, capfd
+):
+    """The launch of a resume loads the pair's replay checkpoint (here the one before
+    the cut newest); a restart afterwards loads the newest usable one then."""
+    run_dir = _linked_copy(rounds, tmp_path)
+    replays = _replay_files(run_dir)
+    os.truncate(replays[-1] / "items.tfrecord", 10)
+    restored = _resume(run_dir)
+    assert restored["replay_checkpoint"] == str(replays[-2])
+    assert _replay_start(run_dir, 0, restored, monkeypatch) == 20 * (_ROUNDS - 1)
+    os.truncate(replays[-2] / "items.tfrecord", 10)
+    assert _replay_start(run_dir, 1, restored, monkeypatch) == 20 * (_ROUNDS - 2)

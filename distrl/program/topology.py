@@ -12,11 +12,12 @@ import os
 import launchpad as lp
 
 from distrl import config as config_lib
-from distrl import replay
+from distrl import replay, replay_checkpoint
 from distrl.nodes.actor import Actor
 from distrl.nodes.counter import Counter
 from distrl.nodes.evaluator import Evaluator
 from distrl.nodes.learner import Learner
+from distrl.program import lifecycle
 
 _RPC_TIMEOUT = datetime.timedelta(seconds=3)
 
@@ -37,9 +38,7 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
             lp.ReverbNode(
                 functools.partial(replay.make_tables, config, obs_size),
                 checkpoint_ctor=functools.partial(
-                    replay.make_checkpointer,
-                    os.path.join(run_dir, "checkpoints", "replay"),
-                    (restored or {}).get("replay_checkpoint"),
+                    replay_checkpointer, run_dir, (restored or {}).get("replay_checkpoint")
                 ),
             )
         )
@@ -73,3 +72,17 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
             )
         )
     return program
+
+
+def replay_checkpointer(run_dir: str, resumed_from: str | None):
+    """Reverb's checkpointer of the replay node, made in its process as it starts.
+
+    Its first start loads `resumed_from` (a resume's replay checkpoint, chosen and
+    verified by the launcher; None: an empty table). A restart during the run
+    (`lifecycle.attempt() > 0`) loads the newest checkpoint that passes the same
+    checks, else an older one, else none (`replay_checkpoint.for_restart`, one log
+    line saying which and what it skipped).
+    """
+    if lifecycle.attempt() > 0:
+        resumed_from = replay_checkpoint.for_restart(run_dir)
+    return replay.make_checkpointer(replay_checkpoint.reverb_dir(run_dir), resumed_from)
