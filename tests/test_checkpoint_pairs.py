@@ -338,8 +338,12 @@ def _restart_lines(caplog):
 def test_a_restarted_replay_loads_the_newest_verified_checkpoint(
     rounds, tmp_path, monkeypatch, caplog
 ):
+    """Also with a write Reverb never finished (killed while checkpointing: no DONE)."""
     run_dir = _linked_copy(rounds, tmp_path)
     learners, replays = _learner_files(run_dir), _replay_files(run_dir)
+    unfinished = pathlib.Path(replay_checkpoint.reverb_dir(str(run_dir))) / "9999-unfinished"
+    unfinished.mkdir()
+    (unfinished / "chunks.tfrecord").write_bytes(b"half")
     with caplog.at_level("INFO"):
         assert _replay_start(run_dir, 1, monkeypatch=monkeypatch) == 20 * _ROUNDS
     assert _restart_lines(caplog) == [
