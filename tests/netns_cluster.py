@@ -6,7 +6,9 @@ on a private bridge: its loopback is its own, so a handle that resolved to
 this namespace on the bridge's address (so the launcher, started here, is on the
 head's Ray node). Needs root and iproute2's `ip`; `available()` says whether both
 are there. Every process started is in a session of its own and is killed on
-`shutdown()`, which also deletes the namespaces and the bridge.
+`shutdown()`, which also deletes the namespaces and the bridge. `lose_worker` takes a
+worker machine down whole (every process in its namespace SIGKILLed at once) and
+`restart_worker` brings it back as a new Ray node.
 """
 
 import json
@@ -52,6 +54,8 @@ class NetnsRayCluster:
         self.worker_ips = [f"10.{octet}.77.{11 + i}" for i in range(len(workers))]
         self._head_args, self._worker_args = head, workers
         self._procs = []
+        self._workers = {}  # worker index -> its current `ray start` process
+        self._lost = []  # `ray start` processes of lost workers: their exit is expected
         self._log_dir = tempfile.mkdtemp(prefix=f"{tag}-")
         self.address = None
 
@@ -76,10 +80,8 @@ class NetnsRayCluster:
             self._wait_for_head()
             ray.init(address=self.address)  # this process's driver, to watch the cluster
             os.makedirs(_RAY_DIR, exist_ok=True)  # the mount point of the workers' tmpfs
-            for ns, ip, args in zip(self._namespaces, self.worker_ips, self._worker_args):
-                self._ray_start(
-                    ns, [f"--address={self.address}", f"--node-ip-address={ip}", *self._flags(args)]
-                )
+            for i in range(len(self._worker_args)):
+                self._start_worker(i)
             self._wait_for_nodes(1 + len(self._worker_args))
         except BaseException:
             self.shutdown()
@@ -98,6 +100,53 @@ class NetnsRayCluster:
             _ip("addr", "add", f"{ip}/24", "dev", "eth0", netns=ns)
             _ip("link", "set", "eth0", "up", netns=ns)
             _ip("link", "set", "lo", "up", netns=ns)
+
+    def _start_worker(self, i: int) -> None:
+        ip, args = self.worker_ips[i], self._worker_args[i]
+        self._ray_start(
+            self._namespaces[i],
+            [f"--address={self.address}", f"--node-ip-address={ip}", *self._flags(args)],
+        )
+        self._workers[i] = self._procs[-1]
+
+    def _in_namespace(self, i: int) -> list[int]:
+        out = subprocess.run(
+            ["ip", "netns", "pids", self._namespaces[i]], capture_output=True, text=True
+        ).stdout
+        return [int(pid) for pid in out.split()]
+
+    def lose_worker(self, i: int, timeout_s: float = 20.0) -> None:
+        """Worker `i`'s machine goes down: every process in its network namespace (its
+        `ray start`, raylet, Ray workers and the nodes they run) is SIGKILLed, again
+        until none is left (one may fork meanwhile). No orderly exit: the cluster
+        learns it as it would a dead machine, by its own failure detection."""
+        self._lost.append(self._workers[i])
+        deadline = time.time() + timeout_s
+        while pids := self._in_namespace(i):
+            if time.time() > deadline:
+                raise RuntimeError(f"processes left in {self._namespaces[i]}: {pids}")
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+        for p in self._lost:
+            p.wait()
+
+    def restart_worker(self, i: int, timeout_s: float = 90.0) -> None:
+        """Worker `i` comes back (after `lose_worker`) as a new Ray node on its address,
+        once the cluster has marked the old one dead (needs a connected driver)."""
+        import ray  # noqa: PLC0415
+
+        ip = self.worker_ips[i]
+        deadline = time.time() + timeout_s
+        while any(n["Alive"] and n["NodeManagerAddress"] == ip for n in ray.nodes()):
+            if time.time() > deadline:
+                raise RuntimeError(f"the Ray cluster still counts {ip} alive")
+            time.sleep(0.5)
+        self._start_worker(i)
+        self._wait_for_nodes(1 + len(self._worker_args), timeout_s)
 
     @staticmethod
     def _flags(args: dict) -> list:
@@ -160,7 +209,7 @@ class NetnsRayCluster:
 
     def _check_running(self) -> None:
         for i, p in enumerate(self._procs):
-            if p.poll() is not None:
+            if p.poll() is not None and p not in self._lost:
                 with open(os.path.join(self._log_dir, f"ray-start-{i}.log")) as f:
                     tail = f.read()[-3000:]
                 raise RuntimeError(f"`ray start` exited with {p.returncode}: {p.args}\n{tail}")

@@ -2,8 +2,10 @@
 
 Three Ray nodes, each its own raylet: a head with no CPUs that holds the
 "replay_host" resource, a worker with 2 CPUs that holds "learner_host", and a
-second worker with 2 CPUs. As root (CI here), each worker is its own network host:
-a network namespace with its own address on a private bridge (`netns_cluster.py`);
+second worker with 2 CPUs; both workers hold "spare_host" (a replay that may run on
+either, for the test that loses the machine it runs on). As root (CI here), each
+worker is its own network host: a network namespace with its own address on a
+private bridge (`netns_cluster.py`);
 otherwise Ray's own `ray.cluster_utils.Cluster` on this machine's address. So the
 replay runs on the head, the learner on the first worker, and the actors (1 CPU
 each, spread) on both workers. Each run checks where every node actually ran (the
@@ -37,36 +39,71 @@ PLACE = ["--config.ray.replay_resource=replay_host", "--config.ray.learner_resou
 def ray_cluster():
     """Three Ray nodes; each its own network host when this machine allows (root, `ip`)."""
     head = dict(num_cpus=0, resources={"replay_host": 1})
-    workers = [dict(num_cpus=2, resources={"learner_host": 1}), dict(num_cpus=2)]
+    workers = [
+        dict(num_cpus=2, resources={"learner_host": 1, "spare_host": 1}),
+        dict(num_cpus=2, resources={"spare_host": 1}),
+    ]
     if netns_cluster.available():
         c = netns_cluster.NetnsRayCluster(head, workers).start()
         try:
             ids = c.node_ids()
-            yield types.SimpleNamespace(
+            lost = []  # indices of the workers taken down
+
+            def lose(node_id):  # the worker machine that is Ray node `node_id` goes down
+                i = [ids[ip] for ip in c.worker_ips].index(node_id)
+                lost.append(i)
+                c.lose_worker(i)
+
+            def restore():  # the lost workers back, as new Ray nodes
+                while lost:
+                    c.restart_worker(lost.pop())
+                ids.update(c.node_ids())
+                cluster.learner, cluster.other = (ids[ip] for ip in c.worker_ips)
+
+            cluster = types.SimpleNamespace(
                 address=c.address,
                 head=ids[c.head_ip],
                 learner=ids[c.worker_ips[0]],
                 other=ids[c.worker_ips[1]],
                 separate_hosts=True,
+                lose=lose,
+                restore=restore,
             )
+            yield cluster
         finally:
             c.shutdown()
         return
     from ray.cluster_utils import Cluster  # noqa: PLC0415 - starts nothing until called
 
     c = Cluster(initialize_head=True, head_node_args=dict(**head, include_dashboard=False))
-    learner_node = c.add_node(**workers[0])
-    other_node = c.add_node(**workers[1])
+    worker_nodes = [c.add_node(**w) for w in workers]
     c.wait_for_nodes()
     ray.init(address=c.address)  # this test's own driver, to look at the cluster
+    lost = []
+
+    def lose(node_id):  # its raylet and every process of that Ray node killed
+        i = [w.node_id for w in worker_nodes].index(node_id)
+        lost.append(i)
+        c.remove_node(worker_nodes[i], allow_graceful=False)
+
+    def restore():
+        while lost:
+            i = lost.pop()
+            worker_nodes[i] = c.add_node(**workers[i])
+        c.wait_for_nodes()
+        cluster.learner, cluster.other = (w.node_id for w in worker_nodes)
+
+    cluster = types.SimpleNamespace(
+        address=c.address,
+        head=c.head_node.node_id,
+        learner=worker_nodes[0].node_id,
+        other=worker_nodes[1].node_id,
+        separate_hosts=False,
+        lose=lose,
+        restore=restore,
+    )
     try:
-        yield types.SimpleNamespace(
-            address=c.address,
-            head=c.head_node.node_id,
-            learner=learner_node.node_id,
-            other=other_node.node_id,
-            separate_hosts=False,
-        )
+        yield cluster
     finally:
         ray.shutdown()
         c.shutdown()
@@ -243,6 +280,97 @@ def test_failed_nodes_start_again_on_their_host_or_elsewhere_and_the_run_goes_on
     assert (
         end["env_steps"] > at_kill["env_steps"] and end["param_version"] > at_kill["param_version"]
     )
+    _nothing_left_on(ray_cluster, proc)
+
+
+def _rows(path):
+    """The evaluator CSV's rows as {column: value}."""
+    lines = path.read_text().splitlines()
+    return [dict(zip(lines[0].split(","), map(float, line.split(",")))) for line in lines[1:]]
+
+
+def _outage(rows, since: float) -> float:
+    """Seconds (evaluator time) from `since` until env steps grew again after the longest
+    stall that followed (counts already in flight may still arrive just after `since`)."""
+    last, steps, longest, end = since, None, 0.0, float("inf")
+    for r in rows:
+        if steps is not None and r["elapsed"] > since and r["env_steps"] > steps:
+            if r["elapsed"] - last > longest:
+                longest, end = r["elapsed"] - last, r["elapsed"]
+            last = r["elapsed"]
+        steps = r["env_steps"]
+    return end - since
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_a_lost_machine_holding_the_replay_is_replaced_and_training_goes_on(ray_cluster, tmp_path):
+    """A whole worker machine, the replay's, goes down mid-training: the replay is placed
+    on the other worker from its newest checkpoint, the nodes holding its address are
+    restarted with the new one, and the run reaches success 1.0 and exits 0."""
+    run_dir = tmp_path / "run"
+    args = [
+        "--config=configs/dqn.py",
+        f"--config.run_dir={run_dir}",
+        "--config.ray.replay_resource=spare_host",  # on either worker
+        "--config.ray.learner_resource=replay_host",  # on the head, which stays up
+        "--config.evaluator.target_success=0",  # trains on past the loss, to its budget
+        "--config.budget.env_steps=0",
+        "--config.budget.seconds=150",
+        "--config.restart.max_per_node=1",
+        "--config.checkpoint.every_seconds=5",
+    ]
+    proc = _train_on(ray_cluster, args)
+    try:
+        before = _wait_for_training(run_dir, proc)
+        kept = run_dir / "checkpoints" / "replay-kept"
+        deadline = time.time() + 120
+        while not list(kept.glob("*/distrl.json")) and time.time() < deadline:
+            time.sleep(0.5)  # a sealed replay checkpoint to load elsewhere
+        at_kill = _last_row(run_dir / "logs" / "evaluator.csv")
+        assert at_kill["env_steps"] > 0 and list(kept.glob("*/distrl.json")), at_kill
+        lost = before["replay"]["ray_node"]
+        (kept_up,) = {ray_cluster.learner, ray_cluster.other} - {lost}  # the replay's on one
+        ray_cluster.lose(lost)
+        lost_at = at_kill["elapsed"] + 0.5  # the row is at most one evaluation period old
+        out = _finish(proc, timeout_s=300)
+    finally:
+        ray_cluster.restore()
+    assert proc.returncode == 0, out[-4000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["stop_reason"] == "time_budget", result
+    assert result["evaluation"]["success_rate"] == 1.0, result["evaluation"]
+
+    after = json.loads((run_dir / cluster_lib.PLACEMENT_FILE).read_text())
+    assert after["replay"]["ray_node"] == kept_up, after  # the other machine with its resource
+    if ray_cluster.separate_hosts:
+        assert after["replay"]["ip"] != before["replay"]["ip"], after
+    causes = {}
+    for r in result["restarts"]:
+        causes.setdefault(r["node"], []).append(r["cause"])
+    assert any("its Ray node was lost" in c or "stopped answering" in c for c in causes["replay"])
+    lost_names = {name for name, w in before.items() if w["ray_node"] == lost}
+    for name in ("learner", "actor/0", "actor/1", "evaluator"):  # every holder of its address
+        assert name in causes, result["restarts"]
+        if name not in lost_names:
+            assert any("restarted: replay moved to host" in c for c in causes[name]), causes
+            assert after[name]["host_pid"] == before[name]["host_pid"]  # on its own host
+    for name in causes:
+        assert f"restarted {name} at" in out, out[-4000:]  # the summary lists each restart
+    assert not list((run_dir / "failures").glob("*.txt"))  # no failure ended the run
+    # The replay came back from its checkpoint, written on the lost machine's file system.
+    replay_output = (run_dir / "logs" / "nodes" / "replay" / "0").read_text()
+    assert "Loading checkpoint from" in replay_output, replay_output[-3000:]
+
+    # Counters never went back, and training went on past the loss.
+    rows = _rows(run_dir / "logs" / "evaluator.csv")
+    for column in ("env_steps", "episodes", "param_version"):
+        values = [r[column] for r in rows]
+        assert values == sorted(values), (column, values)
+    assert rows[-1]["env_steps"] > at_kill["env_steps"]
+    assert rows[-1]["param_version"] > at_kill["param_version"]
+    outage = _outage(rows, lost_at)
+    print(f"replay's machine lost at {lost_at:.1f} s; env steps grew again {outage:.1f} s later")
     _nothing_left_on(ray_cluster, proc)
 
 

@@ -4,9 +4,9 @@ Shared by the local supervisor (`distrl.program.supervisor`) and the Ray launche
 (`distrl.program.ray.cluster`): each node's name and output file, its Launchpad
 launch context (local_mp, with `lifecycle.stop_via_file` as the program stopper, so
 that a node's `lp.stop()` reaches the launcher through a file), its input handles
-connected, and its function pickled with Launchpad's own serialization. Binding
-addresses differs (loopback ports here, each host's ports on Ray) and stays with
-each launcher.
+connected, and its function pickled with Launchpad's own serialization; and which
+nodes hold a handle to which (`holders`). Binding addresses differs (loopback ports
+here, each host's ports on Ray) and stays with each launcher.
 """
 
 import dataclasses
@@ -50,6 +50,16 @@ def stage(program) -> list[Staged]:
         for handle in n.node.input_handles:
             handle.connect(n.node, n.label)
     return nodes
+
+
+def holders(nodes: list[Staged], served: Staged) -> list[Staged]:
+    """The other nodes that hold a handle to `served` (Launchpad's handle graph: each
+    node's input handles against the handles `served` created): their pickles carry
+    its bound addresses."""
+    created = [id(h) for h in served.node._created_handles]  # Launchpad lists them nowhere else
+    return [
+        n for n in nodes if n is not served and any(id(h) in created for h in n.node.input_handles)
+    ]
 
 
 def output_path(output_dir: str, n: Staged) -> str:

@@ -20,10 +20,16 @@ point, and changes only where each node runs and what its handles resolve to:
    non-zero or whose Ray node is lost is recorded in `failures/` with its host and,
    while `config.restart` allows (the local_mp policy, `supervisor.restart_delay`
    and `record_restart`), started again after its backoff: on the same host (same
-   machine and ports, so every handle to it stays valid), or, for an actor or the
-   evaluator whose host was lost, on a new host the cluster places (no other node
-   holds their addresses). A lost replay, counter or learner stops the program:
-   the others' pickled handles carry its machine's address.
+   machine and ports, so every handle to it stays valid), or, when its host was
+   lost, on a new host the cluster places with its group's options, its addresses
+   bound to that machine's new ports. The nodes that hold a handle to a node that
+   moved (`staging.holders`: a lost replay's are the learner, the actors and the
+   evaluator) carry its old address in their pickles, so each is restarted on its
+   own host from a pickle made after the rebind, listed as a restart with the
+   cause "restarted: replay moved to <host>" (not counted against its own
+   `config.restart`: it did not fail). What a node loads when it starts again is
+   the same wherever it runs, from the shared run directory: the replay Reverb's
+   newest checkpoint, the learner its newest checkpoint, the counter its totals.
 5. Stop: on a stop file, a failure beyond the restarts, or Ctrl-C, SIGTERM or SIGHUP
    here, every node gets SIGTERM, SIGKILL after `--lp_termination_notice_secs`, and
    every host actor is killed.
@@ -60,9 +66,6 @@ _WATCH_S = 1.0
 _SIGNAL_POLL_S = 0.2
 _PLACEMENT_TIMEOUT_S = 120.0
 _RPC_TIMEOUT_S = 30.0
-# Groups no other node holds a handle to: placed again on another machine when theirs
-# is lost. Every other node's address is baked into the others' pickled handles.
-_MOVABLE = ("actor", "evaluator")
 _START_RAY = (
     "Start one first: `ray start --head` on the head machine, then "
     "`ray start --address=<head ip>:6379` on each other machine."
@@ -90,8 +93,10 @@ class _Node:
     output: str  # its output file
     host: object = None  # its NodeHost actor (None once its Ray node was lost)
     where: dict | None = None  # what the host reported by `locate`
-    payload: bytes = b""  # its pickled function, kept to start it again
     attempt: int = 0  # 0 for its first start, n after its n-th restart
+    hosts: int = 0  # host actors made for it so far (each needs a name of its own)
+    failures: int = 0  # its own exits and losses restarted so far (what config.restart bounds)
+    holders: list = dataclasses.field(default_factory=list)  # the _Nodes holding its handles
 
     def machine(self) -> str:
         w = self.where or {}
@@ -244,17 +249,20 @@ def run(program, config, run_dir: str, envs: dict, stream) -> list[dict]:
     """
     has_gpu = any(n.get("GPU", 0) >= 1 for n in _alive_nodes())
     output_dir = rundir.node_output_dir(run_dir)
-    nodes = [
-        _Node(
+    staged = staging.stage(program)
+    nodes = {
+        s.name: _Node(
             name=s.name,
             label=s.label,
             node=s.node,
             options=placement_options(s.label, config, has_gpu),
             output=staging.output_path(output_dir, s),
         )
-        for s in staging.stage(program)
-    ]
-    return _Launch(nodes, config, run_dir, envs).run(stream)
+        for s in staged
+    }
+    for s in staged:
+        nodes[s.name].holders = [nodes[h.name] for h in staging.holders(staged, s)]
+    return _Launch(list(nodes.values()), config, run_dir, envs).run(stream)
 
 
 class _Launch:
@@ -296,7 +304,8 @@ class _Launch:
         return self.restarts
 
     def _new_host(self, n: _Node):
-        suffix = f"#{n.attempt}" if n.attempt else ""  # a node placed again: a new name
+        suffix = f"#{n.hosts}" if n.hosts else ""  # a node placed again: a new name
+        n.hosts += 1
         return self._host_class.options(
             name=f"{self._actor_prefix}/{n.name}{suffix}", max_restarts=0, **n.options
         ).remote()
@@ -321,12 +330,14 @@ class _Launch:
             for address, port in zip(n.node.addresses, n.where["ports"]):
                 address.bind(HostPortAddress(n.where["ip"], port))
 
+    def _pickled(self, n: _Node) -> bytes:
+        """The node's function with every address as bound now."""
+        return staging.pickled(n, os.path.join(self._run_dir, rundir.TMP_DIR))
+
     def _start(self) -> None:
-        tmp = os.path.join(self._run_dir, rundir.TMP_DIR)
-        for n in self._nodes:
-            n.payload = staging.pickled(n, tmp)
         starts = [
-            n.host.start.remote(n.payload, self._envs[n.label], n.output) for n in self._nodes
+            n.host.start.remote(self._pickled(n), self._envs[n.label], n.output)
+            for n in self._nodes
         ]
         for n, pid in zip(self._nodes, ray.get(starts, timeout=_RPC_TIMEOUT_S)):
             n.where["pid"] = pid
@@ -389,70 +400,152 @@ class _Launch:
         return True
 
     def _start_due(self) -> bool:
-        """Starts the failed nodes whose backoff is over; False when one cannot be."""
-        for name, (n, when) in list(self._due.items()):
-            if when <= time.monotonic():
-                del self._due[name]
-                if not self._restart(n):
-                    return False
-                self._renew(n)
-                # A placement may take a while: the other calls were not late meanwhile.
-                self._pending = {r: (m, time.monotonic()) for r, (m, _) in self._pending.items()}
-        return True
+        """Starts the failed nodes whose backoff is over, then restarts the live holders of
+        any that moved to another machine; False when one cannot be started."""
+        now = time.monotonic()
+        due = [n for n, when in self._due.values() if when <= now]
+        if not due:
+            return True
+        for n in due:
+            del self._due[n.name]
+        moved = [n for n in due if n.host is None]
+        unplaced = self._place_again(moved)  # every move bound before any pickle is made
+        if unplaced:
+            return self._cannot_start(*unplaced)
+        for n in due:
+            try:
+                self._start_again(n)
+            except (ray.exceptions.RayError, TimeoutError) as err:
+                return self._cannot_start(n, err)
+        for n in due:
+            self._renew(n)
+        ok = self._restart_holders(moved, started=due)
+        # A placement may take a while: the other calls were not late meanwhile.
+        self._pending = {r: (m, time.monotonic()) for r, (m, _) in self._pending.items()}
+        return ok
 
     def _failed(self, n: _Node, why: str, host_lost: bool) -> bool:
         """Records a node's exit or loss; True when it will be started again (after its
         backoff, `config.restart`), False when it ends the program."""
         cause = self._record(n, why)
         lifecycle.annotate_failure(self._run_dir, n.name, n.describe())
-        if n.attempt >= self._max_restarts:
+        if n.failures >= self._max_restarts:
             self._say(f"{n.name} {cause} on {n.machine()}; stopping the program")
             return False
-        if host_lost and n.label not in _MOVABLE:
-            self._say(
-                f"{n.name} {cause} on {n.machine()}; other nodes hold its address, so it "
-                "cannot be placed on another machine: stopping the program"
-            )
-            return False
-        delay = supervisor.restart_delay(self._backoff, n.attempt)
-        n.attempt += 1
-        at = time.time() - self._began
-        entry = supervisor.record_restart(self._run_dir, n.name, n.attempt, cause, at, delay)
-        self.restarts.append({**entry, "host": n.machine()})
+        delay = supervisor.restart_delay(self._backoff, n.failures)
+        n.failures += 1
+        self._restarted(n, cause, delay)
         if host_lost:  # a host that only stopped answering must not run a second copy
             with contextlib.suppress(ray.exceptions.RayError, ValueError):
                 ray.kill(n.host, no_restart=True)
             self._retired.append(n.host)
             n.host = None
         where = "on another machine" if host_lost else "on the same host"
+        holders = ", ".join(h.name for h in n.holders) if host_lost else ""
         self._say(
             f"{n.name} {cause} on {n.machine()}; starting it again {where} in {delay:.1f} s "
-            f"(restart {n.attempt} of {self._max_restarts})"
+            f"(restart {n.failures} of {self._max_restarts})"
+            + (f", then the nodes that hold its address: {holders}" if holders else "")
         )
         self._due[n.name] = (n, time.monotonic() + delay)
         return True
 
-    def _restart(self, n: _Node) -> bool:
-        """Starts a failed node again: on its host, or, when its Ray node was lost, on a new
-        host the cluster places (its own ports new: no other node holds its address).
-        False (recorded as its failure) when that cannot be done."""
-        try:
-            if n.host is None:
+    def _restarted(self, n: _Node, cause: str, delay: float) -> None:
+        """Counts a start of `n` to come and lists it (result.json, the summary); its
+        failure report moves to failures/restarted/."""
+        n.attempt += 1
+        at = time.time() - self._began
+        entry = supervisor.record_restart(self._run_dir, n.name, n.attempt, cause, at, delay)
+        self.restarts.append({**entry, "host": n.machine()})
+
+    def _place_again(self, moved: list[_Node]):
+        """New hosts for nodes whose Ray node was lost, placed by the cluster with their
+        group's options, their addresses bound to the new machine's new ports. Returns
+        None, or (a node, why) when one was not placed within _PLACEMENT_TIMEOUT_S.
+
+        Ray learns that a machine is gone only when its health checks give up (about
+        12 s here), while the watch calls to its hosts fail at once: until then it may
+        put a new host on that very machine, where it dies with it. Such a host is
+        replaced by another until the time is up.
+        """
+        deadline = time.monotonic() + _PLACEMENT_TIMEOUT_S
+        waiting = {}
+        for n in moved:
+            n.host = self._new_host(n)
+            waiting[n.host.locate.remote(len(n.node.addresses))] = n
+        while waiting:
+            left = deadline - time.monotonic()
+            ready, _ = ray.wait(list(waiting), num_returns=1, timeout=max(left, 0))
+            if not ready:
+                n = next(iter(waiting.values()))
+                why = f"not placed within {_PLACEMENT_TIMEOUT_S:.0f} s ({n.options})"
+                return n, TimeoutError(why)
+            n = waiting.pop(ready[0])
+            try:
+                n.where = ray.get(ready[0])
+            except ray.exceptions.RayActorError as err:
+                self._say(f"{n.name}'s new host died ({type(err).__name__}); placing it again")
+                self._retired.append(n.host)
+                time.sleep(_SIGNAL_POLL_S)  # not a busy loop if every new host dies at once
                 n.host = self._new_host(n)
-                ports = n.host.locate.remote(len(n.node.addresses))
-                n.where = ray.get(ports, timeout=_PLACEMENT_TIMEOUT_S)
-                for address, port in zip(n.node.addresses, n.where["ports"]):
-                    address.bind(HostPortAddress(n.where["ip"], port))
-                n.payload = staging.pickled(n, os.path.join(self._run_dir, rundir.TMP_DIR))
-            start = n.host.start.remote(n.payload, self._envs[n.label], n.output, n.attempt)
-            n.where["pid"] = ray.get(start, timeout=_RPC_TIMEOUT_S)
-        except (ray.exceptions.RayError, TimeoutError) as err:
-            self._say(f"{n.name} could not be started again ({type(err).__name__}); stopping")
-            self._record(n, f"could not be started again: {err}".splitlines()[0])
-            return False
+                waiting[n.host.locate.remote(len(n.node.addresses))] = n
+                continue
+            for address, port in zip(n.node.addresses, n.where["ports"]):
+                address.bind(HostPortAddress(n.where["ip"], port))
+        return None
+
+    def _start_again(self, n: _Node) -> None:
+        """Starts a failed node on its host (a new pickle: handles as bound now)."""
+        start = n.host.start.remote(self._pickled(n), self._envs[n.label], n.output, n.attempt)
+        n.where["pid"] = ray.get(start, timeout=_RPC_TIMEOUT_S)
         self._write_placement()
         self._say(f"{n.name} started again on {n.machine()}, pid {n.where['pid']}")
-        return True
+
+    def _cannot_start(self, n: _Node, err: Exception) -> bool:
+        """Records that `n` could not be started again; False (the program stops)."""
+        self._say(f"{n.name} could not be started again ({type(err).__name__}); stopping")
+        self._record(n, f"could not be started again: {err}".splitlines()[0])
+        return False
+
+    def _restart_holders(self, moved: list[_Node], started: list[_Node]) -> bool:
+        """Restarts, on their own hosts, the running nodes that hold a handle to a node in
+        `moved` (but not those just `started`, or waiting to be): their pickles carry its
+        old address, so each starts from one made now (the learner from its checkpoint, as
+        after any restart). They stop as at the end of a run (SIGTERM: the learner writes
+        its final checkpoint), all at once. Not counted against their own `config.restart`
+        (they did not fail), but listed, with the cause. False when one cannot be
+        restarted and that ends the program."""
+        causes = {}
+        for m in moved:
+            for h in m.holders:
+                if h.host is not None and h.name not in self._due and h not in started:
+                    causes.setdefault(h.name, (h, []))[1].append(f"{m.name} moved to {m.machine()}")
+        if not causes:
+            return True
+        grace = supervisor.termination_notice_secs()
+        refs = {}
+        for h, why in causes.values():
+            cause = "restarted: " + "; ".join(why)
+            lifecycle.record_failure(self._run_dir, h.name, cause)
+            self._restarted(h, cause, 0.0)
+            self._pending = {r: v for r, v in self._pending.items() if v[0] is not h}
+            payload = self._pickled(h)
+            ref = h.host.restart.remote(payload, self._envs[h.label], h.output, h.attempt, grace)
+            refs[ref] = h
+            self._say(f"{h.name} on {h.machine()} {cause}")
+        ray.wait(list(refs), num_returns=len(refs), timeout=grace + _RPC_TIMEOUT_S)
+        ok = True
+        for ref, h in refs.items():
+            try:
+                h.where["pid"] = ray.get(ref, timeout=0.1)
+            except (ray.exceptions.RayError, TimeoutError) as err:
+                lost = f"its Ray node was lost ({type(err).__name__})"
+                ok = self._failed(h, lost, host_lost=True) and ok
+                continue
+            self._say(f"{h.name} started again on {h.machine()}, pid {h.where['pid']}")
+            self._renew(h)
+        self._write_placement()
+        return ok
 
     def _stop(self) -> None:
         """Stops every node (SIGTERM, then SIGKILL) and kills every host actor."""

@@ -54,6 +54,15 @@ class NodeHost:
         self._process = nodeproc.NodeProcess(data_file, env, output_path, first_attempt=attempt)
         return self._process.start()
 
+    def restart(
+        self, payload: bytes, env: dict, output_path: str, attempt: int, grace_seconds: float
+    ) -> int:
+        """Stops the running node (as `stop` does, its files kept) and starts `payload`
+        instead, e.g. a pickle whose handles point to a node that moved; returns its PID."""
+        if self._process is not None:
+            self._process.stop(grace_seconds)
+        return self.start(payload, env, output_path, attempt)
+
     def watch(self, seconds: float):
         """(exit code or None, whether the node asked to stop the program), as soon as the
         node exits or asks, or after `seconds`. Checked here, locally, every 50 ms: the
