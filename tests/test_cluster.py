@@ -29,6 +29,7 @@ from conftest import assert_nothing_left, launch_train, listening_addresses, loa
 from launchpad import address as lp_address
 
 from distrl.config import ConfigError
+from distrl.program import staging, topology
 from distrl.program.errors import LaunchError
 from distrl.program.ray import cluster as cluster_lib
 
@@ -506,3 +507,19 @@ def test_check_address_fails_fast():
     with pytest.raises(LaunchError, match="no Ray cluster answers at --ray_address=127.0.0.1:1"):
         cluster_lib.check_address("127.0.0.1:1")
     assert time.time() - start < 10
+
+
+def test_holders_are_the_nodes_whose_handles_point_to_a_node(tmp_path):
+    """Who must restart with a moved node's new address: Launchpad's handle graph."""
+    program = topology.make_program(load_config("dqn"), str(tmp_path), time.time())
+    staged = staging.stage(program)
+    holders = {s.name: [h.name for h in staging.holders(staged, s)] for s in staged}
+    users = ["learner", "actor/0", "actor/1", "evaluator"]
+    assert holders == {
+        "replay": users,
+        "counter": users,
+        "learner": users[1:],
+        "actor/0": [],
+        "actor/1": [],
+        "evaluator": [],
+    }
