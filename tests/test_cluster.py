@@ -359,9 +359,10 @@ def test_a_lost_machine_holding_the_replay_is_replaced_and_training_goes_on(ray_
     for name in causes:
         assert f"restarted {name} at" in out, out[-4000:]  # the summary lists each restart
     assert not list((run_dir / "failures").glob("*.txt"))  # no failure ended the run
-    # The replay came back from its checkpoint, written on the lost machine's file system.
+    # The replay came back from its newest verified checkpoint, in the shared run directory.
     replay_output = (run_dir / "logs" / "nodes" / "replay" / "0").read_text()
-    assert "Loading checkpoint from" in replay_output, replay_output[-3000:]
+    assert "replay restarted from checkpoint" in replay_output, replay_output[-3000:]
+    assert "Loading checkpoint from" in replay_output, replay_output[-3000:]  # Reverb's own
 
     # Counters never went back, and training went on past the loss.
     rows = _rows(run_dir / "logs" / "evaluator.csv")
