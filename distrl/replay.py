@@ -410,6 +410,9 @@ def _stack(samples):
     return jax.tree.map(lambda *xs: np.stack(xs), *samples)
 
 
+_ENDED = object()  # what `_Pull.get` returns when the dataset's iterator ended
+
+
 class _Pull:
     """A dataset iterator whose `next()` runs in a thread of its own, one call at a time.
 
@@ -436,13 +439,17 @@ class _Pull:
                 if iterator is None:
                     iterator = self._make()
                 self._results.put((next(iterator), None))
+            except StopIteration:  # a sampling timeout may end it, too: a new one next
+                iterator = None
+                self._results.put((_ENDED, None))
             except Exception as err:  # noqa: BLE001 - handed to the caller
                 iterator = None  # a sampling timeout ends the iterator: a new one next
                 self._results.put((None, err))
 
     def get(self, wait_s: float):
-        """The next sample; None after `wait_s` without one (the call goes on); raises
-        what `next()` raised (a sampling timeout: DeadlineExceededError)."""
+        """The next sample; `_ENDED` when the iterator ended; None after `wait_s`
+        without either (the call goes on); raises what `next()` raised (a sampling
+        timeout: DeadlineExceededError)."""
         if not self._asked:
             self._calls.put(True)
             self._asked = True
@@ -502,8 +509,11 @@ def iterate_batches(
                 sample = pull.get(wait_s)
             except tf.errors.DeadlineExceededError:
                 logging.info("replay: no data for a while; still waiting")
-                sample, heard = None, time.monotonic()
+                sample = _ENDED
             waited += time.perf_counter() - start
+            if sample is _ENDED:  # the server answered: nothing to sample yet
+                heard = time.monotonic()
+                continue
             if sample is None:
                 if time.monotonic() - heard > stall_s:
                     if not answers(connection.client):
