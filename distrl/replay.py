@@ -12,7 +12,9 @@ What an actor writes and what the learner reads are both derived from one exampl
 pytree (`example_item`), so the two cannot drift apart.
 """
 
+import functools
 import queue
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -91,6 +93,107 @@ def make_tables(config, obs_size: int):
     ]
 
 
+# gRPC target schemes: an address that names one already has its only form.
+_SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:")
+_PROBE_TIMEOUT_S = 1  # server_info's deadline (whole seconds) when checking a connection
+
+
+def target_forms(address: str) -> tuple[str, ...]:
+    """The equivalent gRPC targets of a server address: ("host:port", "dns:host:port").
+
+    gRPC shares one connection (subchannel), and its reconnect backoff, between
+    every channel of a process with the same canonical target: after an outage a
+    new client on the old target waits for the old connection's next attempt
+    (1, 1.6, 2.6, 4.1, 6.6 s apart, measured as 7-9 s after a server was back).
+    "dns:host:port" names the same server but is another target, so a client on
+    it connects at once. A reconnect alternates between the two forms.
+    """
+    if address.startswith(_SCHEMES):
+        return (address,)
+    return (address, f"dns:{address}")
+
+
+def _sleep(seconds: float, should_stop) -> None:
+    """Sleeps up to `seconds`, in 0.1 s slices, returning early on a stop request."""
+    end = time.monotonic() + seconds
+    while not should_stop() and time.monotonic() < end:
+        time.sleep(min(0.1, max(0.0, end - time.monotonic())))
+
+
+def answers(client: reverb.Client) -> bool:
+    """Whether the server answers `client` within a second (its connection is up)."""
+    try:
+        client.server_info(timeout=_PROBE_TIMEOUT_S)
+        return True
+    except Exception:  # noqa: BLE001 - grpc surfaces several error types
+        return False
+
+
+class Connection:
+    """A node's way to the replay server: its client, replaced after an outage.
+
+    `reconnect()` drops the client (its connection is the stale one), switches to
+    the address's other target form (`target_forms`) and returns once a new
+    client there answers, or None when a stop came first. Each try first checks
+    that the server's port accepts a TCP connection (refused at once while the
+    server is down), then asks a brand-new client (a failed client's connection
+    would back off); tries are 0.05 s apart, doubling to 0.5 s. `reconnects`
+    counts them; each is one log line.
+    """
+
+    def __init__(self, client: reverb.Client, should_stop, name: str):
+        self.client = client
+        self._forms = target_forms(client.server_address)
+        self._form = 0
+        self._should_stop = should_stop
+        self._name = name
+        self.reconnects = 0
+
+    @property
+    def address(self) -> str:
+        """The target in use (the original address or its other form)."""
+        return self._forms[self._form]
+
+    def reconnect(self, why: str) -> reverb.Client | None:
+        start = time.monotonic()
+        self.client = None
+        self._form = (self._form + 1) % len(self._forms)
+        backoff, tries = 0.05, 0
+        while not self._should_stop():
+            tries += 1
+            client = _listening(self._forms[0]) and reverb.Client(self.address)
+            if client and answers(client):
+                self.client = client
+                self.reconnects += 1
+                logging.warning(
+                    "replay: %s reconnected to %s in %.1f s (%d tries) after %s; reconnect %d",
+                    self._name,
+                    self.address,
+                    time.monotonic() - start,
+                    tries,
+                    why,
+                    self.reconnects,
+                )
+                return client
+            del client  # before the next try: its connection is backing off
+            _sleep(backoff, self._should_stop)
+            backoff = min(2 * backoff, 0.5)
+        return None
+
+
+def _listening(address: str, timeout_s: float = 0.5) -> bool:
+    """Whether something accepts TCP connections at "host:port" (True when the address
+    is not one: then the client's answer decides)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return True
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        return True
+    except OSError:
+        return False
+
+
 class Writer:
     """Writes rollout output to the table: per time step (replay) or per chunk (queue).
 
@@ -103,6 +206,18 @@ class Writer:
     the items, waiting in short slices so that a stop request (`should_stop()`) is
     noticed even while the rate limiter or a full queue blocks.
 
+    The writer owns `client` (hand it over: another client to the same server in
+    the process would share its connection's reconnect backoff). When a flush has
+    waited `check_after_s` and the server does not answer the writer's client
+    (`answers`: a rate limiter or full queue answers at once, a lost server or a
+    connection still backing off after it came back does not), the server went
+    away: the writer closes its Reverb writer, reconnects (`Connection`) and
+    writes the items not yet confirmed again on the new one. Items are whole
+    steps (an n-step item carries its own sums; the n-step tail lives in the
+    actor), so items lost with the server never corrupt later ones, and items
+    that the old server took before dying may be written twice. `reconnects`
+    counts the reconnects.
+
     Every item is one appended step referenced whole, so the writer calls Reverb's
     C++ writer directly (`_append_item`): the Python `TrajectoryWriter.append` and
     `create_item` (path flattening, column history, `TrajectoryColumn`s) cost more
@@ -110,18 +225,34 @@ class Writer:
     "Issue 14: the DQN data path").
     """
 
-    def __init__(self, client: reverb.Client, should_stop, flush_timeout_ms: int = 200):
+    def __init__(
+        self,
+        client: reverb.Client,
+        should_stop,
+        flush_timeout_ms: int = 200,
+        check_after_s: float = 1.0,
+        name: str = "writer",
+    ):
+        self._connection = Connection(client, should_stop, name)
+        self._should_stop = should_stop
+        self._timeout_ms = flush_timeout_ms
+        self._check_after_s = check_after_s
+        self.priority = 1.0
+        self.blocked_seconds = 0.0  # time spent waiting on the server, for metrics
+        self._unconfirmed = []  # flat items created since the last confirmed flush
+        self._written = 0  # items the server confirmed, not yet popped
+        self._squeezed = None  # CreateItem's per-column flags: one step each, squeezed
+        self._open(client)
+
+    @property
+    def reconnects(self) -> int:
+        return self._connection.reconnects
+
+    def _open(self, client: reverb.Client) -> None:
         self._writer = client.trajectory_writer(num_keep_alive_refs=1)
         # The C++ writer behind it (reverb 0.7.2 keeps it as `_writer`): its columns
         # are the flat positions of the first `Append`, i.e. the signature's order.
         self._cpp = self._writer._writer
-        self._should_stop = should_stop
-        self._timeout_ms = flush_timeout_ms
-        self.priority = 1.0
-        self.blocked_seconds = 0.0  # time spent waiting on the server, for metrics
-        self._created = 0  # items created since the last confirmed flush
-        self._written = 0  # items the server confirmed, not yet popped
-        self._squeezed = None  # CreateItem's per-column flags: one step each, squeezed
 
     def pop_written(self) -> int:
         """Items the server confirmed since the last call."""
@@ -151,27 +282,59 @@ class Writer:
     def _append_item(self, flat: list) -> None:
         """One step (the leaves of `Versioned(data, version)` in tree order, the order
         of the table's signature) and one item referencing all of it."""
+        self._create(flat)
+        self._unconfirmed.append(flat)
+
+    def _create(self, flat: list) -> None:
         refs = self._cpp.Append(flat)
         if self._squeezed is None:
             self._squeezed = [True] * len(refs)
         self._cpp.CreateItem(TABLE, float(self.priority), [[ref] for ref in refs], self._squeezed)
-        self._created += 1
 
     def _flush(self) -> None:
         start = time.perf_counter()
+        checked = time.monotonic()
         try:
             while not self._should_stop():
                 try:
                     self._writer.flush(timeout_ms=self._timeout_ms)
-                    self._written, self._created = self._written + self._created, 0
+                    self._written += len(self._unconfirmed)
+                    self._unconfirmed = []
                     return
                 except reverb.errors.DeadlineExceededError:
-                    continue
+                    if time.monotonic() - checked < self._check_after_s:
+                        continue
+                    if not answers(self._connection.client) and not self._reopen():
+                        return  # stopped while reconnecting
+                    checked = time.monotonic()
         finally:
             self.blocked_seconds += time.perf_counter() - start
 
+    def _reopen(self) -> bool:
+        """A new client and writer after the server went away; the unconfirmed items
+        written again. False when the program stopped first."""
+        self._writer.close()  # cancels its stream; what it still held is dropped
+        self._writer = self._cpp = None
+        waited = time.perf_counter()
+        client = self._connection.reconnect(
+            f"a flush waited {self._check_after_s:.0f} s and the server did not answer"
+        )
+        if client is None:
+            return False
+        self._open(client)
+        for flat in self._unconfirmed:
+            self._create(flat)
+        logging.info(
+            "replay: %d unconfirmed items written again (%.1f s without a server)",
+            len(self._unconfirmed),
+            time.perf_counter() - waited,
+        )
+        return True
+
     def close(self) -> None:
         """Ends the stream; pending items are dropped when the program is stopping."""
+        if self._writer is None:  # stopped while reconnecting
+            return
         try:
             self._writer.end_episode(clear_buffers=True, timeout_ms=self._timeout_ms)
         except reverb.errors.DeadlineExceededError:
@@ -247,8 +410,73 @@ def _stack(samples):
     return jax.tree.map(lambda *xs: np.stack(xs), *samples)
 
 
+_ENDED = object()  # what `_Pull.get` returns when the dataset's iterator ended
+
+
+class _Pull:
+    """A dataset iterator whose `next()` runs in a thread of its own, one call at a time.
+
+    A lost server blocks `next()` in native code (Reverb's sampler retries until gRPC
+    reconnects, 7-9 s after the server is back), so the caller waits for a call with
+    a deadline instead and can give up on it (`close`: the thread ends when that call
+    returns, and drops its iterator). With `ahead`, the next call starts as soon as a
+    result is taken (it runs while the caller uses the sample); without, only when
+    asked (a queue's chunks are not taken before the learner wants them).
+    """
+
+    def __init__(self, make_iterator, ahead: bool):
+        self._make = make_iterator
+        self._ahead = ahead
+        self._calls = queue.Queue()
+        self._results = queue.Queue()
+        self._asked = False
+        threading.Thread(target=self._loop, name="replay-dataset", daemon=True).start()
+
+    def _loop(self) -> None:
+        iterator = None
+        while self._calls.get():
+            try:
+                if iterator is None:
+                    iterator = self._make()
+                self._results.put((next(iterator), None))
+            except StopIteration:  # a sampling timeout may end it, too: a new one next
+                iterator = None
+                self._results.put((_ENDED, None))
+            except Exception as err:  # noqa: BLE001 - handed to the caller
+                iterator = None  # a sampling timeout ends the iterator: a new one next
+                self._results.put((None, err))
+
+    def get(self, wait_s: float):
+        """The next sample; `_ENDED` when the iterator ended; None after `wait_s`
+        without either (the call goes on); raises what `next()` raised (a sampling
+        timeout: DeadlineExceededError)."""
+        if not self._asked:
+            self._calls.put(True)
+            self._asked = True
+        try:
+            sample, err = self._results.get(timeout=wait_s)
+        except queue.Empty:
+            return None
+        self._asked = False
+        if self._ahead and err is None:
+            self._calls.put(True)
+            self._asked = True
+        if err is not None:
+            raise err
+        return sample
+
+    def close(self) -> None:
+        self._calls.put(False)
+
+
 def iterate_batches(
-    server_address: str, config, obs_size: int, should_stop, timeout_ms: int = 500
+    server_address: str,
+    config,
+    obs_size: int,
+    should_stop,
+    timeout_ms: int = 500,
+    stall_s: float = 2.0,
+    wait_s: float = 0.2,
 ) -> Iterator:
     """Yields (ReplaySample batch [items_per_batch], seconds waited) until `should_stop()`.
 
@@ -256,29 +484,60 @@ def iterate_batches(
     hides a stop request. Queue items sampled before a timeout are kept and go
     into the next batch: every chunk taken from the queue is learned from (only a
     partial batch pending when the program stops is not).
+
+    The dataset is read through `_Pull`, in slices of `wait_s`. A healthy server
+    answers every request within `timeout_ms` (a sample or a sampling timeout);
+    when nothing came for `stall_s` and the server does not answer a client on
+    the dataset's target (`answers`), the server went away: the dataset is given
+    up and made anew on the other target form once the server answers
+    (`Connection.reconnect`). A queue's chunks that the given-up dataset had read
+    ahead from the restarted server (up to a batch) are then not learned from.
     """
     batched = config_lib.pipeline(config) is Pipeline.REPLAY
     k = config_lib.items_per_batch(config)
+    connection = Connection(reverb.Client(server_address), should_stop, "the learner's dataset")
     pending = []  # queue items sampled but not yet yielded; survives rebuilds
-    waited = 0.0
-    while not should_stop():
-        iterator = make_dataset(server_address, config, obs_size, timeout_ms).as_numpy_iterator()
-        start = time.perf_counter()
-        try:
-            for sample in iterator:
-                if not batched:
-                    pending.append(sample)
-                    if len(pending) < k:
-                        continue
-                    sample, pending = _stack(pending), []
-                yield sample, waited + time.perf_counter() - start
-                waited = 0.0
-                if should_stop():
-                    return
-                start = time.perf_counter()
-        except tf.errors.DeadlineExceededError:
+    waited, pull, heard = 0.0, None, time.monotonic()
+    try:
+        while not should_stop():
+            if pull is None:
+                address = connection.address
+                make = functools.partial(_iterator, address, config, obs_size, timeout_ms)
+                pull = _Pull(make, ahead=batched)
+            start = time.perf_counter()
+            try:
+                sample = pull.get(wait_s)
+            except tf.errors.DeadlineExceededError:
+                logging.info("replay: no data for a while; still waiting")
+                sample = _ENDED
             waited += time.perf_counter() - start
-            logging.info("replay: no data for a while; still waiting")
+            if sample is _ENDED:  # the server answered: nothing to sample yet
+                heard = time.monotonic()
+                continue
+            if sample is None:
+                if time.monotonic() - heard > stall_s:
+                    if not answers(connection.client):
+                        pull.close()
+                        pull = None
+                        if connection.reconnect(f"no sample for {stall_s:.0f} s") is None:
+                            return
+                    heard = time.monotonic()
+                continue
+            heard = time.monotonic()
+            if not batched:
+                pending.append(sample)
+                if len(pending) < k:
+                    continue
+                sample, pending = _stack(pending), []
+            yield sample, waited
+            waited, heard = 0.0, time.monotonic()  # the update took its time, not the server
+    finally:
+        if pull is not None:
+            pull.close()
+
+
+def _iterator(address: str, config, obs_size: int, timeout_ms: int):
+    return make_dataset(address, config, obs_size, timeout_ms).as_numpy_iterator()
 
 
 def importance_exponent(config, updates: int) -> float:

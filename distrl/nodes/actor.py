@@ -7,8 +7,9 @@ queue), writes them, and reports env steps and episodes to the counter. Params
 arrive in the background (`ParamsClient`), so stepping never waits on the learner
 after the first pull. Every `log.every_seconds` it writes a metrics row to
 `logs/actor_<i>.csv` (env steps, episodes, env steps/s, parameter version and
-lag, time blocked on Reverb). A resumed run starts its env-step count (and with
-it the exploration schedule) from its share of the checkpointed total.
+lag, time blocked on Reverb, the writer's reconnects after replay outages). A
+resumed run starts its env-step count (and with it the exploration schedule)
+from its share of the checkpointed total.
 """
 
 import time
@@ -135,7 +136,11 @@ class Actor:
             metrics.MetricsLogger(self._run_dir, f"actor_{self._id}", c.log.every_seconds),
             self._start_steps,
         )
-        return _Acting(self, env, agent, params, replay.Writer(self._replay, should_stop), log)
+        # The writer owns the client from here: it replaces it after a replay outage,
+        # and a second client to the server would share its connection's backoff.
+        writer = replay.Writer(self._replay, should_stop, name=f"actor {self._id}'s writer")
+        self._replay = None
+        return _Acting(self, env, agent, params, writer, log)
 
     def _step(self, acting: "_Acting", pipelined: bool) -> int:
         """One rollout; writes its items, or (`pipelined`) the previous rollout's while
@@ -163,7 +168,7 @@ class Actor:
             written += self._deliver(a)
         a.env_steps += c.actor.num_envs * c.actor.unroll_length
         a.tally.maybe_report(self._counter, a.log)
-        a.log.maybe_write(a.params.version, epsilon)
+        a.log.maybe_write(a.params.version, epsilon, a.writer.reconnects)
         return written
 
     @staticmethod
@@ -321,7 +326,7 @@ class _ActorLog:
         for name, value in deltas.items():
             self._totals[name] = self._totals.get(name, 0.0) + value
 
-    def maybe_write(self, param_version: int, epsilon: float) -> None:
+    def maybe_write(self, param_version: int, epsilon: float, reconnects: int) -> None:
         if not self._log.due():
             return
         d, seconds = self._deltas.step(self._totals)
@@ -341,6 +346,7 @@ class _ActorLog:
                 version_lag=self._lag,
                 blocked_frac=d["actor_blocked_seconds"] / seconds,
                 epsilon=epsilon,
+                replay_reconnects=reconnects,  # the writer's, since the actor started
             ),
         )
 
