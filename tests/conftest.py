@@ -27,6 +27,12 @@ def load_config(name: str):
     return cli.load_file(name)
 
 
+def pytest_collection_modifyitems(config, items):
+    """The multi-process runs first (a stable sort): under pytest-xdist (`make test`)
+    they then run beside the many short tests instead of after them."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def run_dir(tmp_path):
     return str(tmp_path / "run")

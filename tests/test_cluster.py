@@ -33,6 +33,10 @@ from distrl.program import staging, topology
 from distrl.program.errors import LaunchError
 from distrl.program.ray import cluster as cluster_lib
 
+# One Ray cluster at a time (Ray's /tmp/ray on the head is shared): the suite's
+# parallel workers run this module's tests on one of them, in order.
+pytestmark = pytest.mark.xdist_group("ray_cluster")
+
 PLACE = ["--config.ray.replay_resource=replay_host", "--config.ray.learner_resource=learner_host"]
 
 
@@ -69,6 +73,7 @@ def ray_cluster():
                 separate_hosts=True,
                 lose=lose,
                 restore=restore,
+                sessions=c.sessions,
             )
             yield cluster
         finally:
@@ -102,6 +107,7 @@ def ray_cluster():
         separate_hosts=False,
         lose=lose,
         restore=restore,
+        sessions=None,
     )
     try:
         yield cluster
@@ -139,6 +145,27 @@ def _processes(pids):
     return found
 
 
+def _cluster_processes(ray_cluster) -> list[str]:
+    """Command lines of this cluster's node processes and host workers: those in its
+    processes' sessions when it knows them (`netns_cluster`), else any Ray node
+    process (its pickle in a NodeHost's distrl-node-* folder) of this checkout's
+    Python and any host worker. The suite's other workers, and other checkouts on a
+    shared machine, run local_mp nodes and Ray clusters of their own."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        try:
+            if ray_cluster.sessions is not None:
+                ours = os.getsid(p.pid) in ray_cluster.sessions()
+            else:
+                ours = "/distrl-node-" in cmd and cmd.startswith(sys.executable)
+        except ProcessLookupError:
+            continue
+        if ours and ("process_entry.py" in cmd or "NodeHost" in cmd):
+            found.append(cmd)
+    return found
+
+
 def _nothing_left_on(ray_cluster, proc):
     """No host actor is alive, no node process or host worker runs anywhere."""
     assert_nothing_left(proc)
@@ -149,13 +176,7 @@ def _nothing_left_on(ray_cluster, proc):
             for a in ray.util.list_named_actors(all_namespaces=True)
             if a["namespace"] == cluster_lib.NAMESPACE
         ]
-        procs = []
-        for p in psutil.process_iter(["cmdline"]):
-            cmd = " ".join(p.info["cmdline"] or [])
-            # Node processes of this checkout only: other checkouts on a shared
-            # machine run local_mp nodes of their own.
-            if ("process_entry.py" in cmd and cmd.startswith(sys.executable)) or "NodeHost" in cmd:
-                procs.append(cmd)
+        procs = _cluster_processes(ray_cluster)
         if not (actors or procs) or time.time() > deadline:
             break
         time.sleep(0.5)
