@@ -9,9 +9,11 @@ VENV  ?= .venv
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS  ?=
-# Test processes at once (pytest-xdist): most tests wait on node processes, so more than the cores.
+# Test processes at once (pytest-xdist): most tests wait on node processes, so more than the
+# cores. Each test file runs on one of them, in order: one Ray cluster at a time (its head's
+# /tmp/ray is this machine's), module fixtures made once.
 JOBS  ?= 3
-PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadgroup
+PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile
 
 .PHONY: setup lint test test-cluster test-fast run bench clean
 

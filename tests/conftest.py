@@ -28,8 +28,9 @@ def load_config(name: str):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The multi-process runs first (a stable sort): under pytest-xdist (`make test`)
-    they then run beside the many short tests instead of after them."""
+    """The multi-process runs first (a stable sort), so the files that hold them start
+    first under pytest-xdist (`make test`: a file per worker at a time) and run beside
+    the many short tests instead of after them."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

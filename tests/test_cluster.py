@@ -33,10 +33,6 @@ from distrl.program import staging, topology
 from distrl.program.errors import LaunchError
 from distrl.program.ray import cluster as cluster_lib
 
-# One Ray cluster at a time (Ray's /tmp/ray on the head is shared): the suite's
-# parallel workers run this module's tests on one of them, in order.
-pytestmark = pytest.mark.xdist_group("ray_cluster")
-
 PLACE = ["--config.ray.replay_resource=replay_host", "--config.ray.learner_resource=learner_host"]
 
 
