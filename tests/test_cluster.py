@@ -182,7 +182,9 @@ def _nothing_left_on(ray_cluster, proc):
 
 @pytest.mark.slow
 @pytest.mark.cluster
-@pytest.mark.parametrize("config,num_actors", [("dqn", 2), ("ppo", 2), ("dqn", 4)])
+# DQN with 4 actors checks all that DQN with 2 would (both workers hold actors), and PPO
+# the on-policy queue.
+@pytest.mark.parametrize("config,num_actors", [("ppo", 2), ("dqn", 4)])
 def test_runs_on_several_ray_nodes_to_success(ray_cluster, tmp_path, config, num_actors):
     run_dir = tmp_path / "run"
     proc = _train_on(
