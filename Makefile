@@ -9,6 +9,11 @@ VENV  ?= .venv
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS  ?=
+# Test processes at once (pytest-xdist): most tests wait on node processes, so more than the
+# cores. Each test file runs on one of them, in order: one Ray cluster at a time (its head's
+# /tmp/ray is this machine's), module fixtures made once.
+JOBS  ?= 3
+PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile
 
 .PHONY: setup lint test test-cluster test-fast run bench clean
 
@@ -28,14 +33,14 @@ lint: setup
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
 test: lint
-	$(PY) -m pytest $(ARGS)
+	$(PYTEST) $(ARGS)
 
 test-cluster: setup
 	$(PY) -m pytest -m cluster $(ARGS)
 
 # Everything but the multi-process (local_mp) runs.
 test-fast: setup
-	$(PY) -m pytest -m "not slow" $(ARGS)
+	$(PYTEST) -m "not slow" $(ARGS)
 
 run: setup
 	$(PY) launch/train.py --config=configs/dqn.py --lp_launch_type=local_mp $(ARGS)

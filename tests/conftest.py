@@ -27,6 +27,13 @@ def load_config(name: str):
     return cli.load_file(name)
 
 
+def pytest_collection_modifyitems(config, items):
+    """The multi-process runs first (a stable sort), so the files that hold them start
+    first under pytest-xdist (`make test`: a file per worker at a time) and run beside
+    the many short tests instead of after them."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def run_dir(tmp_path):
     return str(tmp_path / "run")

@@ -220,11 +220,16 @@ class NetnsRayCluster:
 
         return {n["NodeManagerAddress"]: n["NodeID"] for n in ray.nodes() if n["Alive"]}
 
+    def sessions(self) -> list[int]:
+        """The session ids of every process of this cluster (each `ray start` leads one:
+        raylets, GCS, workers and the node processes they start)."""
+        return [p.pid for p in self._procs]
+
     def shutdown(self) -> None:
         import ray  # noqa: PLC0415
 
         ray.shutdown()
-        sessions = [p.pid for p in self._procs]
+        sessions = self.sessions()
         for p in self._procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
