@@ -13,6 +13,7 @@ Ray node its host actor reported), that handles resolved to those hosts, that th
 servers listened on the cluster address only, and that nothing was left behind.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -114,6 +115,19 @@ def ray_cluster():
 
 def _train_on(ray_cluster, args):
     return launch_train(["--lp_launch_type=ray", f"--ray_address={ray_cluster.address}"] + args)
+
+
+@contextlib.contextmanager
+def _training(ray_cluster, args):
+    """`_train_on`'s launcher, killed with its session if the test fails while it runs
+    (its host actors die with their owner), so that no run outlives its test."""
+    proc = _train_on(ray_cluster, args)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=60)
 
 
 def _watch(proc, run_dir, timeout_s=400):
@@ -266,17 +280,17 @@ def test_failed_nodes_start_again_on_their_host_or_elsewhere_and_the_run_goes_on
         "--config.budget.seconds=150",
         "--config.restart.max_per_node=1",
     ]
-    proc = _train_on(ray_cluster, args)
-    before = _wait_for_training(run_dir, proc)
-    at_kill, deadline = {"env_steps": 0}, time.time() + 240
-    while at_kill["env_steps"] == 0 and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.5)  # kill while it trains, not while it starts up
-        at_kill = _last_row(run_dir / "logs" / "evaluator.csv")
-    assert at_kill["env_steps"] > 0, at_kill
-    psutil.Process(before["learner"]["pid"]).kill()  # same host, same port, from its checkpoint
-    psutil.Process(before["actor/1"]["pid"]).kill()
-    psutil.Process(before["actor/0"]["host_pid"]).kill()  # its host lost: placed again
-    out = _finish(proc, timeout_s=300)
+    with _training(ray_cluster, args) as proc:
+        before = _wait_for_training(run_dir, proc)
+        at_kill, deadline = {"env_steps": 0}, time.time() + 240
+        while at_kill["env_steps"] == 0 and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.5)  # kill while it trains, not while it starts up
+            at_kill = _last_row(run_dir / "logs" / "evaluator.csv")
+        assert at_kill["env_steps"] > 0, at_kill
+        psutil.Process(before["learner"]["pid"]).kill()  # same host and port, its checkpoint
+        psutil.Process(before["actor/1"]["pid"]).kill()
+        psutil.Process(before["actor/0"]["host_pid"]).kill()  # its host lost: placed again
+        out = _finish(proc, timeout_s=300)
     assert proc.returncode == 0, out[-4000:]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["stop_reason"] == "time_budget", result
@@ -340,20 +354,24 @@ def test_a_lost_machine_holding_the_replay_is_replaced_and_training_goes_on(ray_
         "--config.restart.max_per_node=1",
         "--config.checkpoint.every_seconds=5",
     ]
-    proc = _train_on(ray_cluster, args)
     try:
-        before = _wait_for_training(run_dir, proc)
-        kept = run_dir / "checkpoints" / "replay-kept"
-        deadline = time.time() + 120
-        while not list(kept.glob("*/distrl.json")) and time.time() < deadline:
-            time.sleep(0.5)  # a sealed replay checkpoint to load elsewhere
-        at_kill = _last_row(run_dir / "logs" / "evaluator.csv")
-        assert at_kill["env_steps"] > 0 and list(kept.glob("*/distrl.json")), at_kill
-        lost = before["replay"]["ray_node"]
-        (kept_up,) = {ray_cluster.learner, ray_cluster.other} - {lost}  # the replay's on one
-        ray_cluster.lose(lost)
-        lost_at = at_kill["elapsed"] + 0.5  # the row is at most one evaluation period old
-        out = _finish(proc, timeout_s=300)
+        with _training(ray_cluster, args) as proc:
+            before = _wait_for_training(run_dir, proc)
+            kept = run_dir / "checkpoints" / "replay-kept"
+            deadline = time.time() + 120
+            while time.time() < deadline and proc.poll() is None:
+                # Env steps flowing (the evaluator's first rows can come before any) and
+                # a sealed replay checkpoint to load elsewhere (rounds start before both).
+                at_kill = _last_row(run_dir / "logs" / "evaluator.csv")
+                if at_kill["env_steps"] > 0 and list(kept.glob("*/distrl.json")):
+                    break
+                time.sleep(0.5)
+            assert at_kill["env_steps"] > 0 and list(kept.glob("*/distrl.json")), at_kill
+            lost = before["replay"]["ray_node"]
+            (kept_up,) = {ray_cluster.learner, ray_cluster.other} - {lost}  # the replay's
+            ray_cluster.lose(lost)
+            lost_at = at_kill["elapsed"] + 0.5  # the row is at most one evaluation period old
+            out = _finish(proc, timeout_s=300)
     finally:
         ray_cluster.restore()
     assert proc.returncode == 0, out[-4000:]
