@@ -51,15 +51,33 @@ def test_a_death_beyond_the_policy_stops_every_node_and_is_named(tmp_path):
     assert not list((run_dir / "tmp").iterdir())  # the node pickles are gone
 
 
-def _node_processes(launcher_pid: int, count: int, timeout_s: float = 120.0):
-    """The launcher's `count` node processes, once they all run."""
+def _node_pids(run_dir) -> dict:
+    """{node name: pid of its latest start}, from the launcher's log ("X started, pid N",
+    "X restarted, pid N"): a node forked by the preloaded parent keeps that parent's
+    command line, so the log is what names each process."""
+    log = run_dir / "logs" / "nodes" / "launcher"
+    pids = {}
+    for line in log.read_text().splitlines() if log.exists() else []:
+        words = line.split()
+        if len(words) == 5 and words[2] in ("started,", "restarted,") and words[3] == "pid":
+            pids[words[1]] = int(words[4])
+    return pids
+
+
+def _descendants(launcher_pid: int) -> dict:
+    return {p.pid: p for p in psutil.Process(launcher_pid).children(recursive=True)}
+
+
+def _node_processes(launcher_pid: int, run_dir, count: int, timeout_s: float = 120.0):
+    """The launcher's `count` node processes (each one a descendant of it), once they all run."""
     deadline = time.time() + timeout_s
     while time.time() < deadline:
-        children = psutil.Process(launcher_pid).children()
-        if len(children) >= count:
-            return children
+        descendants = _descendants(launcher_pid)
+        nodes = [descendants[pid] for pid in _node_pids(run_dir).values() if pid in descendants]
+        if len(nodes) >= count:
+            return nodes
         time.sleep(0.2)
-    raise AssertionError(f"the launcher started {len(children)} of {count} nodes")
+    raise AssertionError(f"the launcher started {len(nodes)} of {count} nodes")
 
 
 # A hang-up of the whole process group: what closing the terminal does.
@@ -71,7 +89,7 @@ def _node_processes(launcher_pid: int, count: int, timeout_s: float = 120.0):
 def test_no_node_outlives_its_launcher(tmp_path, sig, group):
     proc = launch_train([], executable_args=[PROGRAM, str(tmp_path / "run"), "hang", "0"])
     try:
-        nodes = _node_processes(proc.pid, 2)
+        nodes = _node_processes(proc.pid, tmp_path / "run", 2)
         time.sleep(2.0)  # every node inside its body
         if group:
             os.killpg(proc.pid, sig)
@@ -92,16 +110,14 @@ def test_no_node_outlives_its_launcher(tmp_path, sig, group):
         assert "interrupted; stopping every node" in log and "SIGHUP" not in log, log
 
 
-def _node_process(launcher_pid: int, name: str):
+def _node_process(launcher_pid: int, run_dir, name: str):
     """The live process of node `name` ("actor/0", "replay") of a launcher, or None."""
-    marker = f"{name.replace('/', '_')}.pkl"
-    for child in psutil.Process(launcher_pid).children():
-        try:
-            if any(arg.endswith(marker) for arg in child.cmdline()):
-                return child
-        except psutil.NoSuchProcess:
-            pass
-    return None
+    pid = _node_pids(run_dir).get(name)
+    try:
+        node = _descendants(launcher_pid).get(pid)
+        return node if node is not None and node.status() != psutil.STATUS_ZOMBIE else None
+    except psutil.NoSuchProcess:
+        return None
 
 
 def _rows(run_dir, node: str):
@@ -169,13 +185,15 @@ def test_chaos_one_node_of_every_group_killed_in_turn_and_the_run_still_solves(t
             assert proc.poll() is None and time.time() < deadline, proc.communicate()[0][-3000:]
             time.sleep(0.5)
         for name in CHAOS_ORDER:
-            victim = _node_process(proc.pid, name)
+            victim = _node_process(proc.pid, run_dir, name)
             assert victim is not None and proc.poll() is None, (name, injected)
             victim.send_signal(signal.SIGKILL)
             injected.append((name, time.time()))
             if name == CHAOS_ORDER[-1]:
                 break
-            while not (_node_process(proc.pid, name) and _flowing_again(run_dir, injected[-1][1])):
+            while not (
+                _node_process(proc.pid, run_dir, name) and _flowing_again(run_dir, injected[-1][1])
+            ):
                 assert proc.poll() is None and time.time() < deadline, (name, injected)
                 time.sleep(0.5)
         out, _ = proc.communicate(timeout=600)
@@ -217,7 +235,7 @@ def test_a_killed_node_of_a_real_run_is_named_in_one_line_and_the_learner_checkp
         while len(_evaluator_rows(run_dir)) < 3:
             assert proc.poll() is None and time.time() < deadline, proc.communicate()[0][-3000:]
             time.sleep(0.5)
-        _node_process(proc.pid, "replay").send_signal(signal.SIGKILL)
+        _node_process(proc.pid, run_dir, "replay").send_signal(signal.SIGKILL)
         killed_at = time.time()
         out, _ = proc.communicate(timeout=120)
     finally:

@@ -17,6 +17,11 @@ that makes it die with whoever started it:
 - SIGHUP ignored: a closed terminal hangs up its whole process group, nodes
   included; the launcher alone answers it, with an orderly stop.
 
+Under `local_mp` a node is a fork of the supervisor's preloaded parent
+(`distrl.program.zygote`: the learning stack imported once) rather than a fresh
+interpreter, with the same guarantees; `zygote=None` (the Ray node host, or once the
+preloaded parent is gone) starts it the plain way described here.
+
 Imports neither Launchpad nor the learning stack: a Ray node host imports it.
 """
 
@@ -27,6 +32,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from distrl.program import zygote as zygote_lib
 
 PARENT_PID_ENV = "DISTRL_NODE_PARENT_PID"
 ATTEMPT_ENV = "DISTRL_NODE_ATTEMPT"  # 0 for a node's first start, n for its n-th restart
@@ -84,40 +91,67 @@ class NodeProcess:
         output_path: str,
         prefix: str | None = None,
         first_attempt: int = 0,
+        zygote: "zygote_lib.Zygote | None" = None,
+        name: str = "node",
     ):
         self.data_file = data_file
+        self.zygote = zygote
+        self.name = name
         self.env = env
         self.output_path = output_path
         self.prefix = prefix
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen | zygote_lib.ForkedProcess | None = None
         self.attempt = first_attempt - 1  # start() counts up: first_attempt on the first
 
     def start(self) -> int:
         """Starts (or restarts) the node; returns its PID."""
         self.attempt += 1
-        env = {**self.env, PARENT_PID_ENV: str(os.getpid()), ATTEMPT_ENV: str(self.attempt)}
-        command = [
-            sys.executable,
-            "-c",
-            _BOOTSTRAP,
-            process_entry(),
-            f"--data_file={self.data_file}",
-            "--lp_task_id=0",
-        ]
+        argv = [process_entry(), f"--data_file={self.data_file}", "--lp_task_id=0"]
         os.makedirs(os.path.dirname(self.output_path), exist_ok=True)
-        with open(self.output_path, "ab") as out:
-            self.process = subprocess.Popen(
-                command,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE if self.prefix else out,
-                stderr=subprocess.STDOUT,
-            )
+        self.process = None
+        if self.zygote is not None and self.zygote.available():
+            self.process = self._fork(argv)
+        if self.process is None:
+            self.process = self._spawn(argv)
         if self.prefix:
             threading.Thread(
                 target=self._echo, args=(self.process,), daemon=True, name=f"output-{self.prefix}"
             ).start()
         return self.process.pid
+
+    def _environment(self, parent_pid: int) -> dict:
+        return {**self.env, PARENT_PID_ENV: str(parent_pid), ATTEMPT_ENV: str(self.attempt)}
+
+    def _spawn(self, argv: list) -> subprocess.Popen:
+        """The plain start: a fresh interpreter runs the bootstrap, then the entry script."""
+        with open(self.output_path, "ab") as out:
+            return subprocess.Popen(
+                [sys.executable, "-c", _BOOTSTRAP, *argv],
+                env=self._environment(os.getpid()),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if self.prefix else out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def _fork(self, argv: list):
+        """A fork of the preloaded parent, output to the same file (or an echo pipe);
+        None when it cannot (the caller starts the node the plain way)."""
+        env = self._environment(self.zygote.pid)
+        try:
+            if self.prefix:
+                read, write = os.pipe()
+                stdout = os.fdopen(read, "rb")
+                try:
+                    return self.zygote.fork(self.name, argv, env, write, stdout)
+                except zygote_lib.Unavailable:
+                    stdout.close()
+                    raise
+                finally:
+                    os.close(write)  # the child holds its copy: EOF comes when it exits
+            with open(self.output_path, "ab") as out:
+                return self.zygote.fork(self.name, argv, env, out.fileno())
+        except zygote_lib.Unavailable:
+            return None
 
     def _echo(self, process) -> None:
         for line in iter(process.stdout.readline, b""):

@@ -32,7 +32,7 @@ import time
 from absl import flags
 
 from distrl import rundir
-from distrl.program import bindhost, lifecycle, nodeproc, progress, staging
+from distrl.program import bindhost, lifecycle, nodeproc, progress, staging, zygote
 from distrl.program.ray import STOP_FILE_ENV
 
 _POLL_S = 0.1
@@ -41,6 +41,8 @@ _POLL_S = 0.1
 # for its totals, so both still run while it writes.
 _STOP_ORDER = (("actor", "evaluator"), ("learner",))
 RESTARTED_DIR = "restarted"  # under failures/: reports of nodes that were restarted
+# "off": every node starts as a fresh interpreter, not as a fork of the preloaded parent.
+PRELOAD_ENV = "DISTRL_PRELOAD"
 
 
 def termination_notice_secs() -> float:
@@ -127,6 +129,7 @@ def run(
         line = progress.ProgressLine(run_dir, config, stream) if show else contextlib.nullcontext()
         supervisor.run(line)
     finally:
+        supervisor.close()
         shutil.rmtree(work, ignore_errors=True)
     return supervisor.restarts
 
@@ -144,24 +147,47 @@ class _Supervisor:
         self._stop_file = ""
         self._start = time.time()
         self._line = None
+        self._zygote: zygote.Zygote | None = None
         self.restarts: list[dict] = []
 
     def prepare(self, program, envs: dict, output_dir: str, work: str, echo: bool) -> None:
-        """Contexts, handles, loopback ports and pickles of every node; nothing runs yet."""
+        """Contexts, handles, loopback ports and pickles of every node, and the preloaded
+        parent started (its imports overlap the pickling); no node runs yet."""
         self._stop_file = os.path.join(work, "stop")
         loopback = bindhost.environment(bindhost.LOOPBACK)
-        for n in staging.stage(program):
+        staged = staging.stage(program)
+        node_env = {
+            n.name: {**os.environ, **envs[n.label], **loopback, STOP_FILE_ENV: self._stop_file}
+            for n in staged
+        }
+        self._zygote = self._start_zygote(list(node_env.values()))
+        for n in staged:
             n.node.bind_addresses()  # Launchpad's local binding: a free localhost port each
             data_file = os.path.join(work, n.name.replace("/", "_") + ".pkl")
             with open(data_file, "wb") as f:
                 f.write(staging.pickled(n, work))
-            env = {**os.environ, **envs[n.label], **loopback, STOP_FILE_ENV: self._stop_file}
             self._nodes[n.name] = nodeproc.NodeProcess(
                 data_file,
-                env,
+                node_env[n.name],
                 staging.output_path(output_dir, n),
                 prefix=f"{n.label}/{n.index}" if echo else None,
+                zygote=self._zygote,
+                name=n.name,
             )
+
+    def _start_zygote(self, envs: list[dict]) -> "zygote.Zygote | None":
+        """The preloaded parent, with what every node's environment shares (the bind
+        shim included); None when turned off."""
+        if os.environ.get(PRELOAD_ENV, "").lower() == "off":
+            self._log(f"{PRELOAD_ENV}=off: nodes start the plain way")
+            return None
+        with open(self._log_path, "ab") as output:  # its own output: rare, in this log
+            return zygote.Zygote(zygote.common_environment(envs), self._log, output)
+
+    def close(self) -> None:
+        """Ends the preloaded parent (after the nodes' stop: it has none left)."""
+        if self._zygote is not None:
+            self._zygote.close()
 
     def run(self, line) -> None:
         try:
