@@ -7,7 +7,9 @@ nodes, handles, address binding, pickling and entry point (`staging`,
 
 1. Start: every node runs in a child process (`nodeproc.NodeProcess`) that dies
    with this launcher however it dies (PR_SET_PDEATHSIG), servers on loopback
-   only (`bindhost`), output in `<run_dir>/logs/nodes/<group>/<i>`.
+   only (`bindhost`), output in `<run_dir>/logs/nodes/<group>/<i>`; a fork of the
+   preloaded parent (`zygote`, the learning stack imported once), or a fresh
+   interpreter when that parent cannot serve.
 2. Watch (the main thread, every 0.1 s): a node's `lp.stop()` touches the stop
    file (`lifecycle.stop_via_file`) and ends the watch; a node that exits non-zero
    (an exception, a signal, a native abort) is named with its cause in

@@ -1,0 +1,74 @@
+"""The preloaded parent (distrl/program/zygote.py) on its own: a fork runs a script with
+its node's environment and output, its exit code and signal come back, and when the
+parent dies its children die with it and nothing more is forked."""
+
+import os
+import signal
+import sys
+import time
+
+import psutil
+import pytest
+
+from distrl.program import zygote
+
+SCRIPT = """
+import os, sys, time
+import jax
+print("platforms", jax.config.jax_platforms, os.environ["XLA_FLAGS"], flush=True)
+if sys.argv[1] == "exit":
+    sys.exit(3)
+time.sleep(120)
+"""
+
+
+@pytest.fixture
+def parent(tmp_path):
+    log = []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("JAX_PLATFORMS", None)
+    with open(tmp_path / "parent.out", "ab") as out:
+        z = zygote.Zygote(env, log.append, out)
+    yield z, env, log
+    z.close()
+
+
+def _fork(z, env, tmp_path, mode: str, **changes):
+    script = tmp_path / "node.py"
+    script.write_text(SCRIPT)
+    with open(tmp_path / f"{mode}.out", "ab") as out:
+        return z.fork(mode, [str(script), mode], {**env, **changes}, out.fileno())
+
+
+def test_a_fork_gets_its_environment_output_and_exit_code(parent, tmp_path):
+    z, env, log = parent
+    node = _fork(z, env, tmp_path, "exit", JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_dump_to=x")
+    assert node.wait(timeout=60) == 3
+    assert (tmp_path / "exit.out").read_text() == "platforms cpu --xla_dump_to=x\n"
+    assert any("ready" in line for line in log), log
+    sleeper = _fork(z, env, tmp_path, "sleep", XLA_FLAGS="")
+    time.sleep(0.5)
+    assert sleeper.poll() is None
+    sleeper.send_signal(signal.SIGTERM)
+    assert sleeper.wait(timeout=30) == -signal.SIGTERM
+
+
+def test_an_environment_a_fork_cannot_apply_is_refused(parent, tmp_path):
+    z, env, log = parent
+    with pytest.raises(zygote.Unavailable):
+        _fork(z, env, tmp_path, "exit", LD_PRELOAD="/nonexistent.so", XLA_FLAGS="")
+    assert any("LD_PRELOAD" in line for line in log), log
+    assert z.available()  # the next node may still fork
+
+
+def test_when_the_parent_dies_its_children_die_and_nothing_more_forks(parent, tmp_path):
+    z, env, log = parent
+    node = _fork(z, env, tmp_path, "sleep", XLA_FLAGS="")
+    child = psutil.Process(node.pid)
+    os.kill(z.pid, signal.SIGKILL)
+    assert node.wait(timeout=30) == -signal.SIGKILL
+    child.wait(timeout=15)  # the parent-death signal, not only the report
+    assert not z.available()
+    with pytest.raises(zygote.Unavailable):
+        _fork(z, env, tmp_path, "exit", XLA_FLAGS="")
+    assert any("nodes start the plain way" in line for line in log), log
