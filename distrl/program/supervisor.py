@@ -232,4 +232,6 @@ class _Supervisor:
 
     def _log(self, text: str) -> None:
         with open(self._log_path, "a") as f:
-            f.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+            now = time.time()  # to the millisecond: start-up and stop phases take 0.1-1 s
+            stamp = time.strftime("%H:%M:%S", time.localtime(now))
+            f.write(f"{stamp}.{int(now % 1 * 1000):03d} {text}\n")
