@@ -17,7 +17,6 @@ node) touches the file its node host watches, and the launcher stops every node.
 import contextlib
 import os
 import signal
-import sys
 import threading
 import traceback
 
@@ -25,6 +24,7 @@ import launchpad as lp
 from absl import logging
 from launchpad import context as lp_context
 
+from distrl import exits
 from distrl.program import nodeproc
 from distrl.program.nodeproc import ATTEMPT_ENV
 from distrl.program.ray import STOP_FILE_ENV
@@ -128,20 +128,7 @@ def guard(name: str, run_dir: str):
         timer.start()
         raise
     if in_own_process():
-        _exit_now()
-
-
-def _exit_now() -> None:
-    """Ends a node process whose body is done (its files closed, its result written).
-
-    Python's own exit would wait on threads the libraries leave running (gRPC's,
-    courier's) until Launchpad's stop alarm kills the process with SIGALRM, about a
-    second later: a second per stop phase of every run, and an exit code of -14.
-    """
-    logging.flush()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+        exits.now(0)  # the body is done: its files closed, its result written
 
 
 def in_own_process() -> bool:
