@@ -494,14 +494,15 @@ def test_a_killed_node_is_reported_with_its_host_and_stops_the_program(ray_clust
     _nothing_left_on(ray_cluster, proc)
 
 
+# SIGTERM (`kill <driver pid>`) here; Ctrl-C (SIGINT) ends both fault runs above, which
+# check the same (exit 130, a "stopped" result, nothing left).
 @pytest.mark.slow
 @pytest.mark.cluster
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_signal_to_the_driver_stops_every_node_on_every_ray_node(ray_cluster, tmp_path, sig):
+def test_a_sigterm_to_the_driver_stops_every_node_on_every_ray_node(ray_cluster, tmp_path):
     run_dir = tmp_path / "run"
     proc = _train_on(ray_cluster, _endless(run_dir))
     _wait_for_training(run_dir, proc)
-    proc.send_signal(sig)
+    proc.send_signal(signal.SIGTERM)
     out = _finish(proc)
     assert proc.returncode == 130, out[-4000:]
     result = json.loads((run_dir / "result.json").read_text())
