@@ -502,11 +502,15 @@ def test_a_sigterm_to_the_driver_stops_every_node_on_every_ray_node(ray_cluster,
     run_dir = tmp_path / "run"
     proc = _train_on(ray_cluster, _endless(run_dir))
     _wait_for_training(run_dir, proc)
+    signalled = time.time()
     proc.send_signal(signal.SIGTERM)
     out = _finish(proc)
     assert proc.returncode == 130, out[-4000:]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["stop_reason"] == "stopped"  # the evaluator stopped cleanly and reported
+    # The learner stopped before the replay: its final checkpoint holds Reverb's tables.
+    sealed = (run_dir / "checkpoints" / "replay-kept").glob("*/distrl.json")
+    assert any(p.stat().st_mtime > signalled for p in sealed), out[-4000:]
     _nothing_left_on(ray_cluster, proc)
 
 

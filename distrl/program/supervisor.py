@@ -43,6 +43,12 @@ _STOP_ORDER = (("actor", "evaluator"), ("learner",))
 RESTARTED_DIR = "restarted"  # under failures/: reports of nodes that were restarted
 
 
+def stop_phases(names) -> list[list[str]]:
+    """The node names in the order they stop (`_STOP_ORDER`, then every other node)."""
+    ordered = [[n for n in names if n.split("/")[0] in labels] for labels in _STOP_ORDER]
+    return ordered + [[n for n in names if not any(n in phase for phase in ordered)]]
+
+
 def termination_notice_secs() -> float:
     """Seconds a node gets between SIGTERM and SIGKILL (--lp_termination_notice_secs)."""
     try:
@@ -213,8 +219,7 @@ class _Supervisor:
     def _stop(self) -> None:
         grace = termination_notice_secs()
         self._log(f"stopping every node (SIGKILL after {grace:g} s)")
-        phases = [[n for n in self._nodes if n.split("/")[0] in labels] for labels in _STOP_ORDER]
-        killed = nodeproc.stop_all(self._nodes, grace, phases)
+        killed = nodeproc.stop_all(self._nodes, grace, stop_phases(self._nodes))
         if killed:
             self._log(
                 f"did not terminate in time: {killed}; their stacks are in their output; killed"
