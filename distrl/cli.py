@@ -18,7 +18,7 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
-from distrl import agents, compile_cache
+from distrl import agents, compile_cache, exits
 from distrl import config as config_lib
 
 BAD_INPUT = 2  # the exit status of every bad flag, config or checkpoint
@@ -117,7 +117,10 @@ def run(main) -> None:
         return main(argv)
 
     compile_cache.enable()
-    app.run(checked, flags_parser=parse_flags)
+    try:
+        app.run(checked, flags_parser=parse_flags)
+    except SystemExit as done:
+        exits.now(done.code)  # nothing is left to do
 
 
 def load(holder):

@@ -24,6 +24,7 @@ import launchpad as lp
 from absl import logging
 from launchpad import context as lp_context
 
+from distrl import exits
 from distrl.program import nodeproc
 from distrl.program.nodeproc import ATTEMPT_ENV
 from distrl.program.ray import STOP_FILE_ENV
@@ -126,6 +127,8 @@ def guard(name: str, run_dir: str):
         timer.daemon = True
         timer.start()
         raise
+    if in_own_process():
+        exits.now(0)  # the body is done: its files closed, its result written
 
 
 def in_own_process() -> bool:

@@ -47,6 +47,12 @@ RESTARTED_DIR = "restarted"  # under failures/: reports of nodes that were resta
 PRELOAD_ENV = "DISTRL_PRELOAD"
 
 
+def stop_phases(names) -> list[list[str]]:
+    """The node names in the order they stop (`_STOP_ORDER`, then every other node)."""
+    ordered = [[n for n in names if n.split("/")[0] in labels] for labels in _STOP_ORDER]
+    return ordered + [[n for n in names if not any(n in phase for phase in ordered)]]
+
+
 def termination_notice_secs() -> float:
     """Seconds a node gets between SIGTERM and SIGKILL (--lp_termination_notice_secs)."""
     try:
@@ -241,8 +247,7 @@ class _Supervisor:
     def _stop(self) -> None:
         grace = termination_notice_secs()
         self._log(f"stopping every node (SIGKILL after {grace:g} s)")
-        phases = [[n for n in self._nodes if n.split("/")[0] in labels] for labels in _STOP_ORDER]
-        killed = nodeproc.stop_all(self._nodes, grace, phases)
+        killed = nodeproc.stop_all(self._nodes, grace, stop_phases(self._nodes))
         if killed:
             self._log(
                 f"did not terminate in time: {killed}; their stacks are in their output; killed"
@@ -260,4 +265,6 @@ class _Supervisor:
 
     def _log(self, text: str) -> None:
         with open(self._log_path, "a") as f:
-            f.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+            now = time.time()  # to the millisecond: start-up and stop phases take 0.1-1 s
+            stamp = time.strftime("%H:%M:%S", time.localtime(now))
+            f.write(f"{stamp}.{int(now % 1 * 1000):03d} {text}\n")

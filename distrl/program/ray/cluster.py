@@ -548,12 +548,23 @@ class _Launch:
         return ok
 
     def _stop(self) -> None:
-        """Stops every node (SIGTERM, then SIGKILL) and kills every host actor."""
+        """Stops every node (SIGTERM, then SIGKILL) and kills every host actor.
+
+        In local_mp's order (`supervisor.stop_phases`): the actors and the evaluator,
+        then the learner, whose final checkpoint of Reverb's tables needs the replay
+        up, then the rest. Within a phase the hosts stop their nodes at once.
+        """
         placed = [n for n in self._nodes if n.host is not None and n.where is not None]
         grace = supervisor.termination_notice_secs()
         start = time.time()
+        for phase in supervisor.stop_phases([n.name for n in placed]):
+            self._stop_phase([n for n in placed if n.name in phase], grace, start)
+        for host in [n.host for n in self._nodes if n.host is not None] + self._retired:
+            with contextlib.suppress(ray.exceptions.RayError, ValueError):
+                ray.kill(host, no_restart=True)
+
+    def _stop_phase(self, placed: list, grace: float, start: float) -> None:
         refs = [n.host.stop.remote(grace) for n in placed]
-        # One deadline for all: the hosts stop their nodes at the same time.
         ray.wait(refs, num_returns=len(refs), timeout=grace + _RPC_TIMEOUT_S)
         for n, ref in zip(placed, refs):
             try:
@@ -566,9 +577,6 @@ class _Launch:
                 )
             except (ray.exceptions.RayError, TimeoutError) as err:
                 logging.warning("distrl: stopping %s: %s", n.name, err)
-        for host in [n.host for n in self._nodes if n.host is not None] + self._retired:
-            with contextlib.suppress(ray.exceptions.RayError, ValueError):
-                ray.kill(host, no_restart=True)
 
     def _record(self, n: _Node, why: str) -> str:
         """The failure report of a node that exited or was lost (`lifecycle.record_exit`);
