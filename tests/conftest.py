@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -20,6 +21,12 @@ TRAIN = [sys.executable, str(ROOT / "launch" / "train.py")]
 
 # The suite compiles the same functions in many processes: distrl's cache, as a run uses.
 compile_cache.enable()
+
+# Tests stop runs as a user does, with Ctrl-C (SIGINT). A suite started in the background
+# of a non-interactive shell inherits SIGINT ignored, and every launcher it started would
+# too (an ignored signal stays ignored across exec): the runs would never stop.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def load_config(name: str):
