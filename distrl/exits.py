@@ -7,19 +7,35 @@ with SIGALRM (exit code -14) about a second into each stop phase. Every caller h
 closed its files and written its results before it calls `now`.
 """
 
+import contextlib
 import os
 import sys
 
 from absl import logging
 
 
-def now(code=0) -> None:
-    """Exits with `code` (as SystemExit takes it: None is 0, a message is printed and is
-    1) after flushing the log and the standard streams; skips Python's teardown."""
-    if code is not None and not isinstance(code, int):
-        print(code, file=sys.stderr)
-        code = 1
+def status(code) -> int:
+    """The exit status Python makes of `sys.exit(code)`: None is 0, an int itself, and
+    anything else is printed on stderr and is 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def flush() -> None:
+    """The log and the standard streams out (a stream already closed is skipped)."""
     logging.flush()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code or 0)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+def now(code=0) -> None:
+    """Exits with `code` (as `sys.exit` takes it, see `status`) once `flush`ed,
+    skipping Python's teardown."""
+    code = status(code)
+    flush()
+    os._exit(code)

@@ -29,7 +29,6 @@ launcher. When the parent cannot start, refuses, or dies, nodes are started the
 plain way (`nodeproc`), and the launcher's log says so.
 """
 
-import contextlib
 import ctypes
 import json
 import os
@@ -41,6 +40,8 @@ import sys
 import threading
 import time
 import traceback
+
+from distrl import exits
 
 # What the parent imports before it serves: what every node's pickle needs, and
 # Launchpad's entry script's own imports (the script itself runs in each child:
@@ -229,23 +230,13 @@ def _become_node(node: dict) -> None:
         runpy.run_path(sys.argv[0], run_name="__main__")
         code = 0
     except SystemExit as done:
-        code = _exit_code(done.code)
+        code = exits.status(done.code)
     except KeyboardInterrupt:
         code = -signal.SIGINT
     except BaseException:  # noqa: BLE001 - reported as the interpreter would, then exit 1
         traceback.print_exc()
         code = 1
     _exit(code)
-
-
-def _exit_code(code) -> int:
-    """What the interpreter makes of `sys.exit(code)`."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code
-    print(code, file=sys.stderr)
-    return 1
 
 
 def _exit(code: int) -> None:
@@ -261,13 +252,11 @@ def _exit(code: int) -> None:
         threading._shutdown()  # noqa: SLF001 - what Py_FinalizeEx calls first
         atexit._run_exitfuncs()  # noqa: SLF001
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
         if code == -signal.SIGINT:  # an uncaught Ctrl-C: die by the signal, as Python does
+            exits.flush()
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
-        os._exit(code & 0xFF)
+        exits.now(code & 0xFF)
 
 
 def _apply_environment(env: dict) -> None:
