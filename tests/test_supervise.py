@@ -303,3 +303,27 @@ def test_a_restarted_learner_loads_the_newest_checkpoint_and_publishes_newer_ver
     assert version == 96
     for a, b in zip(jax.tree.leaves(saved), jax.tree.leaves(state), strict=True):
         assert (jax.device_get(a) == jax.device_get(b)).all()
+
+
+def test_an_evaluator_starts_from_the_counters_first_answer(tmp_path):
+    """A counter that does not answer yet (restarting, or moving to another machine):
+    the evaluator's first row waits for its totals instead of logging zeros."""
+    from distrl.nodes.counter import Counter
+    from distrl.nodes.evaluator import first_counts
+
+    class Restarting(Counter):
+        def __init__(self, unanswered: int):
+            super().__init__({"env_steps": 3072.0})
+            self.unanswered = unanswered
+
+        def get_counts(self):
+            if self.unanswered:
+                self.unanswered -= 1
+                raise ConnectionError("the counter is not up yet")
+            return super().get_counts()
+
+    counter, waited = Restarting(unanswered=2), []
+    counts = first_counts(counter, lambda s: waited.append(s) or False, {})
+    assert counts["env_steps"] == 3072.0 and waited == [1.0, 1.0]
+    # A program that stops before any answer ends the wait with the fallback.
+    assert first_counts(Restarting(unanswered=10**6), lambda s: True, {"x": 1.0}) == {"x": 1.0}

@@ -168,7 +168,8 @@ class Evaluator:
         evaluate, confirm, judge = evaluators
         confirm_envs = c.evaluator.get("confirm_envs", 10_000)
         key = jax.random.PRNGKey(c.seed + 7)
-        rates, counts = metrics.RateWindow(), self._initial_counts
+        rates = metrics.RateWindow()
+        counts = first_counts(self._counter, lifecycle.should_stop, self._initial_counts)
         best = None  # (report, params, version) of the best confirm_envs-episode evaluation
         while True:
             key, eval_key, confirm_key = jax.random.split(key, 3)
@@ -227,6 +228,20 @@ class Evaluator:
         result = jax.tree.map(_plain, result)
         print(results.summary(result, self._run_dir), flush=True)
         results.write(self._run_dir, result)
+
+
+def first_counts(counter, should_stop, fallback: dict) -> dict:
+    """The counter's totals once it first answers (retried each second), or `fallback`
+    if the program stops first. Rows start from the counter's figures, never from a
+    placeholder: an evaluator restarted while the counter moved (a lost machine on Ray)
+    logged zeros until it answered, and its totals seemed to go back."""
+    while True:
+        try:
+            return counter.get_counts()
+        except Exception as err:  # noqa: BLE001 - courier raises grpc-level errors
+            logging.info("evaluator: waiting for the counter's first answer (%s)", err)
+        if should_stop(1.0):
+            return fallback
 
 
 def better_report(best, candidate, confirm_envs: int):
