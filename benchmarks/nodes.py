@@ -19,7 +19,6 @@ from distrl import agents
 from distrl import config as config_lib
 from distrl.nodes.actor import Actor
 from distrl.nodes.learner import Learner
-from distrl.program import lifecycle
 
 GO, STOP, PID = ".go", ".stop", ".pid"
 _POLL_S = 0.2
@@ -71,19 +70,20 @@ class _Gate:
         self.stop = os.path.join(gate_dir, gate + STOP)
         self.pid = os.path.join(gate_dir, gate + PID)  # for profilers (benchmarks/profile.py)
 
-    def run(self, body) -> None:
-        """Waits for the go file, runs `body` until the stop file (or the program's
-        stop), then idles until the program ends."""
+    def run(self, node) -> None:
+        """Waits for the go file, runs the node's body until the stop file (or the
+        program's stop), then idles until the program ends."""
         while not os.path.exists(self.go):
             if lp.wait_for_stop(_POLL_S):
                 return
-        program_stop = lifecycle.should_stop
-        # distrl's nodes read lifecycle.should_stop at call time; this process is the
-        # node's own, so the patch reaches nothing else.
-        lifecycle.should_stop = lambda: program_stop() or os.path.exists(self.stop)
+        # The nodes keep the stop flag they built (`lifecycle.stop_flag`) and hand it to
+        # their writer, dataset and params client when the body starts: the gate's stop
+        # file joins that flag, before the body runs.
+        program_stop = node._should_stop
+        node._should_stop = lambda: program_stop() or os.path.exists(self.stop)
         with open(self.pid, "w") as f:
             f.write(str(os.getpid()))
-        body()
+        node.body()
         lp.wait_for_stop()
 
 
@@ -97,7 +97,10 @@ def _gated(cls):
             self._gate = _Gate(gate_dir, gate)
 
         def run(self) -> None:
-            self._gate.run(super().run)
+            self._gate.run(self)
+
+        def body(self) -> None:
+            super().run()
 
     Gated.__name__ = Gated.__qualname__ = f"Stage{cls.__name__}"
     return Gated
