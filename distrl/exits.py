@@ -7,6 +7,7 @@ with SIGALRM (exit code -14) about a second into each stop phase. Every caller h
 closed its files and written its results before it calls `now`.
 """
 
+import atexit
 import contextlib
 import os
 import sys
@@ -33,9 +34,21 @@ def flush() -> None:
             stream.flush()
 
 
+_BEFORE_EXIT = []  # what `now` runs first: ends children that must not outlive us
+
+
+def before_exit(fn) -> None:
+    """Has `now` call `fn()` before the process ends (Python's own exit as well)."""
+    _BEFORE_EXIT.append(fn)
+    atexit.register(fn)
+
+
 def now(code=0) -> None:
     """Exits with `code` (as `sys.exit` takes it, see `status`) once `flush`ed,
-    skipping Python's teardown."""
+    skipping Python's teardown (but not the `before_exit` functions)."""
     code = status(code)
+    for fn in _BEFORE_EXIT:
+        with contextlib.suppress(Exception):
+            fn()
     flush()
     os._exit(code)

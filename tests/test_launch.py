@@ -121,6 +121,17 @@ def test_bad_input_is_refused_before_any_process_starts(bad_input_runs, case):
     assert not written  # nothing was written
 
 
+def test_bad_input_in_a_fresh_interpreter_leaves_no_process(tmp_path):
+    """A cold launch starts the preloaded parent before its own imports (and before
+    the flags are checked): a refused launch kills and reaps it before it exits."""
+    for args in (["--config.num_actors=abc"], ["--config.replay.max_size=7"]):
+        proc = launch_train(["--config=configs/dqn.py", f"--run_dir={tmp_path}/run", *args])
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 2, out[-2000:]
+        assert not session_processes(proc.pid), out[-2000:]
+        assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.slow
 def test_local_mp_dqn_two_actors_solves_and_exits_cleanly(tmp_path):
     run_dir = tmp_path / "run"
@@ -155,6 +166,10 @@ def test_local_mp_dqn_two_actors_solves_and_exits_cleanly(tmp_path):
         path = run_dir / "logs" / "nodes" / node
         assert path.exists() and path.stat().st_size > 0, f"{node} wrote no output file"
     assert "success 1.00" in (run_dir / "logs" / "nodes" / "evaluator" / "0").read_text()
+    # The preloaded parent was started before the launcher's imports, then adopted.
+    launcher_log = (run_dir / "logs" / "nodes" / "launcher").read_text()
+    assert "started with the command, adopted" in launcher_log, launcher_log
+    assert "starts the plain way" not in launcher_log, launcher_log
     assert "env steps" in out and len(out.splitlines()) < 60, out
     for node in ("actor_0", "actor_1", "learner", "evaluator", "replay"):
         assert (run_dir / "logs" / f"{node}.csv").exists(), node

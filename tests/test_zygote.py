@@ -72,3 +72,48 @@ def test_when_the_parent_dies_its_children_die_and_nothing_more_forks(parent, tm
     with pytest.raises(zygote.Unavailable):
         _fork(z, env, tmp_path, "exit", XLA_FLAGS="")
     assert any("nodes start the plain way" in line for line in log), log
+
+
+def _early_env():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("JAX_PLATFORMS", None)
+    return env
+
+
+def test_a_parent_started_early_is_adopted_and_forks(tmp_path):
+    env = _early_env()
+    zygote.start_early(env)
+    z = zygote.take_early()
+    assert z is not None and zygote.take_early() is None  # handed over once
+    log = []
+    try:
+        # The launcher's own imports set variables of TensorFlow's in every node's
+        # environment: the parent's imports set the same, and it reports them.
+        nodes_env = {**env, "TF2_BEHAVIOR": "1"}
+        assert z.adopt(log.append, nodes_env), log
+        assert any("ready" in line for line in log) and any("adopted" in line for line in log)
+        node = _fork(z, nodes_env, tmp_path, "exit", XLA_FLAGS="")
+        assert node.wait(timeout=60) == 3
+    finally:
+        z.close()
+
+
+def test_an_early_parent_that_does_not_fit_the_nodes_is_closed():
+    zygote.start_early(_early_env())
+    z = zygote.take_early()
+    process = psutil.Process(z.pid)
+    log = []
+    assert not z.adopt(log.append, {**_early_env(), "DISTRL_TEST_ONLY": "x"})
+    assert any("DISTRL_TEST_ONLY" in line for line in log), log
+    assert not z.available()
+    process.wait(timeout=15)
+
+
+def test_an_early_parent_nothing_adopted_is_reaped_at_exit():
+    zygote.start_early(_early_env())
+    pid = zygote._early.pid  # noqa: SLF001 - the parent as the exit hook finds it
+    zygote.discard_early()
+    assert zygote.take_early() is None
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reaped already

@@ -23,34 +23,14 @@ from launchpad.nodes.python.local_multi_processing import PythonProcess
 from distrl import checkpoint, replay_checkpoint, resources, results, rundir
 from distrl import config as config_lib
 from distrl.analysis import plots
-from distrl.program import bindhost, lifecycle, supervisor
+from distrl.program import bindhost, lifecycle, nodeenv, supervisor
 from distrl.program.errors import NodeFailure
 from distrl.program.topology import make_program
-
-# CPU-side nodes share the machine's cores with each other and the learner: one
-# XLA/TF thread each keeps them from oversubscribing it, and JAX_PLATFORMS=cpu keeps
-# them off any accelerator, which the learner alone holds.
-_CPU_NODE_ENV = {
-    "JAX_PLATFORMS": "cpu",
-    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
-    "TF_NUM_INTRAOP_THREADS": "1",
-    "TF_NUM_INTEROP_THREADS": "1",
-    "TF_CPP_MIN_LOG_LEVEL": "2",
-}
 
 
 def node_envs(run_dir: str | None = None) -> dict:
     """Environment variables of each group's node processes; with `run_dir`, temp files go there."""
-    tmp = {"TMPDIR": os.path.join(run_dir, rundir.TMP_DIR)} if run_dir else {}
-    cpu_node = {**_CPU_NODE_ENV, **tmp}
-    quiet = {"TF_CPP_MIN_LOG_LEVEL": "2", **tmp}
-    return {
-        "actor": cpu_node,
-        "evaluator": cpu_node,
-        "counter": cpu_node,
-        "replay": quiet,
-        "learner": quiet,
-    }
+    return nodeenv.node_envs(os.path.join(run_dir, rundir.TMP_DIR) if run_dir else None)
 
 
 def local_resources(run_dir: str | None = None):

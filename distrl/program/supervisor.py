@@ -43,8 +43,6 @@ _POLL_S = 0.1
 # for its totals, so both still run while it writes.
 _STOP_ORDER = (("actor", "evaluator"), ("learner",))
 RESTARTED_DIR = "restarted"  # under failures/: reports of nodes that were restarted
-# "off": every node starts as a fresh interpreter, not as a fork of the preloaded parent.
-PRELOAD_ENV = "DISTRL_PRELOAD"
 
 
 def stop_phases(names) -> list[list[str]]:
@@ -160,7 +158,8 @@ class _Supervisor:
 
     def prepare(self, program, envs: dict, output_dir: str, work: str, echo: bool) -> None:
         """Contexts, handles, loopback ports and pickles of every node, and the preloaded
-        parent started (its imports overlap the pickling); no node runs yet."""
+        parent started (its imports overlap the pickling) or, when the entry point
+        started it early (`zygote.start_early`), adopted; no node runs yet."""
         self._stop_file = os.path.join(work, "stop")
         loopback = bindhost.environment(bindhost.LOOPBACK)
         staged = staging.stage(program)
@@ -168,7 +167,9 @@ class _Supervisor:
             n.name: {**os.environ, **envs[n.label], **loopback, STOP_FILE_ENV: self._stop_file}
             for n in staged
         }
-        self._zygote = self._start_zygote(list(node_env.values()))
+        early = zygote.take_early()
+        if early is None:
+            self._zygote = self._start_zygote(list(node_env.values()))
         for n in staged:
             n.node.bind_addresses()  # Launchpad's local binding: a free localhost port each
             data_file = os.path.join(work, n.name.replace("/", "_") + ".pkl")
@@ -182,15 +183,26 @@ class _Supervisor:
                 zygote=self._zygote,
                 name=n.name,
             )
+        if early is not None:
+            self._zygote = self._adopt(early, list(node_env.values()))
+            for node in self._nodes.values():
+                node.zygote = self._zygote
 
     def _start_zygote(self, envs: list[dict]) -> "zygote.Zygote | None":
         """The preloaded parent, with what every node's environment shares (the bind
         shim included); None when turned off."""
-        if os.environ.get(PRELOAD_ENV, "").lower() == "off":
-            self._log(f"{PRELOAD_ENV}=off: nodes start the plain way")
+        if zygote.turned_off():
+            self._log(f"{zygote.PRELOAD_ENV}=off: nodes start the plain way")
             return None
         with open(self._log_path, "ab") as output:  # its own output: rare, in this log
             return zygote.Zygote(zygote.common_environment(envs), self._log, output)
+
+    def _adopt(self, early: zygote.Zygote, envs: list[dict]) -> "zygote.Zygote | None":
+        """The parent started early, once its imports are done, if it fits the nodes'
+        environment; else a new one (`_start_zygote`)."""
+        if early.adopt(self._log, zygote.common_environment(envs)):
+            return early
+        return self._start_zygote(envs)
 
     def close(self) -> None:
         """Ends the preloaded parent (after the nodes' stop: it has none left)."""

@@ -37,11 +37,20 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
 
 from distrl import exits
+
+PRELOAD_ENV = "DISTRL_PRELOAD"  # "off": every node starts the plain way
+
+
+def turned_off() -> bool:
+    """Whether $DISTRL_PRELOAD turns the preloaded parent off."""
+    return os.environ.get(PRELOAD_ENV, "").lower() == "off"
+
 
 # What the parent imports before it serves: what every node's pickle needs, and
 # Launchpad's entry script's own imports (the script itself runs in each child:
@@ -154,7 +163,9 @@ def _serve(sock) -> dict | None:
     if threads != 1:  # a fork copies one thread: a lock another one held would stay held
         _send(sock, {"refused": f"{threads} threads after its imports; forking needs 1"})
         return None
-    _send(sock, {"ready": os.getpid()})
+    # Its environment as the imports left it (TensorFlow sets variables of its own):
+    # what each node's environment is compared with.
+    _send(sock, {"ready": os.getpid(), "env": dict(os.environ)})
     live: set[int] = set()  # forked, exit not yet reported
     exited: set[int] = set()  # exit reported, not yet reaped
     while True:
@@ -320,12 +331,14 @@ class Zygote:
     it, learns their exits. Every call is from the supervisor's main thread or holds
     the lock."""
 
-    def __init__(self, env: dict, log, output):
+    def __init__(self, env: dict, log, output, keep_output: bool = False):
         """Starts the parent (its imports run while the supervisor goes on) with `env`
         (every node's shared environment), its output to the file object `output`;
-        `log(text)` is the launcher's log."""
+        `log(text)` is the launcher's log. `keep_output`: `output` is a temp file whose
+        text goes to the log when the parent is closed."""
         self.env = env
         self._log = log
+        self._output = output if keep_output else None
         self._lock = threading.RLock()
         self._exits: dict[int, int] = {}
         self._forked: set[int] = set()
@@ -404,18 +417,50 @@ class Zygote:
             if pid not in self._exits:
                 os.kill(pid, sig)
 
+    def adopt(self, log, env: dict) -> bool:
+        """Takes over a parent started early (`start_early`) for nodes whose shared
+        environment is `env`: `log` gets its messages from now on (and those it had).
+        Waits for its imports. False, with the parent closed, when it did not come up
+        or its environment differs from `env` in what a fork cannot apply."""
+        with self._lock:
+            early_log, self._log = self._log, log
+            for line in early_log.lines:
+                log(line)
+            try:
+                if not self._down and not self._ready:
+                    self._await_ready()
+            except Unavailable:
+                pass
+            unforkable = [] if self._down else differences(self.env, env)
+            if unforkable:
+                log(
+                    f"preloaded parent (pid {self.pid}), started early, does not fit: "
+                    f"its environment differs from the nodes' in {unforkable}"
+                )
+            if self._down or unforkable:
+                self.close()
+                return False
+            log(f"preloaded parent pid {self.pid}, started with the command, adopted")
+            return True
+
     def close(self, timeout: float = 10.0) -> None:
         """Ends the parent (it kills any node still running) and waits for it."""
         with self._lock:
             self._down = True
             self._sock.close()
-            if self._process is None:
-                return
-            try:
-                self._process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+            if self._process is not None:
+                try:
+                    self._process.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self._process.kill()
+                    self._process.wait()
+            if self._output is not None:  # started early: its output was kept aside
+                self._output.seek(0)
+                text = self._output.read().decode(errors="replace").strip()
+                self._output.close()
+                self._output = None
+                if text:
+                    self._log(f"preloaded parent's output:\n{text}")
 
     def _await_ready(self) -> None:
         """Waits for the parent's imports; a refusal or a silence means plain starts."""
@@ -430,6 +475,7 @@ class Zygote:
             self._give_up(f"refused to serve: {why}")
             raise Unavailable(why)
         self._ready = True
+        self.env = message["env"]
         self._log(f"preloaded parent ready, pid {self.pid}: nodes start as its forks")
 
     def _next(self, wanted, deadline: float) -> dict | None:
@@ -487,3 +533,46 @@ class Zygote:
         if not self._down:
             self._down = True
             self._log(f"preloaded parent (pid {self.pid}) {why}; nodes start the plain way")
+
+
+# ---- started early, by the launcher's entry point ----
+
+
+class _EarlyLog:
+    """A started-early parent's log lines, kept until the supervisor adopts it."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def __call__(self, text: str) -> None:
+        self.lines.append(text)
+
+
+_early: Zygote | None = None
+
+
+def start_early(env: dict) -> None:
+    """Starts the preloaded parent now, with `env`, the environment every node will
+    share as far as it is known before the launcher's own imports: its imports (about
+    3 s of CPU) then run beside the launcher's (as long again) instead of after them.
+    The supervisor adopts it (`take_early`, `Zygote.adopt`); a launcher that ends
+    first (a bad flag, a crash) takes it along by its parent-death signal."""
+    global _early
+    if _early is None:
+        _early = Zygote(env, _EarlyLog(), tempfile.TemporaryFile(), keep_output=True)
+        exits.before_exit(discard_early)
+
+
+def discard_early() -> None:
+    """Ends a parent started early that nothing adopted (a refused launch): killed and
+    reaped before this process exits, so that not even its zombie remains."""
+    early = take_early()
+    if early is not None:
+        early.close(timeout=0.0)
+
+
+def take_early() -> Zygote | None:
+    """The parent `start_early` started, handed over once (None if none)."""
+    global _early
+    early, _early = _early, None
+    return early
