@@ -17,10 +17,10 @@ import reverb
 
 from benchmarks import learner as learner_bench
 from benchmarks import tables
-from benchmarks.common import measure_rate
+from benchmarks.common import measure_rate, measure_rates
 from distrl import agents, replay, rollout
 from distrl import config as config_lib
-from distrl.nodes.actor import _split_key, make_item_fn
+from distrl.nodes.actor import _split_key, make_act, make_item_fn
 
 _EPSILON = 0.1  # a mid-training exploration rate; it changes no shapes
 
@@ -34,7 +34,7 @@ class ActorWork:
         agent = agents.make_agent(config_lib.make_agent_config(config), env)
         self.params = agent.init(jax.random.PRNGKey(config.seed)).params
         self.unroll = rollout.make_rollout(env, agent.policy, config.actor.unroll_length)
-        self.to_items = make_item_fn(config_lib.make_agent_config(config))
+        self.act = make_act(self.unroll, make_item_fn(config_lib.make_agent_config(config)))
         self.carry = rollout.init_carry(env, jax.random.PRNGKey(1), config.actor.num_envs)
         self.key, self.tail = jax.random.PRNGKey(2), None
 
@@ -45,21 +45,28 @@ class ActorWork:
         return chunk, stats
 
     def items(self):
-        """One rollout call turned into host items, as the actor writes them."""
-        chunk, _ = self.chunk()
-        items, self.tail = self.to_items(self.tail, chunk)
-        return jax.device_get(items)
+        """One rollout call turned into host items, as the actor writes them (its
+        `make_act`: the items and statistics leave the device as one buffer)."""
+        self.key, key = _split_key(self.key)
+        (self.carry, self.tail), output = self.act(
+            self.params, self.carry, key, _EPSILON, self.tail
+        )
+        items, _ = self.act.unpack(output)
+        return items
 
 
-def rollout_ceiling(work: ActorWork, seconds: float) -> dict:
-    """Env steps/s of the jitted rollout alone at the actor's [T, B]."""
-    calls = measure_rate(lambda: work.chunk()[1], seconds, sync=jax.block_until_ready)
-    return _steps(work.config, calls)
-
-
-def actor_compute(work: ActorWork, seconds: float) -> dict:
-    """Env steps/s of rollout + item function + device_get: an actor without Reverb."""
-    return _steps(work.config, measure_rate(work.items, seconds))
+def rollout_and_actor_compute(work: ActorWork, seconds: float) -> tuple[dict, dict]:
+    """Env steps/s of the jitted rollout alone at the actor's [T, B], and of rollout +
+    items + the copy to the host (an actor without Reverb), in alternating slices
+    (`seconds` each)."""
+    rates = measure_rates(
+        {
+            "rollout": (lambda: work.chunk()[1], jax.block_until_ready),
+            "actor_compute": (work.items, lambda out: out),
+        },
+        seconds,
+    )
+    return _steps(work.config, rates["rollout"]), _steps(work.config, rates["actor_compute"])
 
 
 def update_ceiling(config, seconds: float) -> dict:
@@ -128,9 +135,10 @@ def measure_all(configs, seconds: float) -> dict:
     with tables.server_process(specs) as addresses:
         for name, config in configs.items():
             work = ActorWork(config)
+            rollout_rate, actor_rate = rollout_and_actor_compute(work, seconds)
             out[name] = {
-                "rollout": rollout_ceiling(work, seconds),
-                "actor_compute": actor_compute(work, seconds),
+                "rollout": rollout_rate,
+                "actor_compute": actor_rate,
                 "update": update_ceiling(config, seconds),
                 "reverb": reverb_ceilings(work, addresses[name], seconds),
             }

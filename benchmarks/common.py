@@ -82,18 +82,27 @@ def measure_rate(
     cannot flatter a slice. The median keeps one slice stolen by another process on
     the shared machine from moving the figure.
     """
-    sync(step())
-    rates = []
+    return measure_rates({"step": (step, sync)}, seconds, repeats)["step"]
+
+
+def measure_rates(steps: dict, seconds: float, repeats: int = 5) -> dict:
+    """{name: calls per second} of several `steps` ({name: (step, sync)}, as
+    `measure_rate` takes one), timed in alternating slices, `seconds` each in all: a
+    ratio of two of them is then measured under the same load, even as it changes."""
+    for step, sync in steps.values():
+        sync(step())
+    rates = {name: [] for name in steps}
     for _ in range(repeats):
-        calls, start, out = 0, time.perf_counter(), None
-        while True:
-            out = step()
-            calls += 1
-            if time.perf_counter() - start >= seconds / repeats:
-                break
-        sync(out)
-        rates.append(calls / (time.perf_counter() - start))
-    return statistics.median(rates)
+        for name, (step, sync) in steps.items():
+            calls, start, out = 0, time.perf_counter(), None
+            while True:
+                out = step()
+                calls += 1
+                if time.perf_counter() - start >= seconds / repeats:
+                    break
+            sync(out)
+            rates[name].append(calls / (time.perf_counter() - start))
+    return {name: statistics.median(r) for name, r in rates.items()}
 
 
 def run_subprocess(
