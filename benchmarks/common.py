@@ -113,6 +113,7 @@ def run_subprocess(
     done_file: str | None = None,
     grace: float = 5.0,
     watch: Sequence[str] = (),
+    on_poll: Callable[[dict, float, int], None] | None = None,
 ) -> dict[str, object]:
     """Runs `cmd` from the repo root in its own session; returns rc, wall seconds, timed_out.
 
@@ -121,7 +122,8 @@ def run_subprocess(
     finished `grace` seconds after that file appears, and whatever still runs is
     killed then (used to cut a program's slow shutdown out of the benchmark's time).
     `watch`: paths whose first appearance is timed (seconds after the start, in
-    'seen'), e.g. the first log row and the result of a run.
+    'seen'), e.g. the first log row and the result of a run. `on_poll(seen, elapsed,
+    pid)` is called at every poll (every 0.05 s) while the command runs.
     """
     full_env = dict(os.environ, PYTHONPATH=str(ROOT), **QUIET_ENV, **(env or {}))
     start = time.perf_counter()
@@ -143,6 +145,8 @@ def run_subprocess(
                     seen[path] = now - start
             if rc is not None:
                 break
+            if on_poll is not None:
+                on_poll(seen, now - start, proc.pid)
             if done_file and done_at is None and os.path.exists(done_file):
                 done_at = now
             if now - start > timeout or (done_at is not None and now - done_at > grace):

@@ -141,18 +141,51 @@ def node_memory(log_dir: str) -> dict:
     processes sharing them, USS counts only a process's own."""
     out = {}
     for child in psutil.Process().children():
-        try:
-            name = os.path.relpath(os.readlink(f"/proc/{child.pid}/fd/1"), log_dir)
-            info = child.memory_full_info()
-            with open(f"/proc/{child.pid}/status") as f:
-                hwm_kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
-        except (psutil.Error, OSError, StopIteration):
-            continue  # gone, or not a node
-        if not name.startswith(".."):
-            out[name] = {
-                "rss_gb": info.rss / 2**30,
-                "hwm_gb": hwm_kb / 2**20,
-                "pss_gb": info.pss / 2**30,
-                "uss_gb": info.uss / 2**30,
-            }
+        name, memory = _named_memory(child, log_dir)
+        if memory is not None and not name.startswith(".."):
+            out[name] = memory
     return out
+
+
+def session_memory(sid: int, nodes_dir: str) -> dict:
+    """The same figures for every process of session `sid` (a `launch/train.py` run):
+    its nodes by their output file under `nodes_dir` (`<run_dir>/logs/nodes`), the
+    preloaded parent by its command line (its forks, the nodes, keep it) and the
+    launcher (the session's leader)."""
+    out = {}
+    for proc in psutil.process_iter():
+        try:
+            if os.getsid(proc.pid) != sid:
+                continue
+        except OSError:
+            continue
+        name, memory = _named_memory(proc, nodes_dir)
+        if memory is None:
+            continue
+        if name.startswith("..") or name == "launcher":  # not a node's output file
+            try:
+                preloaded = "zygote" in " ".join(proc.cmdline())
+            except psutil.Error:
+                continue
+            name = "launcher" if proc.pid == sid else f"other/{proc.pid}"
+            name = "preloaded parent" if preloaded and proc.pid != sid else name
+        out[name] = memory
+    return out
+
+
+def _named_memory(proc, log_dir: str):
+    """(its output file relative to `log_dir`, its memory figures), or (None, None)
+    for a process gone or unreadable."""
+    try:
+        name = os.path.relpath(os.readlink(f"/proc/{proc.pid}/fd/1"), log_dir)
+        info = proc.memory_full_info()
+        with open(f"/proc/{proc.pid}/status") as f:
+            hwm_kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    except (psutil.Error, OSError, StopIteration):
+        return None, None
+    return name, {
+        "rss_gb": info.rss / 2**30,
+        "hwm_gb": hwm_kb / 2**20,
+        "pss_gb": info.pss / 2**30,
+        "uss_gb": info.uss / 2**30,
+    }

@@ -211,6 +211,23 @@ ROWS = [
     ),
     Spec(
         "5 time to solve",
+        "<algo> 4x4, 2 actors: command to every node stepping",
+        figure="solve.<algo>.every_node",
+        unit="s",
+        note="first rows: learner {solve.<algo>.first_rows.learner:s}, actors "
+        "{solve.<algo>.first_rows.actor_0:s} / {solve.<algo>.first_rows.actor_1:s}, "
+        "evaluator {solve.<algo>.up_at:s}",
+    ),
+    Spec(
+        "5 time to solve",
+        "<algo> 4x4, 2 actors: PSS of every process (1 s after the first evaluation)",
+        figure="solve.<algo>.memory.total.pss_gb",
+        unit="GB",
+        note="RSS {solve.<algo>.memory.total.rss_gb} GB over {solve.<algo>.memory.total.count}"
+        " processes; PSS GB: {solve.<algo>.memory.pss_line}",
+    ),
+    Spec(
+        "5 time to solve",
         "<algo> 8x8 slippery, 2 actors: to 95% of optimal ({slippery.optimal.target})",
         figure="slippery.<algo>.wall",
         unit="s",

@@ -2,7 +2,10 @@
 
 - `distributed`: `launch/train.py` under local_mp as a subprocess with N actors; the
   evaluator stops the program at `evaluator.target_success`; wall = Popen to exit.
-  Env steps and the stop reason come from the run's result.json.
+  Env steps and the stop reason come from the run's result.json. Its start-up (each
+  node's first log row: an actor's comes after its first rollout, the learner's
+  within 0.1 s of its first update, the evaluator's after its first evaluation) and
+  the memory of every process of the run 1 s after the first evaluation.
 - `optimal_success`: the exact optimum of a map (`distrl.envs.exact`): pi*'s
   success within the time limit, the best any policy reaches, V*(S).
 
@@ -14,10 +17,12 @@ import os
 import sys
 
 from benchmarks.common import ROOT, override_flags, read_json, run_subprocess
+from benchmarks.monitor import session_memory
 from benchmarks.report import fmt
 from distrl.envs import exact, make_env
 
 _FIRST_EVAL = ("logs", "evaluator.csv")  # written at the evaluator's first evaluation
+_MEMORY_AFTER_S = 1.0  # after the first evaluation: every node is up and stepping
 
 
 def distributed(algo: str, num_actors: int, run_dir: str, cap_s: float, overrides=None) -> dict:
@@ -43,8 +48,22 @@ def distributed(algo: str, num_actors: int, run_dir: str, cap_s: float, override
         os.path.join(run_dir, *_FIRST_EVAL),
         os.path.join(run_dir, "result.json"),
     )
+    first_rows = {
+        node: os.path.join(run_dir, "logs", f"{node}.csv")
+        for node in ["learner", *(f"actor_{i}" for i in range(num_actors))]
+    }
+    memory = {}
+
+    def take_memory(seen, elapsed, pid):
+        if not memory and first_eval in seen and elapsed > seen[first_eval] + _MEMORY_AFTER_S:
+            memory.update(session_memory(pid, os.path.join(run_dir, "logs", "nodes")) or {"": {}})
+
     proc = run_subprocess(
-        cmd, timeout=cap_s + 90, log_path=run_dir + ".log", watch=[first_eval, result_path]
+        cmd,
+        timeout=cap_s + 90,
+        log_path=run_dir + ".log",
+        watch=[first_eval, result_path, *first_rows.values()],
+        on_poll=take_memory,
     )
     result = read_json(result_path) or {}
     counts = result.get("counts", {})
@@ -62,8 +81,22 @@ def distributed(algo: str, num_actors: int, run_dir: str, cap_s: float, override
         # the final greedy policy's exact success over pi*'s (result.json's "exact")
         "exact_ratio": (result.get("exact") or {}).get("ratio"),
         "log": proc["log"],
+        "first_rows": {node: proc["seen"].get(path) for node, path in first_rows.items()},
+        "memory": _memory_summary(memory),
     }
+    steps = [*out["first_rows"].values(), out["up_at"]]
+    out["every_node"] = None if None in steps else max(steps)
     return dict(out, summary=_summary(out))
+
+
+def _memory_summary(memory: dict) -> dict:
+    """{process: figures} plus 'total' (sums) and 'pss_line' (each process's PSS)."""
+    memory = {name: m for name, m in memory.items() if m}
+    if not memory:
+        return {}
+    total = {k: sum(m[k] for m in memory.values()) for k in next(iter(memory.values()))}
+    line = ", ".join(f"{name} {m['pss_gb']:.2f}" for name, m in sorted(memory.items()))
+    return dict(memory, total=dict(total, count=len(memory)), pss_line=line)
 
 
 def _summary(s: dict) -> str:
