@@ -153,6 +153,17 @@ ROWS = [
         goal=">= 0.85x",
         note="{e2e.ppo.env_steps_per_s} env steps/s; " + _E2E_NOTE.replace("<algo>", "ppo"),
     ),
+    Spec(
+        "3 end to end",
+        f"ppo {E2E_ACTORS} actors, asynchronous acting (actor.chunks_per_version=0): "
+        "learner updates/s",
+        figure="e2e.ppo_async.updates_per_s",
+        unit="updates/s",
+        ceiling=("ceilings.ppo.update.updates_per_s",),
+        ceiling_name="update",
+        note="{e2e.ppo_async.env_steps_per_s} env steps/s; "
+        + _E2E_NOTE.replace("<algo>", "ppo_async"),
+    ),
     # 4. Start-up and memory of the same end-to-end program.
     Spec(
         "4 start-up",

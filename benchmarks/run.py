@@ -111,17 +111,24 @@ class Bench:
     def e2e(self) -> None:
         """distrl's own program for each algorithm: rates, start-up, memory per node."""
         out = self.results.setdefault("e2e", {})
-        for algo in rows.ALGOS:
-            measured = self._program("e2e", [algo], rows.E2E_ACTORS)
-            out[algo] = dict(measured.pop("e2e", None) or {}, **measured)
+        variants = [(algo, algo, {}) for algo in rows.ALGOS]
+        # What PPO's fresh data costs: the same program with asynchronous acting.
+        variants.append(("ppo_async", "ppo", {"actor.chunks_per_version": 0}))
+        for name, algo, extra in variants:
+            measured = self._program("e2e", [algo], rows.E2E_ACTORS, extra, tag=name)
+            out[name] = dict(measured.pop("e2e", None) or {}, **measured)
             self.save()
 
-    def _program(self, mode: str, algos, actors: int) -> dict:
+    def _program(self, mode: str, algos, actors: int, extra=None, tag: str = "") -> dict:
         """Runs one benchmarks.stages program in a subprocess; {phase: figures}, wall,
-        and for e2e its start-up and memory."""
+        and for e2e its start-up and memory. `extra`: overrides of every algorithm's
+        config on top of --set's."""
         from benchmarks import stages
 
-        run_dir = self.path(f"{mode}-{'-'.join(algos)}-{actors}")
+        run_dir = self.path(f"{mode}-{tag or '-'.join(algos)}-{actors}")
+        extra = extra or {}
+        sets = {t: dict(kv) for t, kv in self.sets.items()}
+        sets.setdefault("*", {}).update(extra)
         flags = [
             f"--mode={mode}",
             f"--algo={','.join(algos)}",
@@ -130,7 +137,7 @@ class Bench:
             f"--warmup={self.s['warmup']}",
             f"--window={self.s['window']}",
             f"--run-dir={run_dir}",
-            *set_flags(self.sets),
+            *set_flags(sets),
         ]
         monitor = os.path.join(run_dir, "monitor.json")
         proc = run_subprocess(
@@ -155,7 +162,11 @@ class Bench:
         for name, phase in data.get("phases", {}).items():
             algo = algos[0] if name == "e2e" else name.split("-")[0]
             config = stages.bench_config(
-                algo, actors, 1.0, extra=self.overrides(algo), fixed_params=mode == "stage"
+                algo,
+                actors,
+                1.0,
+                extra={**self.overrides(algo), **extra},
+                fixed_params=mode == "stage",
             )
             if len(phase.get("snapshots", ())) < 2:
                 out[name] = {"error": phase.get("error", "no counter answer in the window")}
