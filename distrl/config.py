@@ -38,9 +38,12 @@ MAX_TIME_LIMIT = 1_000_000  # env steps; an evaluation episode may last that lon
 # Cells of a map: a 1000x1000 random map takes a minute to draw and check, and its
 # one-hot observations (8 MB per transition) fit no replay here.
 MAX_MAP_CELLS = 250_000
-# replay.item_steps's default (measured: benchmarks/README.md, "Issue 14: DQN items of
-# [k, B] transitions"), and the value of a run saved before the field existed.
-ITEM_STEPS = 1
+# replay.item_steps's default: 2 time steps per DQN item (items of 2 x 64 transitions
+# at the default B) wrote 1.5-1.6x the transitions per second of 1 into Reverb with
+# no change in env steps to solve 4x4 (10 seeds); 4 (one item per batch) wrote 2.3-2.9x
+# but took about a fifth more env steps on 4x4 and slippery 8x8 (benchmarks/README.md,
+# "Issue 14: DQN replay items of [k, B] transitions"). Runs saved before the field: 1.
+ITEM_STEPS = 2
 SAVED_BEFORE = {"replay.item_steps": 1}  # fields added later: their value in older runs
 
 

@@ -28,6 +28,7 @@ def _small_config(algorithm: str):
     c = config_lib.base_config(algorithm)
     c.actor.num_envs = 8
     c.actor.unroll_length = 4
+    c.replay.item_steps = 1  # the k > 1 layouts: test_dqn_items_of_k_steps_through_reverb
     c.learner.batch_size, c.learner.batch_chunks = 16, 2  # 2 items either way
     c.replay.min_size = 16  # transitions: 2 items of 8
     c.replay.samples_per_insert = 1.0
@@ -395,6 +396,7 @@ def test_dataset_samples_again_soon_after_the_server_restarts(caplog):
 def _prioritized_config():
     c = config_lib.base_config("dqn")
     c.actor.num_envs, c.actor.unroll_length = 2, 4
+    c.replay.item_steps = 1  # items of [2, B]: test_prioritized_items_of_k_steps_...
     c.learner.batch_size = 2 * 8  # 8 items per batch
     c.replay.update(
         dict(
