@@ -39,10 +39,11 @@ MAX_TIME_LIMIT = 1_000_000  # env steps; an evaluation episode may last that lon
 # one-hot observations (8 MB per transition) fit no replay here.
 MAX_MAP_CELLS = 250_000
 # replay.item_steps's default: 2 time steps per DQN item (items of 2 x 64 transitions
-# at the default B) wrote 1.5-1.6x the transitions per second of 1 into Reverb with
-# no change in env steps to solve 4x4 (10 seeds); 4 (one item per batch) wrote 2.3-2.9x
-# but took about a fifth more env steps on 4x4 and slippery 8x8 (benchmarks/README.md,
-# "Issue 14: DQN replay items of [k, B] transitions"). Runs saved before the field: 1.
+# at the default B) wrote 1.4-1.7x the transitions per second of 1 into Reverb, with
+# env steps to solve 4x4 unchanged (10 seeds) and slippery 8x8 within its run-to-run
+# spread; 4 (one item per batch) wrote 1.9-2.9x but took about a fifth more env steps
+# on 4x4 and needs min_size 1,024 (benchmarks/README.md, "Issue 14: DQN replay items
+# of [k, B] transitions"). A run saved before the field has k = 1 (SAVED_BEFORE).
 ITEM_STEPS = 2
 SAVED_BEFORE = {"replay.item_steps": 1}  # fields added later: their value in older runs
 
