@@ -112,7 +112,8 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             batch_chunks=1,  # on-policy: chunks [T, B] per update (T x B transitions each)
             prefetch=4,  # batches fetched ahead of the update (0: none)
             max_in_flight=0,  # samples a dataset worker requests ahead; 0: derived
-            # (queue: one batch, so chunks do not age there; replay: max(64, 4 batches))
+            # (queue: one batch, so chunks do not age there; replay: max(64 time steps
+            # of B envs, i.e. 64 / replay.item_steps items, 4 batches))
         )
     )
     c.evaluator = ml_collections.ConfigDict(

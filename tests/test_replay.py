@@ -668,3 +668,18 @@ def test_prioritized_items_of_k_steps_weight_and_prioritize_whole_items(server_f
     _, reported, _ = _sample_frequencies(client, c, obs_size, batches=5)
     np.testing.assert_allclose(reported, np.sqrt(new) / np.sum(np.sqrt(new)), rtol=1e-5)
     writer.close()
+
+
+def test_replay_samples_in_flight_are_the_same_transitions_at_any_item_steps():
+    """Derived `learner.max_in_flight`: 64 time steps of B envs ahead (64 / k items) or
+    4 batches, whichever is more, so larger items do not sample further ahead (each
+    in-flight batch adds an update to the data age); a set value is kept."""
+    c = config_lib.base_config("dqn")
+    for k, want in ((1, 64), (2, 32), (4, 16)):
+        c.replay.item_steps = k
+        assert replay.in_flight_samples(c) == want
+    c.learner.batch_size = 64 * 64  # 4 batches of 32 items of [2, 64] exceed 32 items
+    c.replay.item_steps = 2
+    assert replay.in_flight_samples(c) == 4 * 32
+    c.learner.max_in_flight = 7
+    assert replay.in_flight_samples(c) == 7
