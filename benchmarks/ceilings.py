@@ -6,9 +6,9 @@
 - update: the agent's jitted update on device-resident batches of the learner's
   shape (DQN QTransition [N], PPO Transition [T, M*B]), via `benchmarks.learner`;
 - Reverb insert: the real `replay.Writer` writing the real items of a rollout
-  (DQN: T items of [B] per call, PPO: one [T, B] chunk) to a server in a child
-  process; Reverb read: the learner's `replay.iterate_batches` on that table once
-  filled, plus `replay.to_learner_batch`.
+  (DQN: T/k items of [k, B] per call, k = replay.item_steps; PPO: one [T, B]
+  chunk) to a server in a child process; Reverb read: the learner's
+  `replay.iterate_batches` on that table once filled, plus `replay.to_learner_batch`.
 Every figure is in env steps (= transitions) per second, plus calls per second.
 """
 
@@ -34,7 +34,14 @@ class ActorWork:
         agent = agents.make_agent(config_lib.make_agent_config(config), env)
         self.params = agent.init(jax.random.PRNGKey(config.seed)).params
         self.unroll = rollout.make_rollout(env, agent.policy, config.actor.unroll_length)
-        self.act = make_act(self.unroll, make_item_fn(config_lib.make_agent_config(config)))
+        self.act = make_act(
+            self.unroll,
+            make_item_fn(
+                config_lib.make_agent_config(config),
+                config_lib.episode_window(config),
+                config_lib.item_steps(config),
+            ),
+        )
         self.carry = rollout.init_carry(env, jax.random.PRNGKey(1), config.actor.num_envs)
         self.key, self.tail = jax.random.PRNGKey(2), None
 
@@ -107,7 +114,7 @@ def reverb_ceilings(work: ActorWork, address: str, seconds: float) -> dict:
         lambda: replay.to_learner_batch(next(batches)[0].data, pipeline), seconds
     )
     t, b = config.actor.unroll_length, config.actor.num_envs
-    items_per_call = t if is_replay else 1
+    items_per_call = t // config_lib.item_steps(config) if is_replay else 1
     batch_transitions = (
         config.learner.batch_size if is_replay else config.learner.batch_chunks * t * b
     )

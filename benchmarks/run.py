@@ -34,6 +34,7 @@ from benchmarks.common import (
     set_flags,
     write_json,
 )
+from distrl import config as config_lib
 
 SECTIONS = ("ceilings", "stages", "e2e", "solve", "slippery")
 
@@ -248,12 +249,14 @@ def publish(results, run_dir: str) -> str:
 
 
 def _checked_sets(parser, items) -> dict:
-    """The --set overrides, each applied to the configs once before anything starts; a
-    bad one ends the command with a one-line message (exit 2)."""
+    """The --set overrides, each applied to the configs and validated once before
+    anything starts; a bad one, or a config they make invalid (e.g.
+    replay.item_steps=4 without a min_size of whole items), ends the command with a
+    one-line message (exit 2)."""
     try:
         sets = parse_sets(items)
         for algo in rows.ALGOS:
-            load_config(algo, overrides_for(sets, algo))
+            config_lib.validate(load_config(algo, overrides_for(sets, algo)))
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         parser.error(
             f"--set: {err}; expected [dqn:|ppo:]config.path=value, e.g. actor.num_envs=256"

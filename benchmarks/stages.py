@@ -163,7 +163,7 @@ def summarize_actor(phase, config) -> dict:
     span = times[-1] - times[0]
     items = delta(snaps, "table_inserts") / span
     per_item = (
-        config.actor.num_envs
+        config_lib.item_transitions(config)
         if config_lib.pipeline(config) is Pipeline.REPLAY
         else config.actor.num_envs * config.actor.unroll_length
     )

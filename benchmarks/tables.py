@@ -39,7 +39,7 @@ def unlimited_tables(config, obs_size: int, max_items: int = 0):
 def max_items_for(config) -> int:
     """Table capacity: the config's replay size, at most 64 whole [T, B] chunks."""
     if config_lib.pipeline(config) is Pipeline.REPLAY:
-        return config.replay.max_size // config.actor.num_envs  # max_size counts transitions
+        return config_lib.replay_items(config)[0]  # max_size counts transitions
     return min(config.replay.max_size, 64)
 
 

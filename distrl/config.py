@@ -8,9 +8,11 @@ with its default, meaning and unit; the `agent` section holds every field of the
 preset's config dataclass (`distrl.agents`), with the preset's values.
 
 Units: replay sizes and the DQN batch count transitions (one env step of one env);
-a DQN replay item holds the `actor.num_envs` transitions of one time step, so they
-are multiples of it. On-policy items are whole [T, B] chunks (T = unroll_length,
-B = actor.num_envs), counted in chunks.
+a DQN replay item holds the k x B transitions of k consecutive time steps of one
+actor's B envs (k = replay.item_steps, B = actor.num_envs), so they are multiples
+of k x B; Reverb's own sizes, the batch's items and the rate limiter's error buffer
+count such items (`replay_items`, `items_per_batch`, `error_buffer`). On-policy
+items are whole [T, B] chunks (T = unroll_length), counted in chunks.
 
 `validate` checks all of it before any process starts and raises `ConfigError`
 naming the bad value and what would be valid; `check_resources` refuses what the
@@ -36,6 +38,14 @@ MAX_TIME_LIMIT = 1_000_000  # env steps; an evaluation episode may last that lon
 # Cells of a map: a 1000x1000 random map takes a minute to draw and check, and its
 # one-hot observations (8 MB per transition) fit no replay here.
 MAX_MAP_CELLS = 250_000
+# replay.item_steps's default: 2 time steps per DQN item (items of 2 x 64 transitions
+# at the default B) wrote 1.4-1.7x the transitions per second of 1 into Reverb, with
+# env steps to solve 4x4 unchanged (10 seeds) and slippery 8x8 within its run-to-run
+# spread; 4 (one item per batch) wrote 1.9-2.9x but took about a fifth more env steps
+# on 4x4 and needs min_size 1,024 (benchmarks/README.md, "Issue 14: DQN replay items
+# of [k, B] transitions"). A run saved before the field has k = 1 (SAVED_BEFORE).
+ITEM_STEPS = 2
+SAVED_BEFORE = {"replay.item_steps": 1}  # fields added later: their value in older runs
 
 
 class ConfigError(ValueError):
@@ -81,8 +91,12 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
     )
     c.replay = ml_collections.ConfigDict(
         dict(
-            max_size=64_000,  # DQN: transitions kept (FIFO); a multiple of actor.num_envs
-            min_size=640,  # DQN: transitions before the learner may sample; a multiple of B
+            # DQN: k, consecutive time steps of one actor's B envs per Reverb item (an
+            # item holds QTransition [k, B], k x B transitions); the unroll length is a
+            # multiple of k, the sizes below and learner.batch_size of k x B
+            item_steps=ITEM_STEPS,
+            max_size=64_000,  # DQN: transitions kept (FIFO); a multiple of k x actor.num_envs
+            min_size=640,  # DQN: transitions before the learner may sample; a multiple of k x B
             samples_per_insert=4.0,  # DQN: transitions sampled per transition inserted (ratio)
             error_buffer=0.0,  # DQN: rate limiter slack, in transitions; 0: derived
             sampler="uniform",  # DQN: "uniform" | "prioritized"
@@ -94,11 +108,12 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
     )
     c.learner = ml_collections.ConfigDict(
         dict(
-            batch_size=256,  # DQN: transitions per update; a multiple of actor.num_envs
+            batch_size=256,  # DQN: transitions per update; a multiple of k x actor.num_envs
             batch_chunks=1,  # on-policy: chunks [T, B] per update (T x B transitions each)
             prefetch=4,  # batches fetched ahead of the update (0: none)
             max_in_flight=0,  # samples a dataset worker requests ahead; 0: derived
-            # (queue: one batch, so chunks do not age there; replay: max(64, 4 batches))
+            # (queue: one batch, so chunks do not age there; replay: max(64 time steps
+            # of B envs, i.e. 64 / replay.item_steps items, 4 batches))
         )
     )
     c.evaluator = ml_collections.ConfigDict(
@@ -241,41 +256,67 @@ def item_length(config) -> int:
     return config.actor.unroll_length
 
 
+def item_steps(config) -> int:
+    """k: time steps per DQN item (`replay.item_steps`; 1 for a config without it)."""
+    return int(config.replay.get("item_steps", 1))
+
+
+def item_transitions(config) -> int:
+    """Transitions in one DQN replay item: k x B."""
+    return item_steps(config) * config.actor.num_envs
+
+
 def items_per_batch(config) -> int:
-    """Reverb items in one learner batch (a DQN item holds B transitions, else a chunk)."""
+    """Reverb items in one learner batch (a DQN item holds k x B transitions, else a chunk)."""
     if pipeline(config) is agents.Pipeline.REPLAY:
-        return config.learner.batch_size // config.actor.num_envs
+        return config.learner.batch_size // item_transitions(config)
     return config.learner.batch_chunks
 
 
 def replay_items(config) -> tuple:
-    """(max_size, min_size) of the DQN replay table in items of B transitions."""
-    b = config.actor.num_envs
-    return config.replay.max_size // b, config.replay.min_size // b
+    """(max_size, min_size) of the DQN replay table in items of k x B transitions."""
+    per_item = item_transitions(config)
+    return config.replay.max_size // per_item, config.replay.min_size // per_item
 
 
 def error_buffer(config) -> float:
-    """The rate limiter's error buffer in items, derived when the config leaves it 0."""
+    """The rate limiter's error buffer in items (of k x B transitions), derived when
+    the config leaves it 0."""
     r = config.replay
     if r.error_buffer:
-        return float(r.error_buffer) / config.actor.num_envs
+        return float(r.error_buffer) / item_transitions(config)
     return float(max(replay_items(config)[1], r.samples_per_insert, items_per_batch(config)) * 10)
 
 
 def from_dict(saved: dict) -> ml_collections.ConfigDict:
     """A saved config (config.json) as a typed config of its algorithm's base.
 
-    ConfigError when it is not a dict, names an unknown algorithm, lacks a field
-    (an older distrl wrote it) or has one the base does not know, or a value of
-    the wrong type.
+    A field added after the run was saved (`SAVED_BEFORE`) takes the value that
+    run had (`replay.item_steps` 1: the layout of its items and replay checkpoints).
+    ConfigError when it is not a dict, names an unknown algorithm, lacks any other
+    field (an older distrl wrote it) or has one the base does not know, or a value
+    of the wrong type.
     """
     if not isinstance(saved, dict):
         raise ConfigError(f"a saved config must be a JSON object, got {type(saved).__name__}")
     config = base_config(saved.get("algorithm"))
+    saved = _nest({**SAVED_BEFORE, **flatten(saved)})
     _check_keys(saved, config, "config")
     for key, value in flatten(saved).items():
         _assign(config, key, value)
     return config
+
+
+def _nest(flat: dict) -> dict:
+    """{'a.b': 1} -> {'a': {'b': 1}}."""
+    tree = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split(".")
+        node = tree
+        for name in parents:
+            node = node.setdefault(name, {})
+        node[leaf] = value
+    return tree
 
 
 def load_json(path: str) -> ml_collections.ConfigDict:
@@ -400,6 +441,7 @@ _LOWEST = {
     "num_actors": 1,
     "actor.num_envs": 1,
     "actor.unroll_length": 1,
+    "replay.item_steps": 1,
     "actor.params_update_period": 1,
     "actor.epsilon_spread": 0,
     "learner.prefetch": 0,
@@ -472,16 +514,27 @@ def _validate_on_policy(config, agent_config) -> None:
 
 def _validate_replay(config, agent_config) -> None:
     r, b, n = config.replay, config.learner.batch_size, config.actor.num_envs
+    k, t = r.item_steps, config.actor.unroll_length
+    _check(
+        t % k == 0,
+        f"config.replay.item_steps={k} does not divide config.actor.unroll_length={t}; "
+        f"need a divisor of it (a rollout of {t} steps writes whole items of {k} steps)",
+    )
+    per_item = k * n
     what = (
-        f"a multiple of config.actor.num_envs={n} (a replay item holds the {n} "
-        f"transitions of one time step)"
+        f"a multiple of config.replay.item_steps x config.actor.num_envs = {k} x {n} = "
+        f"{per_item} (a replay item holds {per_item} transitions: {k} time "
+        f"step{'s' * (k > 1)} of {n} envs)"
     )
     for key, value in (
         ("learner.batch_size", b),
         ("replay.max_size", r.max_size),
         ("replay.min_size", r.min_size),
     ):
-        _check(value >= n and value % n == 0, f"config.{key}={value} transitions; need {what}")
+        _check(
+            value >= per_item and value % per_item == 0,
+            f"config.{key}={value} transitions; need {what}",
+        )
     _check(r.sampler in SAMPLERS, f"config.replay.sampler={r.sampler!r}; valid: {SAMPLERS}")
     _check(
         r.priority_exponent >= 0,
@@ -502,11 +555,12 @@ def _validate_replay(config, agent_config) -> None:
     )
     # With SampleToInsertRatio, inserts stop once samples lag by error_buffer; the
     # first batch needs min_size items and one batch's worth of sample allowance.
-    low = max(r.samples_per_insert * n, b)
+    low = max(r.samples_per_insert * per_item, b)
     _check(
         r.error_buffer == 0 or r.error_buffer >= low,
         f"config.replay.error_buffer={r.error_buffer} transitions can never be met: it must be "
-        f"at least max(samples_per_insert x num_envs, batch_size) = {low:g}, or 0 to derive it",
+        f"at least max(samples_per_insert x item_steps x num_envs, batch_size) = {low:g}, "
+        f"or 0 to derive it",
     )
     _check(
         agent_config.n_step <= config.actor.unroll_length,

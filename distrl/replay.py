@@ -1,9 +1,11 @@
 """Stage 5 of the data flow: Reverb tables, signatures, writers and datasets.
 
 The one module that knows Reverb's API. The pipelines (`agents.Pipeline`) share it:
-- REPLAY (DQN): a table of items that each hold the B (n-step) transitions of one
-  time step, `QTransition` [B]; uniform or prioritized sampling, FIFO removal and a
-  `SampleToInsertRatio` rate limiter. A learner batch of N transitions is N / B items.
+- REPLAY (DQN): a table of items that each hold the k x B (n-step) transitions of k
+  consecutive time steps of one actor's B envs, `QTransition` [k, B] (k =
+  `replay.item_steps`; [B] when k is 1, the layout of runs saved before the field);
+  uniform or prioritized sampling, FIFO removal and a `SampleToInsertRatio` rate
+  limiter. A learner batch of N transitions is N / (k x B) items.
 - CHUNKS and EPISODES (A2C, V-trace, PPO; REINFORCE, GRPO): a bounded `Table.queue`
   whose items are whole rollout chunks, `Transition` [T, B] (or windows of W chunks);
   actors block when the learner falls behind. A learner batch of M items becomes
@@ -38,11 +40,14 @@ def example_item(config, obs_size: int) -> Versioned:
     """A zero pytree shaped like one Reverb item of this config's pipeline."""
     b, t = config.actor.num_envs, config_lib.item_length(config)
     pipeline = config_lib.pipeline(config)
-    obs = np.zeros((b, obs_size), np.float32)
-    scalar = lambda dtype=np.float32: np.zeros((b,), dtype)  # noqa: E731
     version = np.zeros((), np.int32)
     if pipeline is Pipeline.REPLAY:
-        return Versioned(QTransition(obs, scalar(np.int32), scalar(), scalar(), obs), version)
+        lead = replay_item_shape(config)
+        obs = np.zeros(lead + (obs_size,), np.float32)
+        action, scalar = np.zeros(lead, np.int32), np.zeros(lead, np.float32)
+        return Versioned(QTransition(obs, action, scalar, scalar, obs), version)
+    obs = np.zeros((b, obs_size), np.float32)
+    scalar = lambda dtype=np.float32: np.zeros((b,), dtype)  # noqa: E731
     extras = {"log_prob": scalar(), "value": scalar()}
     if pipeline is Pipeline.EPISODES:
         extras["owned"] = scalar()  # see distrl.agents.episodes
@@ -56,6 +61,13 @@ def example_item(config, obs_size: int) -> Versioned:
         extras=extras,
     )
     return Versioned(jax.tree.map(lambda x: np.zeros((t,) + x.shape, x.dtype), step), version)
+
+
+def replay_item_shape(config) -> tuple:
+    """The leading dims of a DQN item's fields: (k, B), or (B,) when k is 1 (the
+    layout before `replay.item_steps`, so older runs' replay checkpoints still fit)."""
+    k, b = config_lib.item_steps(config), config.actor.num_envs
+    return (k, b) if k > 1 else (b,)
 
 
 def signature(config, obs_size: int):
@@ -195,7 +207,7 @@ def _listening(address: str, timeout_s: float = 0.5) -> bool:
 
 
 class Writer:
-    """Writes rollout output to the table: per time step (replay) or per chunk (queue).
+    """Writes rollout output to the table: per k time steps (replay) or per chunk (queue).
 
     `write(pipeline, items, version)` picks one of the two for the pipeline:
     `write_steps(items, version)` takes a pytree with a leading [K] dim and makes K
@@ -221,8 +233,8 @@ class Writer:
     Every item is one appended step referenced whole, so the writer calls Reverb's
     C++ writer directly (`_append_item`): the Python `TrajectoryWriter.append` and
     `create_item` (path flattening, column history, `TrajectoryColumn`s) cost more
-    than the C++ work for a DQN actor's 16 items per rollout (benchmarks/README.md,
-    "Issue 14: the DQN data path").
+    than the C++ work for a DQN actor's 16 items per rollout at k = 1
+    (benchmarks/README.md, "Issue 14: the DQN data path").
     """
 
     def __init__(
@@ -260,14 +272,16 @@ class Writer:
         return written
 
     def write(self, pipeline: Pipeline, items, version: int = 0) -> None:
-        """An actor's items for `pipeline`: REPLAY [T, B] -> T items, else one item."""
+        """An actor's items for `pipeline`: REPLAY [T/k, k, B] (or [T, B] at k = 1) ->
+        T/k items, else one item."""
         if pipeline is Pipeline.REPLAY:
             self.write_steps(items, version)
         else:
             self.write_chunk(items, version)
 
     def write_steps(self, items, version: int = 0) -> None:
-        """K items from a pytree of numpy arrays [K, ...], one step + item each."""
+        """K items from a pytree of numpy arrays [K, ...], one step + item each (a DQN
+        item of k time steps is one [k, B] row: `make_item_fn` shapes the rows)."""
         leaves = jax.tree.leaves(items)
         stamp = np.int32(version)
         for k in range(leaves[0].shape[0]):
@@ -347,13 +361,16 @@ def in_flight_samples(config) -> int:
 
     A queue's sampled chunks leave the table at once, so every in-flight sample is a
     chunk that ages while it waits; 0 derives one batch for the queue. Replay samples
-    stay in the table, so there 0 derives max(64, 4 batches) for throughput.
+    stay in the table, so there 0 derives max(64 items of one time step, 4 batches)
+    for throughput: the same transitions at any `replay.item_steps` k (64 / k items),
+    since samples taken that far ahead add their wait to the data age (64 items of k
+    = 4 steps were 64 batches ahead: data age +17% on slippery 8x8).
     """
     k = config_lib.items_per_batch(config)
     if config.learner.get("max_in_flight", 0):  # a run saved before the field: derived
         return int(config.learner.max_in_flight)
     if config_lib.pipeline(config) is Pipeline.REPLAY:
-        return max(64, 4 * k)
+        return max(-(-64 // config_lib.item_steps(config)), 4 * k)
     return k
 
 
@@ -388,15 +405,17 @@ def make_dataset(server_address: str, config, obs_size: int, timeout_ms: int = 5
 
 
 def to_learner_batch(data, pipeline: Pipeline):
-    """A sampled batch -> the agent's batch: QTransition [K*B] (REPLAY) or Transition
-    [T, M*B] (a batch of M on-policy items of T steps).
+    """A sampled batch -> the agent's batch: QTransition [K*k*B] (REPLAY: K items of
+    [k, B], or of [B] at k = 1) or Transition [T, M*B] (a batch of M on-policy items
+    of T steps).
 
     `data` is the sampled `Versioned` batch (its `data` is used) or that data itself.
     """
     if isinstance(data, Versioned):
         data = data.data
     if pipeline is Pipeline.REPLAY:
-        return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), data)
+        lead = np.ndim(data.action)  # [K, k, B] or [K, B]: the dims that become N
+        return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[lead:]), data)
 
     def to_time_major(x):  # [M, T, B, ...] -> [T, M * B, ...]
         x = np.swapaxes(x, 0, 1)
@@ -560,17 +579,24 @@ def importance_weights(info, beta: float) -> np.ndarray:
     return (w / np.max(w)).astype(np.float32)
 
 
+def transition_weights(config, info, beta: float) -> np.ndarray:
+    """The importance weights of a sampled batch per transition, [K * k * B]: each
+    item's weight (`importance_weights`) for each of its k x B transitions, which
+    `to_learner_batch` keeps consecutive."""
+    return np.repeat(importance_weights(info, beta), config_lib.item_transitions(config))
+
+
 class PriorityUpdater:
     """Writes new item priorities to the table from a background thread.
 
-    `submit(keys [K], priorities [K * B])` returns at once (the arrays may still be
-    on the device; they are fetched in the thread), so the learner's next update
-    does not wait for Reverb. An item holds B transitions: its priority is the
-    largest of theirs (floored at 1e-6 so that no item becomes unsampleable).
-    `max_priority` is the largest item priority written so far (1.0 before the
-    first), what new items are inserted at. At most `max_pending` updates wait; beyond
-    that `submit` blocks, so a slow server slows the learner instead of growing a
-    backlog of stale priorities.
+    `submit(keys [K], priorities [K * k * B])` returns at once (the arrays may still
+    be on the device; they are fetched in the thread), so the learner's next update
+    does not wait for Reverb. An item holds k x B transitions, consecutive in the
+    batch (`to_learner_batch`): its priority is the largest of theirs (floored at
+    1e-6 so that no item becomes unsampleable). `max_priority` is the largest item
+    priority written so far (1.0 before the first), what new items are inserted
+    at. At most `max_pending` updates wait; beyond that `submit` blocks, so a slow
+    server slows the learner instead of growing a backlog of stale priorities.
     """
 
     def __init__(self, client: reverb.Client, max_pending: int = 8):

@@ -53,7 +53,8 @@ class QTransition(NamedTuple):
 class Versioned(NamedTuple):
     """One Reverb item: what the actor wrote and the params version it acted with.
 
-    data: a `QTransition` [B] (replay) or a `Transition` [T, B] chunk (queue).
+    data: a `QTransition` [k, B] (replay: k = `replay.item_steps` consecutive time
+      steps of B envs; [B] at k = 1) or a `Transition` [T, B] chunk (queue).
     version: [] int32, the learner version of the behaviour policy's params (the
       version the actor's `ParamsClient` held when the rollout was dispatched). The
       learner's data age of an item is its own version minus this one.

@@ -118,6 +118,11 @@ def test_a_bad_override_exits_2_before_anything_is_written(tmp_path, capsys):
             run.main(["--only=ceilings", f"--out={out}", bad])
         assert exited.value.code == 2
         assert "--set" in capsys.readouterr().err
+    # A valid field whose value the DQN config cannot take with the base sizes.
+    with pytest.raises(SystemExit) as exited:
+        run.main(["--only=ceilings", f"--out={out}", "--set=replay.item_steps=4"])
+    assert exited.value.code == 2
+    assert "config.replay.min_size=640 transitions; need a multiple of" in capsys.readouterr().err
     assert not out.exists()
 
 

@@ -119,6 +119,18 @@ BAD_VALUES = [
     ("replay.samples_per_insert", math.inf, "samples_per_insert=inf; need a finite number"),
     ("replay.sampler", "lifo", "config.replay.sampler='lifo'; valid"),
     ("replay.error_buffer", 2.0, "config.replay.error_buffer=2.0 transitions can never be met"),
+    ("replay.item_steps", 0, "config.replay.item_steps=0; need >= 1"),
+    (
+        "replay.item_steps",
+        3,
+        "config.replay.item_steps=3 does not divide config.actor.unroll_length=16; need a "
+        "divisor of it (a rollout of 16 steps writes whole items of 3 steps)",
+    ),
+    (
+        "replay.item_steps",
+        32,
+        "config.replay.item_steps=32 does not divide config.actor.unroll_length=16",
+    ),
     ("evaluator.target_success", 1.5, "target_success=1.5; need 0..1"),
     ("budget.seconds", -1.0, "config.budget.seconds=-1.0; need >= 0"),
     ("budget.env_steps", -5, "config.budget.env_steps=-5; need >= 0"),
@@ -138,6 +150,83 @@ def test_bad_values_are_refused_by_name(key, value, message):
         config_lib.validate(config)
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def _dqn_items_of(k: int, **fields):
+    config = load_config("dqn")
+    config.replay.item_steps = k
+    config.update_from_flattened_dict(fields)
+    return config
+
+
+@pytest.mark.parametrize(
+    "fields,message",
+    [
+        (
+            {"replay.min_size": 640},
+            "config.replay.min_size=640 transitions; need a multiple of "
+            "config.replay.item_steps x config.actor.num_envs = 4 x 64 = 256 (a replay item "
+            "holds 256 transitions: 4 time steps of 64 envs)",
+        ),
+        ({"replay.min_size": 1024, "replay.max_size": 64_064}, "replay.max_size=64064 trans"),
+        ({"replay.min_size": 1024, "learner.batch_size": 128}, "batch_size=128 transitions; need"),
+        (
+            {"replay.min_size": 1024, "replay.error_buffer": 512.0},
+            "config.replay.error_buffer=512.0 transitions can never be met: it must be at "
+            "least max(samples_per_insert x item_steps x num_envs, batch_size) = 1024",
+        ),
+    ],
+)
+def test_dqn_items_of_k_steps_need_sizes_in_whole_items(fields, message):
+    """k = 4: sizes and the batch are multiples of k x B = 256 transitions; the error
+    buffer holds at least samples_per_insert items (dqn.py: 4 x 256 transitions)."""
+    with pytest.raises(config_lib.ConfigError) as info:
+        config_lib.validate(_dqn_items_of(4, **fields))
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_dqn_items_of_k_steps_count_reverb_sizes_in_items():
+    config = _dqn_items_of(4, **{"replay.min_size": 1024, "replay.error_buffer": 2048.0})
+    config_lib.validate(config)
+    assert config_lib.item_transitions(config) == 256
+    assert config_lib.items_per_batch(config) == 1  # learner.batch_size 256
+    assert config_lib.replay_items(config) == (250, 4)  # max_size 64,000, min_size 1,024
+    assert config_lib.error_buffer(config) == 8.0
+    config.replay.error_buffer = 0.0  # derived: 10 x max(min items, samples/insert, batch)
+    assert config_lib.error_buffer(config) == 40.0
+    config = _dqn_items_of(1)
+    assert (config_lib.items_per_batch(config), config_lib.replay_items(config)) == (
+        4,
+        (1000, config.replay.min_size // 64),
+    )
+
+
+def test_on_policy_configs_ignore_item_steps():
+    """`replay.item_steps` is DQN's: `--set=replay.item_steps=4` in a benchmark reaches
+    PPO too, and changes nothing there."""
+    config = load_config("ppo")
+    config.replay.item_steps = 4
+    config_lib.validate(config)
+    assert config_lib.items_per_batch(config) == config.learner.batch_chunks
+
+
+def test_a_config_saved_before_item_steps_reads_back_as_one_step_items(tmp_path):
+    """A run saved before `replay.item_steps` wrote items of one time step: its
+    config.json (no such field) reads back, and so resumes, with k = 1 whatever the
+    default is now; a saved k is kept."""
+    config = load_config("dqn")
+    rundir.write_config(config, str(tmp_path))
+    saved = json.loads((tmp_path / "config.json").read_text())
+    del saved["replay"]["item_steps"]
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    back = rundir.load_config(str(tmp_path))
+    assert back.replay.item_steps == 1
+    config_lib.validate(back)
+    saved["replay"]["item_steps"] = 2
+    assert config_lib.from_dict(saved).replay.item_steps == 2
+    del saved["replay"]["max_size"]  # other missing fields are still refused
+    with pytest.raises(config_lib.ConfigError, match="config lacks replay.max_size"):
+        config_lib.from_dict(saved)
 
 
 def test_on_policy_checks():

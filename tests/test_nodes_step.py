@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from conftest import load_config
 
+from distrl import config as config_lib
 from distrl import metrics, replay
 from distrl.program import topology
 
@@ -66,16 +67,17 @@ def test_stepped_dqn_actors_feed_the_learner_and_its_priorities(stepped):
     config.replay.samples_per_insert = 1.0
     config.agent.update(dict(epsilon_init=0.5, epsilon_final=0.5))
     config.actor.epsilon_spread = 2.0  # actor 1: 0.5 ** 3
+    per_rollout = T // config_lib.item_steps(config)  # items of k time steps
     nodes = stepped(config)
     learner, actors = nodes["learner"][0], nodes["actor"]
-    update = learner.futures.step()  # waits for the replay's min_size (10 items)
+    update = learner.futures.step()  # waits for the replay's min_size (640 transitions)
     first = actors[0].step()
-    assert first == dict(env_steps=T * B, items_written=T, param_version=0)
-    assert actors[1].step()["items_written"] == T
+    assert first == dict(env_steps=T * B, items_written=per_rollout, param_version=0)
+    assert actors[1].step()["items_written"] == per_rollout
     result = update.result(timeout=_RESULT_S)
     assert result["version"] == 1 and _finite(result) and result["loss"] > 0
     for _ in range(3):
-        assert actors[0].step()["items_written"] == T
+        assert actors[0].step()["items_written"] == per_rollout
         assert learner.step()["version"] > 1
     assert learner.get_params()[0] == 4  # updates applied
 
@@ -85,7 +87,7 @@ def test_stepped_dqn_actors_feed_the_learner_and_its_priorities(stepped):
         time.sleep(0.1)
     assert learner.max_priority() != 1.0
     info = nodes["replay"][0].server_info()[replay.TABLE]
-    assert info.current_size == 5 * T
+    assert info.current_size == 5 * per_rollout
 
     # Each actor's exploration rate: eps ** (1 + spread * i / (N - 1)), in its CSV.
     for i, want in enumerate((0.5, 0.125)):

@@ -67,7 +67,7 @@ def test_the_actors_packed_rollout_equals_the_unpacked_one(algorithm):
     agent = agents.make_agent(agent_config, env)
     params = agent.init(jax.random.PRNGKey(0)).params
     unroll = rollout.make_rollout(env, agent.policy, c.actor.unroll_length)
-    to_items = make_item_fn(agent_config, config_lib.episode_window(c))
+    to_items = make_item_fn(agent_config, config_lib.episode_window(c), config_lib.item_steps(c))
     act = make_act(unroll, to_items)
     carry = rollout.init_carry(env, jax.random.PRNGKey(1), c.actor.num_envs)
     packed_state = plain_state = (carry, None)

@@ -17,7 +17,9 @@ import reverb
 
 from distrl import agents, replay, rollout
 from distrl import config as config_lib
+from distrl.agents import nstep
 from distrl.nodes.actor import make_item_fn
+from distrl.types import Transition
 
 ALGORITHMS = sorted(agents.PRESETS)
 
@@ -26,6 +28,7 @@ def _small_config(algorithm: str):
     c = config_lib.base_config(algorithm)
     c.actor.num_envs = 8
     c.actor.unroll_length = 4
+    c.replay.item_steps = 1  # the k > 1 layouts: test_dqn_items_of_k_steps_through_reverb
     c.learner.batch_size, c.learner.batch_chunks = 16, 2  # 2 items either way
     c.replay.min_size = 16  # transitions: 2 items of 8
     c.replay.samples_per_insert = 1.0
@@ -393,6 +396,7 @@ def test_dataset_samples_again_soon_after_the_server_restarts(caplog):
 def _prioritized_config():
     c = config_lib.base_config("dqn")
     c.actor.num_envs, c.actor.unroll_length = 2, 4
+    c.replay.item_steps = 1  # items of [2, B]: test_prioritized_items_of_k_steps_...
     c.learner.batch_size = 2 * 8  # 8 items per batch
     c.replay.update(
         dict(
@@ -466,3 +470,216 @@ def test_importance_weights_known_answer():
     assert replay.importance_exponent(c, 0) == pytest.approx(0.4)
     assert replay.importance_exponent(c, 50) == pytest.approx(0.7)
     assert replay.importance_exponent(c, 1000) == pytest.approx(1.0)
+
+
+def _numbered_chunks(num_chunks: int, t: int, b: int, seed: int = 0):
+    """`num_chunks` Transition [T, B] chunks: observation = (time, env), random rewards
+    and episode ends, so each n-step window is known by its first step."""
+    rng = np.random.default_rng(seed)
+    chunks = []
+    for c in range(num_chunks):
+        times = np.broadcast_to((c * t + np.arange(t))[:, None], (t, b))
+        envs = np.broadcast_to(np.arange(b)[None], (t, b))
+        obs = np.stack([times, envs], -1).astype(np.float32)
+        last = rng.random((t, b)) < 0.2
+        chunks.append(
+            Transition(
+                observation=obs,
+                action=(times % 4).astype(np.int32),
+                reward=rng.normal(size=(t, b)).astype(np.float32),
+                discount=np.where(last & (rng.random((t, b)) < 0.5), 0.0, 1.0).astype(np.float32),
+                last=last,
+                next_observation=obs + 0.5,
+                extras={},
+            )
+        )
+    return chunks
+
+
+def _concat(trees):
+    return jax.tree.map(lambda *xs: np.concatenate(xs), *trees)
+
+
+@pytest.mark.parametrize(
+    "n,k,t",
+    [(n, k, t) for n in (1, 2, 3, 5) for k in (1, 2, 4) for t in (4, 8) if n <= t]
+    + [(8, 8, 8), (16, 4, 16)],
+)
+def test_item_steps_emit_every_step_exactly_once(n, k, t):
+    """Items of k time steps across chunks: every (env, time) step starts exactly one
+    emitted n-step window, in time order, each the window `n_step_transitions` gives
+    over the whole trajectory; each chunk's rows are whole items; the steps not yet
+    emitted (the tail) are the latest n - 1 + r, r = (T - n + 1) mod k."""
+    b, num_chunks = 3, 5
+    agent_config = agents.make_config("dqn", n_step=n, discount=0.9)
+    to_items, tail = make_item_fn(agent_config, item_steps=k), None
+    chunks = _numbered_chunks(num_chunks, t, b)
+    rows = []
+    for chunk in chunks:
+        items, tail = to_items(tail, chunk)
+        items = jax.device_get(items)
+        assert items.action.shape[1:] == ((k, b) if k > 1 else (b,))
+        lead = items.action.ndim - 1  # [K, k, B] -> [K * k, B]
+        rows.append(jax.tree.map(lambda x, lead=lead: x.reshape((-1,) + x.shape[lead:]), items))
+    rows = _concat(rows)
+    emitted = len(rows.action)
+    r = (t - n + 1) % k
+    assert emitted == num_chunks * t - (n - 1 + r)  # all but the tail
+    assert len(tail.reward) == n - 1 + r
+    times = np.broadcast_to(np.arange(emitted)[:, None], (emitted, b))
+    np.testing.assert_array_equal(rows.observation[..., 0], times)  # each start once, in order
+    np.testing.assert_array_equal(
+        rows.observation[..., 1], np.broadcast_to(np.arange(b), (emitted, b))
+    )
+    want = jax.device_get(nstep.n_step_transitions(_concat(chunks), n, 0.9))
+    for got, expected in zip(rows, want):
+        np.testing.assert_allclose(got, expected[:emitted], rtol=1e-5, atol=1e-6)
+
+
+def _fifo_read(config, obs_size: int, calls: list, count: int) -> list:
+    """Writes each of `calls` (item rows [K, ...], version 7 + its index) to a FIFO
+    table of the config's signature; reads `count` items back, each once, in order."""
+    table = reverb.Table(
+        replay.TABLE,
+        sampler=reverb.selectors.Fifo(),
+        remover=reverb.selectors.Fifo(),
+        max_size=1000,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+        max_times_sampled=1,
+        signature=replay.signature(config, obs_size),
+    )
+    server = reverb.Server([table])
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+        writer = replay.Writer(client, lambda: False)
+        for i, items in enumerate(calls):
+            writer.write_steps(items, version=7 + i)
+        writer.close()
+        dataset = reverb.TrajectoryDataset.from_table_signature(
+            client.server_address, replay.TABLE, max_in_flight_samples_per_worker=1
+        )
+        return list(dataset.take(count).as_numpy_iterator())
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_dqn_items_of_k_steps_through_reverb(k, server_for):
+    """`replay.item_steps` = k: an actor's rollouts become T/k items of [k, B] (the
+    first chunk fewer, n = 3 here), which hold the trajectory's n-step windows in
+    time order; the learner's dataset yields batches of [K, k, B] that
+    `to_learner_batch` turns into [K * k * B] for the update."""
+    c = _small_config("dqn")
+    c.actor.unroll_length = 8
+    c.replay.item_steps = k
+    c.agent.n_step = 3
+    c.learner.batch_size = 2 * k * c.actor.num_envs  # 2 items
+    c.replay.min_size = k * c.actor.num_envs
+    config_lib.validate(c)
+    env = config_lib.make_env(c)
+    agent_config = config_lib.make_agent_config(c)
+    agent = agents.make_agent(agent_config, env)
+    client = server_for(c, env.obs_size)
+    state = agent.init(jax.random.PRNGKey(0))
+    unroll = rollout.make_rollout(env, agent.policy, c.actor.unroll_length)
+    carry = rollout.init_carry(env, jax.random.PRNGKey(1), c.actor.num_envs)
+    writer = replay.Writer(client, lambda: False)
+    to_items = make_item_fn(agent_config, item_steps=config_lib.item_steps(c))
+    tail, chunks, calls = None, [], []
+    b, t = c.actor.num_envs, c.actor.unroll_length
+    for i in range(3):
+        carry, chunk, _ = unroll(state.params, carry, jax.random.PRNGKey(i), 0.5)
+        chunks.append(jax.device_get(chunk))
+        items, tail = to_items(tail, chunk)
+        assert items.action.shape[1:] == (k, b)
+        calls.append(jax.device_get(items))
+        writer.write(agents.Pipeline.REPLAY, calls[-1], version=7 + i)
+    written = (3 * t - 2 - (t - 2) % k) // k  # n - 1 + r steps wait in the tail
+    assert writer.pop_written() == written
+    assert client.server_info()[replay.TABLE].current_size == written
+
+    # The same items through a FIFO table that hands each out once, in insertion order.
+    want = jax.device_get(nstep.n_step_transitions(_concat(chunks), 3, agent_config.discount))
+    got = _fifo_read(c, env.obs_size, calls, written)
+    rows = _concat([g.data.data for g in got])  # [written * k, B, ...]
+    for have, expected in zip(rows, want):
+        np.testing.assert_allclose(have, expected[: written * k], rtol=1e-5, atol=1e-6)
+    versions = [int(g.data.version) for g in got]
+    assert versions == sum(([7 + i] * len(items.action) for i, items in enumerate(calls)), [])
+
+    taken = []
+    for sample, _ in replay.iterate_batches(
+        client.server_address, c, env.obs_size, should_stop=lambda: len(taken) == 1
+    ):
+        taken.append(sample)
+    data = taken[0].data
+    assert data.data.observation.shape == (2, k, b, env.obs_size)
+    assert data.version.shape == (2,) and set(data.version.tolist()) <= {7, 8, 9}
+    batch = replay.to_learner_batch(data.data, agents.Pipeline.REPLAY)
+    assert batch.action.shape == (2 * k * b,)
+    np.testing.assert_array_equal(batch.observation[k * b : k * b + b], data.data.observation[1, 0])
+    new_state, metrics = agent.update(state, batch)
+    assert int(new_state.step) == 1 and metrics["priorities"].shape == (2 * k * b,)
+    writer.close()
+
+
+def test_prioritized_items_of_k_steps_weight_and_prioritize_whole_items(server_for):
+    """Prioritized replay at k = 2: each transition of a batch gets its own item's
+    importance weight (`transition_weights`, the learner's), and an item's new
+    priority is the largest of its k x B transitions' (`PriorityUpdater`)."""
+    c = _prioritized_config()
+    c.replay.item_steps = 2
+    c.learner.batch_size = 4 * 2 * c.actor.num_envs  # 4 items of [2, 2]
+    c.replay.min_size = 2 * c.actor.num_envs
+    config_lib.validate(c)
+    obs_size = config_lib.make_env(c).obs_size
+    client = server_for(c, obs_size)
+    writer = replay.Writer(client, lambda: False)
+    example = replay.example_item(c, obs_size).data
+    assert example.action.shape == (2, c.actor.num_envs)
+    for i, priority in enumerate([1.0, 2.0, 4.0, 9.0]):
+        writer.priority = priority
+        item = jax.tree.map(lambda x, i=i: np.full((1,) + x.shape, i, x.dtype), example)
+        writer.write_steps(item, version=i)  # every field of item i holds i
+    taken = []
+    for sample, _ in replay.iterate_batches(
+        client.server_address, c, obs_size, should_stop=lambda: len(taken) == 20
+    ):
+        taken.append(sample)
+    per_item = 2 * c.actor.num_envs
+    for sample in taken:
+        batch = replay.to_learner_batch(sample.data.data, agents.Pipeline.REPLAY)
+        weights = replay.transition_weights(c, sample.info, beta=0.7)
+        of_item = replay.importance_weights(sample.info, 0.7)
+        item_weight = dict(zip(sample.data.version.tolist(), of_item.tolist()))
+        assert weights.shape == batch.action.shape == (4 * per_item,)
+        for j, item in enumerate(batch.action.tolist()):  # transition j's item
+            assert weights[j] == pytest.approx(item_weight[item])
+    assert len({w for s in taken for w in s.info.probability.tolist()}) > 1
+    key_of = {v: k for s in taken for v, k in zip(s.data.version.tolist(), s.info.key.tolist())}
+    assert sorted(key_of) == [0, 1, 2, 3]
+    new = np.array([9.0, 4.0, 1.0, 1.0])
+    per_transition = np.repeat(new, per_item)
+    per_transition[1::2] *= 0.5  # the item's max counts, not the mean
+    updater = replay.PriorityUpdater(client)
+    updater.submit(np.array([key_of[i] for i in range(4)], np.uint64), per_transition)
+    updater.close()
+    assert updater.written == 1 and updater.max_priority == 9.0
+    _, reported, _ = _sample_frequencies(client, c, obs_size, batches=5)
+    np.testing.assert_allclose(reported, np.sqrt(new) / np.sum(np.sqrt(new)), rtol=1e-5)
+    writer.close()
+
+
+def test_replay_samples_in_flight_are_the_same_transitions_at_any_item_steps():
+    """Derived `learner.max_in_flight`: 64 time steps of B envs ahead (64 / k items) or
+    4 batches, whichever is more, so larger items do not sample further ahead (each
+    in-flight batch adds an update to the data age); a set value is kept."""
+    c = config_lib.base_config("dqn")
+    for k, want in ((1, 64), (2, 32), (4, 16)):
+        c.replay.item_steps = k
+        assert replay.in_flight_samples(c) == want
+    c.learner.batch_size = 64 * 64  # 4 batches of 32 items of [2, 64] exceed 32 items
+    c.replay.item_steps = 2
+    assert replay.in_flight_samples(c) == 4 * 32
+    c.learner.max_in_flight = 7
+    assert replay.in_flight_samples(c) == 7

@@ -17,7 +17,8 @@ Definitions used in the report (also printed under its table):
 - data age: result.json's `data` (learner updates from acting to learning);
 - throughput: env steps and learner updates divided by training time;
 - samples per insert: Reverb's completed samples / completed inserts over the run
-  (items: a replay item holds one time step of B envs, a queue item a T x B chunk).
+  (items: a replay item holds k = replay.item_steps time steps of B envs, a queue
+  item a T x B chunk).
 """
 
 import csv

@@ -63,7 +63,8 @@ DEFINITIONS = (
     "below), at the resolution of one evaluation period. Throughput is the run's "
     "env steps (learner updates) over that training time. Samples/insert is "
     "Reverb's completed samples over completed inserts, in items (a replay item "
-    "is one time step of B envs, a queue item one T x B chunk). Data age: learner "
+    "is k time steps of B envs, k = replay.item_steps, a queue item one T x B "
+    "chunk). Data age: learner "
     "updates between the params an item was acted with and the update that learned "
     "from it (mean over the items learned, and max)."
 )

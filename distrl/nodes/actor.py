@@ -2,8 +2,8 @@
 
 Each actor steps B envs with the jitted, vmapped rollout (T steps per call) using
 the latest params it has, turns the chunk into items for its pipeline (n-step
-`QTransition`s per time step for replay, the whole `Transition` [T, B] chunk for the
-queue), writes them, and reports env steps and episodes to the counter. Params
+`QTransition`s [k, B] of k time steps for replay, the whole `Transition` [T, B] chunk
+for the queue), writes them, and reports env steps and episodes to the counter. Params
 arrive in the background (`ParamsClient`), so stepping never waits on the learner
 after the first pull. Every `log.every_seconds` it writes a metrics row to
 `logs/actor_<i>.csv` (env steps, episodes, env steps/s, parameter version and
@@ -33,13 +33,14 @@ def actor_epsilon(base_epsilon: float, actor_id: int, num_actors: int, spread: f
     return float(base_epsilon ** (1.0 + spread * actor_id / (num_actors - 1)))
 
 
-def make_item_fn(agent_config, episode_window: int = 2):
+def make_item_fn(agent_config, episode_window: int = 2, item_steps: int = 1):
     """Jitted `(tail, chunk) -> (items, tail)`: what one rollout chunk writes.
 
-    REPLAY: n-step transitions [T, B] (the first chunk, without a tail, gives
-    T - n + 1); the last n - 1 steps carry over so every step is emitted once.
-    CHUNKS: the chunk itself, written as one item. EPISODES (REINFORCE, GRPO): the
-    window of the last `episode_window` chunks with the steps it trains marked
+    REPLAY: n-step transitions grouped into items of k = `item_steps` consecutive
+    time steps, [rows / k, k, B] ([rows, B] at k = 1), each step emitted exactly
+    once across chunks and no step left on the host (`replay_rows`). CHUNKS: the
+    chunk itself, written as one item. EPISODES (REINFORCE, GRPO): the window of
+    the last `episode_window` chunks with the steps it trains marked
     (`distrl.agents.episodes`), the previous chunks carried over.
     """
     pipeline = agent_config.pipeline
@@ -53,12 +54,14 @@ def make_item_fn(agent_config, episode_window: int = 2):
         return window
     if pipeline is agents.Pipeline.CHUNKS:
         return lambda tail, chunk: (chunk, None)
-    n, gamma = agent_config.n_step, agent_config.discount
+    n, gamma, k = agent_config.n_step, agent_config.discount, item_steps
 
     @jax.jit
     def items(tail, chunk):
-        full = chunk if tail is None else nstep.concat_tail(tail, chunk)
-        return nstep.n_step_transitions(full, n, gamma), nstep.tail(chunk, n)
+        rows, tail = replay_rows(tail, chunk, n, gamma, k)
+        if k > 1:
+            rows = jax.tree.map(lambda x: x.reshape((-1, k) + x.shape[1:]), rows)
+        return rows, tail
 
     return items
 
@@ -77,6 +80,29 @@ def make_act(unroll, to_items) -> packing.PackedFn:
         return (carry, tail), (items, stats)
 
     return packing.PackedFn(act)
+
+
+def replay_rows(tail, chunk, n: int, gamma: float, k: int):
+    """(QTransition [R, B], tail): a chunk's n-step rows, R a multiple of k.
+
+    A chunk of T steps (T a multiple of k) has T windows once the previous chunk's
+    last steps are prepended, but the first chunk (`tail` None) only T - n + 1.
+    With r = (T - n + 1) mod k, the first chunk emits its first T - n + 1 - r
+    windows and keeps its last n - 1 + r steps as the tail; every later chunk
+    computes the T + r windows of tail + chunk, emits the first T and keeps the
+    last n - 1 + r steps again. So each (env, time) step starts exactly one
+    emitted window, every shape is fixed (two compilations: the first chunk and
+    the rest), and r = 0 (e.g. n = 1) is the plain carry of n - 1 steps.
+    """
+    t = chunk.reward.shape[0]
+    r = (t - n + 1) % k
+    if tail is None:
+        full, emit = chunk, t - n + 1 - r
+    else:
+        full, emit = nstep.concat_tail(tail, chunk), t
+    rows = nstep.n_step_transitions(full, n, gamma)
+    new_tail = jax.tree.map(lambda x: x[x.shape[0] - (n - 1 + r) :], full)
+    return jax.tree.map(lambda x: x[:emit], rows), new_tail
 
 
 class Actor:
@@ -223,7 +249,7 @@ class _Acting:
         self.pipeline = agent.config.pipeline
         self.act = make_act(
             rollout.make_rollout(env, agent.policy, c.actor.unroll_length),
-            make_item_fn(agent.config, config_lib.episode_window(c)),
+            make_item_fn(agent.config, config_lib.episode_window(c), config_lib.item_steps(c)),
         )
         # One dispatch per rollout instead of the schedule's eager jnp ops.
         self.epsilon = jax.jit(agent.epsilon)

@@ -213,10 +213,10 @@ class Learner:
             state, metrics_ = agent.update(self._state, batch)
         else:
             beta = replay.importance_exponent(self._config, self._version)
-            weights = replay.importance_weights(sample.info, beta)  # [K], one per item
-            per_transition = np.repeat(weights, self._config.actor.num_envs)  # [K * B]
+            # [K * k * B]: each item's weight for each of its k x B transitions
+            per_transition = replay.transition_weights(self._config, sample.info, beta)
             state, metrics_ = agent.update(self._state, batch, per_transition)
-        priorities = metrics_.pop("priorities", None)  # [K * B] |TD|, DQN only
+        priorities = metrics_.pop("priorities", None)  # [K * k * B] |TD|, DQN only
         # Publish only finished updates: unbounded async dispatch let the version
         # run ~30 updates ahead of the params get_params could return, and made
         # get_params wait for the whole backlog.
