@@ -239,7 +239,8 @@ ROWS = [
     ),
     Spec(
         "5 time to solve",
-        "<algo> 8x8 slippery, 2 actors: to 95% of optimal ({slippery.optimal.target})",
+        "<algo> 8x8 slippery (configs/<algo>_slippery8x8.py), 2 actors: to 95% of optimal "
+        "({slippery.optimal.target})",
         figure="slippery.<algo>.wall",
         unit="s",
         note="{slippery.<algo>.summary}",

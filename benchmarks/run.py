@@ -45,7 +45,7 @@ SETTINGS = {
         "warmup": 2.0,
         "window": 6.0,
         "solve_cap": 60.0,
-        "slippery_cap": 75.0,
+        "slippery_cap": 120.0,
     },
     "quick": {
         "ceiling_s": 0.5,
@@ -194,24 +194,24 @@ class Bench:
     def slippery(self) -> None:
         from benchmarks import solve
 
-        opt = solve.optimal_success("8x8")  # pi* at discount 0.99, as the overrides
+        opt = solve.optimal_success("8x8")  # pi* at discount 0.99, as the configs'
         target = round(0.95 * opt["greedy_success"], 3)
         out = self.results.setdefault("slippery", {})
         out["optimal"] = dict(opt, target=target)
-        overrides = {
-            "env.map": "8x8",
-            "env.slippery": True,
-            "agent.discount": 0.99,
-            "evaluator.target_success": 0.0,
-            "evaluator.target_of_optimal": 0.95,  # confirmed: the interval's lower bound
-        }
+        # configs/<algo>_slippery8x8.py (the 4x4 presets do not learn this map: PPO's
+        # stayed at success 0 for 6M env steps), confirmed at 95% instead of 98%.
+        overrides = {"evaluator.target_of_optimal": 0.95}
         for i, algo in enumerate(rows.ALGOS):
             cap = min(self.s["slippery_cap"], (self.left() - 30) / (2 - i) - 30)
             if cap < 15:
                 out[algo] = {"error": f"skipped: {self.left():.0f} s left of the time budget"}
                 continue
             out[algo] = solve.distributed(
-                algo, 2, self.path(f"slippery-{algo}"), cap, {**self.overrides(algo), **overrides}
+                f"{algo}_slippery8x8",
+                2,
+                self.path(f"slippery-{algo}"),
+                cap,
+                {**self.overrides(algo), **overrides},
             )
             self.save()
 
