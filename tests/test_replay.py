@@ -51,9 +51,9 @@ def server_for():
         server.stop()
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_actor_items_match_learner_batches(algorithm, server_for):
-    c = _small_config(algorithm)
+def _acting(c, server_for):
+    """What an actor of config `c` needs, against a fresh server of its tables: (env,
+    agent config, agent, client, initial training state, rollout, carry)."""
     env = config_lib.make_env(c)
     agent_config = config_lib.make_agent_config(c)
     agent = agents.make_agent(agent_config, env)
@@ -61,6 +61,13 @@ def test_actor_items_match_learner_batches(algorithm, server_for):
     state = agent.init(jax.random.PRNGKey(0))
     unroll = rollout.make_rollout(env, agent.policy, c.actor.unroll_length)
     carry = rollout.init_carry(env, jax.random.PRNGKey(1), c.actor.num_envs)
+    return env, agent_config, agent, client, state, unroll, carry
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_actor_items_match_learner_batches(algorithm, server_for):
+    c = _small_config(algorithm)
+    env, agent_config, agent, client, state, unroll, carry = _acting(c, server_for)
     pipeline = agent_config.pipeline
     is_replay = pipeline is agents.Pipeline.REPLAY
     writer = replay.Writer(client, lambda: False)
@@ -123,16 +130,7 @@ def test_writer_items_hold_each_written_step_once(algorithm):
     c = _small_config(algorithm)
     obs_size = config_lib.make_env(c).obs_size
     example = replay.example_item(c, obs_size).data
-    table = reverb.Table(
-        replay.TABLE,
-        sampler=reverb.selectors.Fifo(),
-        remover=reverb.selectors.Fifo(),
-        max_size=100,
-        rate_limiter=reverb.rate_limiters.MinSize(1),
-        max_times_sampled=1,
-        signature=replay.signature(c, obs_size),
-    )
-    server = reverb.Server([table])
+    server = _fifo_server(c, obs_size, max_size=100)
     try:
         client = reverb.Client(f"localhost:{server.port}")
         writer = replay.Writer(client, lambda: False)
@@ -536,19 +534,25 @@ def test_item_steps_emit_every_step_exactly_once(n, k, t):
         np.testing.assert_allclose(got, expected[:emitted], rtol=1e-5, atol=1e-6)
 
 
-def _fifo_read(config, obs_size: int, calls: list, count: int) -> list:
-    """Writes each of `calls` (item rows [K, ...], version 7 + its index) to a FIFO
-    table of the config's signature; reads `count` items back, each once, in order."""
+def _fifo_server(config, obs_size: int, max_size: int) -> reverb.Server:
+    """A Reverb server with one FIFO table of the config's signature: items come back
+    in insertion order, each once."""
     table = reverb.Table(
         replay.TABLE,
         sampler=reverb.selectors.Fifo(),
         remover=reverb.selectors.Fifo(),
-        max_size=1000,
+        max_size=max_size,
         rate_limiter=reverb.rate_limiters.MinSize(1),
         max_times_sampled=1,
         signature=replay.signature(config, obs_size),
     )
-    server = reverb.Server([table])
+    return reverb.Server([table])
+
+
+def _fifo_read(config, obs_size: int, calls: list, count: int) -> list:
+    """Writes each of `calls` (item rows [K, ...], version 7 + its index) to a FIFO
+    table of the config's signature; reads `count` items back, each once, in order."""
+    server = _fifo_server(config, obs_size, max_size=1000)
     try:
         client = reverb.Client(f"localhost:{server.port}")
         writer = replay.Writer(client, lambda: False)
@@ -576,13 +580,7 @@ def test_dqn_items_of_k_steps_through_reverb(k, server_for):
     c.learner.batch_size = 2 * k * c.actor.num_envs  # 2 items
     c.replay.min_size = k * c.actor.num_envs
     config_lib.validate(c)
-    env = config_lib.make_env(c)
-    agent_config = config_lib.make_agent_config(c)
-    agent = agents.make_agent(agent_config, env)
-    client = server_for(c, env.obs_size)
-    state = agent.init(jax.random.PRNGKey(0))
-    unroll = rollout.make_rollout(env, agent.policy, c.actor.unroll_length)
-    carry = rollout.init_carry(env, jax.random.PRNGKey(1), c.actor.num_envs)
+    env, agent_config, agent, client, state, unroll, carry = _acting(c, server_for)
     writer = replay.Writer(client, lambda: False)
     to_items = make_item_fn(agent_config, item_steps=config_lib.item_steps(c))
     tail, chunks, calls = None, [], []
