@@ -44,6 +44,7 @@ class ActorWork:
         )
         self.carry = rollout.init_carry(env, jax.random.PRNGKey(1), config.actor.num_envs)
         self.key, self.tail = jax.random.PRNGKey(2), None
+        self._pending = None  # the last call's packed output, copied by the next call
 
     def chunk(self):
         """One rollout call: (Transition [T, B] on device, RolloutStats)."""
@@ -52,13 +53,17 @@ class ActorWork:
         return chunk, stats
 
     def items(self):
-        """One rollout call turned into host items, as the actor writes them (its
-        `make_act`: the items and statistics leave the device as one buffer)."""
+        """One rollout call's host items, as the actor gets them (its `make_act`: items
+        and statistics leave the device as one buffer), and as it pipelines them: the
+        next rollout is dispatched before the previous one is copied and unpacked, so
+        XLA computes while the host copies (the rollout ceiling's calls overlap too).
+        The first call returns its own items."""
         self.key, key = _split_key(self.key)
         (self.carry, self.tail), output = self.act(
             self.params, self.carry, key, _EPSILON, self.tail
         )
-        items, _ = self.act.unpack(output)
+        previous, self._pending = self._pending, output
+        items, _ = self.act.unpack(output if previous is None else previous)
         return items
 
 
