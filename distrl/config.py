@@ -14,7 +14,7 @@ of k x B; Reverb's own sizes, the batch's items and the rate limiter's error buf
 count such items (`replay_items`, `items_per_batch`, `error_buffer`). On-policy
 items are whole [T, B] chunks (T = unroll_length), counted in chunks.
 
-`validate` checks all of it before any process starts and raises `ConfigError`
+`validate` checks all of it before any node starts and raises `ConfigError`
 naming the bad value and what would be valid; `check_resources` refuses what the
 machine cannot hold, from `estimate_memory`; `make_agent_config`, `make_env` turn
 the config into the pure layers' objects; `from_dict` rebuilds a saved config.

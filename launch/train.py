@@ -10,7 +10,7 @@ Ray cluster at `--ray_address`; test_mt: threads in this process) and `--termina
 (local_mp: output_to_files keeps each node's output in
 <run_dir>/logs/nodes/ and shows one progress line here; current_terminal prints
 every node's output here, for debugging). The config, and a checkpoint to
-resume, are checked before any process starts. Exit status: 0 when the run ends
+resume, are checked before any node starts. Exit status: 0 when the run ends
 on its target or a budget, 1 when it stopped otherwise (a node failed), 2 for a
 bad config, flag or checkpoint, 130 when interrupted.
 """

@@ -47,7 +47,7 @@ def prepare(config, resume: bool, stack: contextlib.ExitStack, launch_type: str 
     config.json; returns (run_dir, restored manifest | None).
 
     Raises ConfigError (CheckpointError for a bad checkpoint, a RunDirBusy for a
-    run directory another launch holds) before any process starts and before
+    run directory another launch holds) before any node starts and before
     anything is written but the lock file: the config, this machine's memory for
     it (local launches; a Ray cluster's machines are not known here), the run
     directory, and when resuming the saved config and checkpoint.
