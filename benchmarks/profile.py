@@ -12,12 +12,15 @@ throughput it explains.
 
 import argparse
 import collections
+import json
 import os
 import re
 import subprocess
+import sys
+import tempfile
 import time
 
-from benchmarks import nodes, stages
+from benchmarks import common, nodes, stages
 from benchmarks.monitor import Monitor
 
 _LINE = re.compile(r":\d+\)")  # 'f (file.py:12)' -> 'f (file.py)'
@@ -83,32 +86,45 @@ def main(argv=None) -> None:
     parser.add_argument("--pyspy", required=True, help="path of the py-spy executable")
     parser.add_argument("--algo", default="dqn", help="dqn | ppo | dqn,ppo")
     parser.add_argument("--window", type=float, default=10.0)
-    parser.add_argument("--run-dir", default="/tmp/distrl-profile")
+    parser.add_argument(
+        "--run-dir", default="/tmp/distrl-profile", help="a new folder in it per run"
+    )
+    parser.add_argument("--measure-in", help=argparse.SUPPRESS)  # the child: measure only
     args = parser.parse_args(argv)
-    os.makedirs(args.run_dir, exist_ok=True)
     configs = {
-        a: stages.bench_config(a, 1, 1.0, args.run_dir, fixed_params=True)
+        a: stages.bench_config(a, 1, 1.0, args.measure_in or "", fixed_params=True)
         for a in args.algo.split(",")
     }
-    program, counter, replays, plan = stages.stage_program(configs, args.run_dir, 2.0, args.window)
-
-    def monitor(counter, replays, gate_dir):
-        return ProfilingMonitor(counter, replays, gate_dir, pyspy=args.pyspy, out_dir=args.run_dir)
-
-    measured = stages.launch_and_measure(
-        program,
-        counter,
-        replays,
-        plan,
-        args.run_dir,
-        os.path.join(args.run_dir, "monitor.json"),
-        monitor_cls=monitor,
+    if args.measure_in:
+        _measure(configs, args)
+        return
+    # A fresh folder: a previous run's gate files would stop the stage nodes at once.
+    os.makedirs(args.run_dir, exist_ok=True)
+    run_dir = tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=args.run_dir)
+    out = os.path.join(run_dir, "monitor.json")
+    # In its own session, cut off once measured (as `make bench` does): Launchpad's
+    # stop waits on stage nodes that already ended.
+    common.run_subprocess(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.profile",
+            *(argv or sys.argv[1:]),
+            f"--measure-in={run_dir}",
+        ],
+        timeout=240 + 4 * args.window * len(configs),
+        log_path=os.path.join(run_dir, "program.log"),
+        done_file=out,
     )
+    if not os.path.exists(out):
+        sys.exit(f"profile: no measurement; see {run_dir}/program.log")
+    with open(out) as f:
+        measured = json.load(f)
     for name, phase in measured["phases"].items():
         algo, kind = name.split("-")
         summarize = stages.summarize_actor if kind == "actor" else stages.summarize_learner
         print(f"\n== {name}: {summarize(phase, configs[algo]) if 'snapshots' in phase else phase}")
-        raw = os.path.join(args.run_dir, name + ".txt")
+        raw = os.path.join(run_dir, name + ".txt")
         if not os.path.exists(raw):
             continue
         inclusive, own = top_functions(raw)
@@ -118,6 +134,18 @@ def main(argv=None) -> None:
         print("own:")
         for frac, fn in own[:10]:
             print(f"  {100 * frac:5.1f}%  {fn}")
+
+
+def _measure(configs, args) -> None:
+    """The child: the stage program, profiled; writes monitor.json in `--measure-in`."""
+    run_dir = args.measure_in
+    program, counter, replays, plan = stages.stage_program(configs, run_dir, 2.0, args.window)
+
+    def monitor(counter, replays, gate_dir):
+        return ProfilingMonitor(counter, replays, gate_dir, pyspy=args.pyspy, out_dir=run_dir)
+
+    out = os.path.join(run_dir, "monitor.json")
+    stages.launch_and_measure(program, counter, replays, plan, run_dir, out, monitor_cls=monitor)
 
 
 if __name__ == "__main__":

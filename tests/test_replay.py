@@ -681,3 +681,42 @@ def test_replay_samples_in_flight_are_the_same_transitions_at_any_item_steps():
     assert replay.in_flight_samples(c) == 4 * 32
     c.learner.max_in_flight = 7
     assert replay.in_flight_samples(c) == 7
+
+
+def test_overlapped_writes_lose_nothing_across_a_server_restart():
+    """With `overlap`, a write returns leaving its own items in flight (the server
+    confirms them during the caller's next rollout). Items still in flight when the
+    server went away are written again to the new one: after a restart, every item
+    written since the stop is in the new table, and each confirmed item counts once."""
+    c = _prioritized_config()
+    obs_size = config_lib.make_env(c).obs_size
+    tables = lambda: replay.make_tables(c, obs_size)  # noqa: E731
+    server = reverb.Server(tables())
+    port, restarted, deadline = server.port, [], time.monotonic() + 30
+    writer = replay.Writer(
+        reverb.Client(f"localhost:{port}"), lambda: time.monotonic() > deadline, name="test"
+    )
+    example = replay.example_item(c, obs_size).data
+    calls = lambda i: jax.tree.map(lambda x: np.full((3,) + x.shape, i, x.dtype), example)  # noqa: E731
+    try:
+        popped = 0
+        for i in range(3):
+            writer.write_steps(calls(i), version=i, overlap=True)
+            popped += writer.pop_written()
+            assert popped >= 3 * i  # the calls before this one are confirmed
+        server.stop()
+        thread = _restart_later(tables, port, 2.0, restarted)
+        for i in range(3, 6):
+            writer.write_steps(calls(i), version=i, overlap=True)
+            popped += writer.pop_written()
+        writer.write_steps(calls(6), version=6)  # not overlapped: all confirmed on return
+        popped += writer.pop_written()
+        thread.join()
+        new_server, _ = restarted[0]
+        assert writer.reconnects == 1 and popped == 7 * 3
+        size = new_server.localhost_client().server_info(timeout=5)[replay.TABLE].current_size
+        assert 4 * 3 <= size <= 5 * 3  # calls 3-6, and call 2 if it was in flight at the stop
+        writer.close()
+    finally:
+        for started, _ in restarted:
+            started.stop()
