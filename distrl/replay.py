@@ -271,36 +271,27 @@ class Writer:
         written, self._written = self._written, 0
         return written
 
-    def write(self, pipeline: Pipeline, items, version: int = 0, overlap: bool = False) -> None:
+    def write(self, pipeline: Pipeline, items, version: int = 0) -> None:
         """An actor's items for `pipeline`: REPLAY [T/k, k, B] (or [T, B] at k = 1) ->
-        T/k items, else one item. With `overlap`, returns once the previous call's
-        items are confirmed, leaving this call's in flight (see `write_steps`)."""
+        T/k items, else one item."""
         if pipeline is Pipeline.REPLAY:
-            self.write_steps(items, version, overlap)
+            self.write_steps(items, version)
         else:
-            self.write_chunk(items, version, overlap)
+            self.write_chunk(items, version)
 
-    def write_steps(self, items, version: int = 0, overlap: bool = False) -> None:
+    def write_steps(self, items, version: int = 0) -> None:
         """K items from a pytree of numpy arrays [K, ...], one step + item each (a DQN
-        item of k time steps is one [k, B] row: `make_item_fn` shapes the rows).
-
-        With `overlap`, the server confirms these items while the caller goes on
-        (its next rollout): only the previous call's must be confirmed first. Those
-        still in flight when the server is lost are written again, like any
-        unconfirmed item; at `close` they are dropped.
-        """
+        item of k time steps is one [k, B] row: `make_item_fn` shapes the rows)."""
         leaves = jax.tree.leaves(items)
         stamp = np.int32(version)
-        count = leaves[0].shape[0]
-        for k in range(count):
+        for k in range(leaves[0].shape[0]):
             self._append_item([x[k] for x in leaves] + [stamp])
-        self._flush(count if overlap else 0)
+        self._flush()
 
-    def write_chunk(self, item, version: int = 0, overlap: bool = False) -> None:
-        """One item holding the whole pytree (e.g. a [T, B] chunk); `overlap` as in
-        `write_steps`."""
+    def write_chunk(self, item, version: int = 0) -> None:
+        """One item holding the whole pytree (e.g. a [T, B] chunk)."""
         self._append_item(jax.tree.leaves(item) + [np.int32(version)])
-        self._flush(1 if overlap else 0)
+        self._flush()
 
     def _append_item(self, flat: list) -> None:
         """One step (the leaves of `Versioned(data, version)` in tree order, the order
@@ -314,19 +305,15 @@ class Writer:
             self._squeezed = [True] * len(refs)
         self._cpp.CreateItem(TABLE, float(self.priority), [[ref] for ref in refs], self._squeezed)
 
-    def _flush(self, in_flight: int = 0) -> None:
-        """Waits until at most `in_flight` items (the newest) are unconfirmed."""
+    def _flush(self) -> None:
         start = time.perf_counter()
         checked = time.monotonic()
         try:
             while not self._should_stop():
                 try:
-                    self._writer.flush(block_until_num_items=in_flight, timeout_ms=self._timeout_ms)
-                    # At most the newest `in_flight` are pending: the older ones count
-                    # now, the rest once a later flush has confirmed them.
-                    confirmed = max(0, len(self._unconfirmed) - in_flight)
-                    self._written += confirmed
-                    self._unconfirmed = self._unconfirmed[confirmed:]
+                    self._writer.flush(timeout_ms=self._timeout_ms)
+                    self._written += len(self._unconfirmed)
+                    self._unconfirmed = []
                     return
                 except reverb.errors.DeadlineExceededError:
                     if time.monotonic() - checked < self._check_after_s:

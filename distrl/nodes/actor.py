@@ -202,25 +202,24 @@ class Actor:
         (a.carry, a.tail), output = a.act(a.params.params, a.carry, step_key, epsilon, a.tail)
         written = 0
         if a.pending is not None:
-            written += self._deliver(a, overlap=True)
+            written += self._deliver(a)
         a.pending = (output, a.params.version)  # the behaviour policy's version
         # Not pipelined under the version gate: a chunk held back would stall the learner.
         if not pipelined:
-            written += self._deliver(a, overlap=False)
+            written += self._deliver(a)
         a.env_steps += c.actor.num_envs * c.actor.unroll_length
         a.tally.maybe_report(self._counter, a.log)
         a.log.maybe_write(a.params.version, epsilon, a.writer.reconnects)
         return written
 
     @staticmethod
-    def _deliver(a: "_Acting", overlap: bool) -> int:
+    def _deliver(a: "_Acting") -> int:
         """Writes the pending chunk's items (stamped with their behaviour version), counts
-        its steps, episodes and items; returns the items the server confirmed. With
-        `overlap` (pipelined acting), the server confirms them during the next rollout."""
+        its steps, episodes and items; returns the items the server confirmed."""
         output, version = a.pending
         a.pending = None
         items, stats = a.act.unpack(output)
-        a.writer.write(a.pipeline, items, version, overlap)
+        a.writer.write(a.pipeline, items, version)
         written = a.writer.pop_written()
         a.tally.add(
             items_written=written,
