@@ -35,7 +35,8 @@ How the experiment config maps onto one process (`Settings.of`):
   settings (eval_every, iterations_per_call, xla_opt_level).
 Not used here: replay.sampler (always uniform), priority_exponent, error_buffer,
 queue_size, learner.prefetch, actor.params_update_period and epsilon_spread (one
-policy, always current), evaluator.every_seconds and sampled, log, checkpoint,
+policy, always current), evaluator.every_seconds, every_env_steps (it evaluates
+every local.eval_every iterations) and sampled, log, checkpoint,
 ray and run_dir (nothing is written).
 """
 

@@ -54,6 +54,7 @@ RESUMABLE = (
     "evaluator.target_of_optimal",
     "evaluator.confirm_envs",
     "evaluator.every_seconds",
+    "evaluator.every_env_steps",
     "log.",
     "checkpoint.every_seconds",
     "checkpoint.keep",

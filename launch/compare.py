@@ -96,7 +96,7 @@ def _setup_lines(specs, out: str) -> list:
         ),
         (
             f"Budget per run: {budget}; target success rate {_TARGET.value:.2f} (greedy, "
-            f"{first.evaluator.num_envs} episodes every {first.evaluator.every_seconds:g} s); "
+            f"{first.evaluator.num_envs} episodes every {_cadence(first.evaluator)}); "
             f"seeds {', '.join(_SEEDS.value)}"
         ),
         f"Configs: {configs}",
@@ -107,6 +107,13 @@ def _setup_lines(specs, out: str) -> list:
         "Command: `python " + " ".join(sys.argv) + "`",
         f"Run directories: `{out}/<config>/seed<k>/` (config.json, logs, TensorBoard, plots)",
     ]
+
+
+def _cadence(evaluator) -> str:
+    """How often the runs are evaluated, in the config's own unit."""
+    if evaluator.get("every_env_steps", 0):
+        return f"{evaluator.every_env_steps:,} env steps"
+    return f"{evaluator.every_seconds:g} s"
 
 
 def _pipeline(config) -> str:

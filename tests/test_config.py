@@ -132,6 +132,7 @@ BAD_VALUES = [
         "config.replay.item_steps=32 does not divide config.actor.unroll_length=16",
     ),
     ("evaluator.target_success", 1.5, "target_success=1.5; need 0..1"),
+    ("evaluator.every_env_steps", -1, "config.evaluator.every_env_steps=-1; need an integer"),
     ("budget.seconds", -1.0, "config.budget.seconds=-1.0; need >= 0"),
     ("budget.env_steps", -5, "config.budget.env_steps=-5; need >= 0"),
     ("log.every_seconds", 0.0, "config.log.every_seconds=0.0; need > 0"),

@@ -195,3 +195,12 @@ def test_keep_best_picks_the_confirmed_evaluation_with_the_best_lower_bound():
     assert best[1:] == ("good", 3)
     assert better_report(None, lucky_small, 10_000) is None
     assert better_report(good, (result(8760, 10_000), "later", 12), 10_000)[1] == "later"
+
+
+def test_env_step_cadence_marks_skip_what_an_evaluation_overran():
+    from distrl.nodes.evaluator import next_mark
+
+    assert next_mark(0, 100_000) == 100_000
+    assert next_mark(99_999, 100_000) == 100_000
+    assert next_mark(100_000, 100_000) == 200_000  # a count on the mark waits for the next
+    assert next_mark(351_000, 100_000) == 400_000  # marks passed meanwhile are not caught up

@@ -13,6 +13,7 @@ import pytest
 from conftest import load_config
 
 from distrl import metrics, results
+from distrl.nodes.evaluator import next_mark
 from distrl.program import errors
 from distrl.program import launcher as program
 
@@ -76,7 +77,9 @@ def test_slippery_result_carries_interval_and_exact_answers(run_dir):
     config = load_config("tabular_q")
     config.env.slippery = True
     config.run_dir = run_dir
-    config.evaluator.update(dict(num_envs=500, confirm_envs=5000, target_of_optimal=0.9))
+    config.evaluator.update(
+        dict(num_envs=500, confirm_envs=5000, target_of_optimal=0.9, every_env_steps=20_000)
+    )
     config.budget.update(dict(env_steps=3_000_000, seconds=150.0))
     result, out_dir = program.run(config, "test_mt")
     ev, answer = result["evaluation"], result["exact"]
@@ -96,6 +99,12 @@ def test_slippery_result_carries_interval_and_exact_answers(run_dir):
     rows = metrics.read_csv(metrics.csv_path(out_dir, "evaluator"))
     for column in ("success_low", "success_high", "exact_success", "optimal_success"):
         assert column in rows, column
+    # The env-step cadence: each evaluation waits for the next multiple of 20k env steps
+    # after the one before, whatever the pipeline's speed.
+    steps = rows["env_steps"].astype(int)
+    assert len(steps) >= 2
+    marks = [next_mark(s, 20_000) for s in steps[:-1]]
+    assert all(later >= mark for later, mark in zip(steps[1:], marks)), (steps, marks)
     text = results.summary(result, out_dir)
     assert "95% Wilson, 5000 episodes" in text and "optimal 0.740" in text
     assert os.path.exists(os.path.join(out_dir, "plots", "curves.png"))

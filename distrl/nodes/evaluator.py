@@ -1,6 +1,8 @@
 """Stage 6 of the data flow: the evaluator node, which also decides when to stop.
 
-Every `every_seconds` it pulls the learner's latest params, runs greedy episodes on
+Every `every_seconds` of wall time, or each time the actors' env steps pass a
+multiple of `every_env_steps` when that is set (a cadence that does not depend on
+the pipeline's speed), it pulls the learner's latest params, runs greedy episodes on
 B envs in one jitted call (one episode on a deterministic map, where it is exact),
 scores the greedy policy exactly against the optimum (`envs.exact`), reads the
 counter, writes a row to `logs/evaluator.csv`
@@ -186,7 +188,7 @@ class Evaluator:
             print(progress_line(elapsed, counts, report), flush=True)
             best = better_report(best, (report, source.params, source.version), confirm_envs)
             reason = stop_reason(c, report, counts, elapsed, target)
-            if reason is None and lifecycle.should_stop(c.evaluator.every_seconds):
+            if reason is None and self._wait_until_due(counts):
                 reason = "stopped"  # a signal, Ctrl-C, or a failed node
             if reason is not None:
                 if report.episodes < confirm_envs:
@@ -198,6 +200,27 @@ class Evaluator:
                 return reason, final[0], counts, final[1:]
             self._last_params = source.params
             source.refresh_now()
+
+    def _wait_until_due(self, counts) -> bool:
+        """Waits until the next evaluation is due; True if the program is stopping.
+
+        Wall-time cadence: `every_seconds`. Env-step cadence: until the counter's env
+        steps pass the next multiple of `every_env_steps` (marks passed during an
+        evaluation are skipped, not caught up), or until a budget other than env
+        steps is spent, so a stalled pipeline still ends on time.
+        """
+        c = self._config
+        every = c.evaluator.get("every_env_steps", 0)
+        if not every:
+            return lifecycle.should_stop(c.evaluator.every_seconds)
+        mark = next_mark(counts.get("env_steps", 0), every)
+        while not lifecycle.should_stop(_POLL_SECONDS):
+            counts = self._read_counts(counts)
+            if counts.get("env_steps", 0) >= mark:
+                return False
+            if stop_reason(c, None, counts, time.time() - self._start, target=0.0):
+                return False
+        return True
 
     def _read_counts(self, previous):
         """The counter's totals, or the previous ones if it is too busy to answer."""
@@ -228,6 +251,14 @@ class Evaluator:
         result = jax.tree.map(_plain, result)
         print(results.summary(result, self._run_dir), flush=True)
         results.write(self._run_dir, result)
+
+
+_POLL_SECONDS = 0.05  # how often an env-step cadence reads the counter
+
+
+def next_mark(env_steps: int, every: int) -> int:
+    """The first multiple of `every` env steps after `env_steps`."""
+    return (int(env_steps) // every + 1) * every
 
 
 def first_counts(counter, should_stop, fallback: dict) -> dict:
