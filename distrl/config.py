@@ -45,7 +45,12 @@ MAX_MAP_CELLS = 250_000
 # on 4x4 and needs min_size 1,024 (benchmarks/README.md, "Issue 14: DQN replay items
 # of [k, B] transitions"). A run saved before the field has k = 1 (SAVED_BEFORE).
 ITEM_STEPS = 2
-SAVED_BEFORE = {"replay.item_steps": 1}  # fields added later: their value in older runs
+# Fields added later: their value in older runs.
+SAVED_BEFORE = {
+    "replay.item_steps": 1,
+    "learner.batches_per_read": 1,
+    "evaluator.every_env_steps": 0,
+}
 
 
 class ConfigError(ValueError):
@@ -111,6 +116,9 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             batch_size=256,  # DQN: transitions per update; a multiple of k x actor.num_envs
             batch_chunks=1,  # on-policy: chunks [T, B] per update (T x B transitions each)
             prefetch=4,  # batches fetched ahead of the update (0: none)
+            # DQN: batches taken per dataset read, then cut into views: a read costs about
+            # 250 us whatever it holds, a third of an update here (benchmarks/README.md)
+            batches_per_read=8,
             max_in_flight=0,  # samples a dataset worker requests ahead; 0: derived
             # (queue: one batch, so chunks do not age there; replay: max(64 time steps
             # of B envs, i.e. 64 / replay.item_steps items, 4 batches))
@@ -450,6 +458,7 @@ _LOWEST = {
     "actor.params_update_period": 1,
     "actor.epsilon_spread": 0,
     "learner.prefetch": 0,
+    "learner.batches_per_read": 1,
     "learner.max_in_flight": 0,
     "actor.chunks_per_version": 0,
     "evaluator.num_envs": 1,

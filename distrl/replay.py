@@ -15,6 +15,7 @@ pytree (`example_item`), so the two cannot drift apart.
 """
 
 import functools
+import operator
 import queue
 import socket
 import threading
@@ -377,8 +378,10 @@ def in_flight_samples(config) -> int:
 def make_dataset(server_address: str, config, obs_size: int, timeout_ms: int = 500):
     """A prefetching tf.data pipeline of sampled items (numpy pytrees).
 
-    Replay: `ReplaySample` batches with leading [items_per_batch] (tf.data batches;
-    a partial batch lost at a timeout was only sampled, never removed). Queue: single
+    Replay: `ReplaySample` reads of `batches_per_read` batches, leading
+    [batches_per_read x items_per_batch] (tf.data batches; a partial read lost at a
+    timeout was only sampled, never removed), `learner.prefetch` batches ahead in
+    all. Queue: single
     items, `learner.prefetch` batches' worth buffered, one worker: `iterate_batches`
     batches them so that no consumed chunk is ever dropped. On a sampling timeout
     (nothing to sample for `timeout_ms`) the iterator ends, so the learner can check
@@ -399,9 +402,27 @@ def make_dataset(server_address: str, config, obs_size: int, timeout_ms: int = 5
         rate_limiter_timeout_ms=timeout_ms,
     )
     if is_replay:
-        ds = ds.batch(k, drop_remainder=True)
-        return ds.prefetch(config.learner.prefetch) if config.learner.prefetch else ds
+        per_read = batches_per_read(config)
+        ds = ds.batch(k * per_read, drop_remainder=True)
+        # the read being cut already holds per_read - 1 batches ahead of the update
+        ahead = max(0, -(-(config.learner.prefetch - per_read + 1) // per_read))
+        return ds.prefetch(ahead) if ahead else ds
     return ds.prefetch(config.learner.prefetch * k) if config.learner.prefetch else ds
+
+
+def batches_per_read(config) -> int:
+    """Batches per dataset read: `learner.batches_per_read` for replay, 1 for a queue
+    (its items are batched one by one, so no chunk waits in a read)."""
+    if config_lib.pipeline(config) is not Pipeline.REPLAY:
+        return 1
+    return int(config.learner.get("batches_per_read", 1))
+
+
+def _cut(read, n: int):
+    """A read of n batches -> n batches (views: nothing is copied)."""
+    size = len(read.info.key) // n
+    views = (operator.itemgetter(slice(i * size, (i + 1) * size)) for i in range(n))
+    return [jax.tree.map(view, read) for view in views]
 
 
 def to_learner_batch(data, pipeline: Pipeline):
@@ -499,6 +520,9 @@ def iterate_batches(
 ) -> Iterator:
     """Yields (ReplaySample batch [items_per_batch], seconds waited) until `should_stop()`.
 
+    Replay reads come `batches_per_read` batches at a time and are yielded one batch
+    after another (`should_stop` is checked between them).
+
     Rebuilds the dataset after each sampling timeout, so waiting for data never
     hides a stop request. Queue items sampled before a timeout are kept and go
     into the next batch: every chunk taken from the queue is learned from (only a
@@ -514,6 +538,7 @@ def iterate_batches(
     """
     batched = config_lib.pipeline(config) is Pipeline.REPLAY
     k = config_lib.items_per_batch(config)
+    per_read = batches_per_read(config)
     connection = Connection(reverb.Client(server_address), should_stop, "the learner's dataset")
     pending = []  # queue items sampled but not yet yielded; survives rebuilds
     waited, pull, heard = 0.0, None, time.monotonic()
@@ -543,13 +568,19 @@ def iterate_batches(
                     heard = time.monotonic()
                 continue
             heard = time.monotonic()
-            if not batched:
+            if batched:
+                batches = _cut(sample, per_read) if per_read > 1 else [sample]
+            else:
                 pending.append(sample)
                 if len(pending) < k:
                     continue
-                sample, pending = _stack(pending), []
-            yield sample, waited
-            waited, heard = 0.0, time.monotonic()  # the update took its time, not the server
+                batches, pending = [_stack(pending)], []
+            for i, batch in enumerate(batches):
+                if i and should_stop():
+                    return
+                yield batch, waited
+                waited = 0.0
+            heard = time.monotonic()  # the updates took their time, not the server
     finally:
         if pull is not None:
             pull.close()

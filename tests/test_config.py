@@ -219,9 +219,12 @@ def test_a_config_saved_before_item_steps_reads_back_as_one_step_items(tmp_path)
     rundir.write_config(config, str(tmp_path))
     saved = json.loads((tmp_path / "config.json").read_text())
     del saved["replay"]["item_steps"]
+    del saved["learner"]["batches_per_read"]  # later fields, too: one batch per read
+    del saved["evaluator"]["every_env_steps"]  # and evaluations every every_seconds
     (tmp_path / "config.json").write_text(json.dumps(saved))
     back = rundir.load_config(str(tmp_path))
     assert back.replay.item_steps == 1
+    assert back.learner.batches_per_read == 1 and back.evaluator.every_env_steps == 0
     config_lib.validate(back)
     saved["replay"]["item_steps"] = 2
     assert config_lib.from_dict(saved).replay.item_steps == 2

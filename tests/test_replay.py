@@ -106,6 +106,38 @@ def test_actor_items_match_learner_batches(algorithm, server_for):
     writer.close()
 
 
+def test_a_read_of_several_batches_is_yielded_batch_by_batch(server_for):
+    """DQN reads `learner.batches_per_read` batches at once (one tf.data call) and yields
+    them one by one as views of that read; a stop request is seen between them."""
+    c = _small_config("dqn")
+    c.learner.batches_per_read = 4
+    c.replay.samples_per_insert = 64.0  # 8 reads of one rollout's items: not rate limited
+    env, agent_config, _, client, state, unroll, carry = _acting(c, server_for)
+    writer = replay.Writer(client, lambda: False)
+    to_items = make_item_fn(agent_config, config_lib.episode_window(c))
+    carry, chunk, _ = unroll(state.params, carry, jax.random.PRNGKey(0), 0.5)
+    writer.write(agent_config.pipeline, jax.device_get(to_items(None, chunk)[0]))
+    k = config_lib.items_per_batch(c)
+    for stop_after in (6, 3):
+        taken = _take(client.server_address, c, env.obs_size, stop_after)
+        assert len(taken) == stop_after  # not rounded up to whole reads
+        assert all(s.info.key.shape == (k,) and s.data.data.action.shape[0] == k for s in taken)
+    bases = [s.info.key.base for s in taken]  # the last round: 3 batches of one read
+    assert bases[1] is bases[0] and bases[2] is bases[0]
+    bases = [s.info.key.base for s in _take(client.server_address, c, env.obs_size, 5)]
+    assert all(b is bases[0] for b in bases[:4]) and bases[4] is not bases[0]  # a new read
+    assert replay.batches_per_read(_small_config("ppo")) == 1  # a queue reads item by item
+    writer.close()
+
+
+def _take(address: str, config, obs_size: int, n: int) -> list:
+    """The first n batches of `replay.iterate_batches`, asked to stop once it gave n."""
+    taken = []
+    for sample, _ in replay.iterate_batches(address, config, obs_size, lambda: len(taken) == n):
+        taken.append(sample)
+    return taken
+
+
 def _numbered(example, k: int, start: int):
     """`example` with a leading [k] dim and every element a distinct number from `start`."""
     leaves, treedef = jax.tree.flatten(example)
@@ -663,7 +695,8 @@ def test_prioritized_items_of_k_steps_weight_and_prioritize_whole_items(server_f
     updater.submit(np.array([key_of[i] for i in range(4)], np.uint64), per_transition)
     updater.close()
     assert updater.written == 1 and updater.max_priority == 9.0
-    _, reported, _ = _sample_frequencies(client, c, obs_size, batches=5)
+    # 100 draws: each item is seen (an item of P = 1/7 was missed by 20 draws 1 in 20)
+    _, reported, _ = _sample_frequencies(client, c, obs_size, batches=25)
     np.testing.assert_allclose(reported, np.sqrt(new) / np.sum(np.sqrt(new)), rtol=1e-5)
     writer.close()
 
