@@ -7,7 +7,8 @@ counts to move, warms up, records snapshots every 0.2 s over a window, and may
 open or close a gate (a file that `benchmarks.nodes` nodes watch). Every poll also
 notes when each count and each watched file was first seen (`first_seen`, seconds
 since this process started: the command), which gives the start-up figures;
-`node_memory` reads the memory of the program's node processes.
+`node_memory` reads the memory of the program's node processes and `node_cpu`
+their CPU time, from which each phase gets the cores each node used in its window.
 """
 
 import os
@@ -33,13 +34,14 @@ class Monitor:
     is noted from the start of the run).
     """
 
-    def __init__(self, counter, replays, gate_dir: str):
+    def __init__(self, counter, replays, gate_dir: str, log_dir: str = ""):
         # Launchpad handles, dereferenced on use and again after a failed call: a gRPC
         # channel that failed while its server was starting backs off for up to
         # minutes, which would hide when the server came up.
         self._handles = dict(replays, counter=counter)  # a phase names its replay
         self._clients = {}
         self._gate_dir = gate_dir
+        self._log_dir = log_dir  # the nodes' output files: names them for `node_cpu`
         self._watch = {}  # name -> path whose first appearance is noted (phases' `watch`)
         self._origin = psutil.Process().create_time()
         self.first_seen = {}  # count or watched name -> seconds after the command
@@ -67,11 +69,13 @@ class Monitor:
             return {"error": f"{phase['wait_for']} did not move in {timeout} s"}
         ready = time.time()
         time.sleep(phase["warmup"])
+        cpu, start = node_cpu(self._log_dir), time.time()
         snapshots = self._record(phase["window"], phase["replay"])
+        cores = cores_between(cpu, node_cpu(self._log_dir), time.time() - start)
         if phase.get("after"):
             self._touch(phase["after"])
             self._wait_quiet(phase["then_quiet"])
-        return {"start_delay": ready - started, "snapshots": snapshots}
+        return {"start_delay": ready - started, "snapshots": snapshots, "cores": cores}
 
     def _touch(self, name: str) -> None:
         open(os.path.join(self._gate_dir, name), "w").close()
@@ -132,6 +136,29 @@ class Monitor:
             elif time.time() - since > quiet_s:
                 return
             time.sleep(POLL_S)
+
+
+def node_cpu(log_dir: str) -> dict:
+    """{'<group>/<i>': CPU seconds (user + system, all threads) so far} of this
+    process's node children, known by their output file as in `node_memory`; {}
+    without `log_dir`."""
+    out = {}
+    for child in psutil.Process().children() if log_dir else ():
+        try:
+            name = os.path.relpath(os.readlink(f"/proc/{child.pid}/fd/1"), log_dir)
+            times = child.cpu_times()
+        except (psutil.Error, OSError):
+            continue
+        if not name.startswith(".."):
+            out[name] = times.user + times.system
+    return out
+
+
+def cores_between(before: dict, after: dict, seconds: float) -> dict:
+    """{node: cores it used on average} between two `node_cpu` readings, busiest
+    first; nodes under 0.01 cores (idle) are left out."""
+    used = {n: (after[n] - before[n]) / seconds for n in after if n in before and seconds > 0}
+    return dict(sorted(((n, c) for n, c in used.items() if c >= 0.01), key=lambda x: -x[1]))
 
 
 def node_memory(log_dir: str) -> dict:

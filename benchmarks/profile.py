@@ -141,8 +141,10 @@ def _measure(configs, args) -> None:
     run_dir = args.measure_in
     program, counter, replays, plan = stages.stage_program(configs, run_dir, 2.0, args.window)
 
-    def monitor(counter, replays, gate_dir):
-        return ProfilingMonitor(counter, replays, gate_dir, pyspy=args.pyspy, out_dir=run_dir)
+    def monitor(counter, replays, gate_dir, log_dir=""):
+        return ProfilingMonitor(
+            counter, replays, gate_dir, log_dir=log_dir, pyspy=args.pyspy, out_dir=run_dir
+        )
 
     out = os.path.join(run_dir, "monitor.json")
     stages.launch_and_measure(program, counter, replays, plan, run_dir, out, monitor_cls=monitor)

@@ -63,7 +63,8 @@ _E2E_NOTE = (
     "SPI {e2e.<algo>.samples_per_insert}, lag {e2e.<algo>.mean_version_lag}, "
     "data age {e2e.<algo>.data_age_mean} (max {e2e.<algo>.data_age_max}), "
     "learner waits {e2e.<algo>.wait_share:share}, "
-    "actors blocked {e2e.<algo>.actor_blocked_share:share}"
+    "actors blocked {e2e.<algo>.actor_blocked_share:share}; "
+    "CPU cores {e2e.<algo>.cores_total} ({e2e.<algo>.cores_text})"
 )
 
 ROWS = [
@@ -116,7 +117,8 @@ ROWS = [
         note="blocked on Reverb {stages.<algo>.actor.blocked_share:share}, "
         "{stages.<algo>.actor.items_per_s} items/s, "
         "{stages.<algo>.actor.transitions_to_reverb_per_s} transitions/s into Reverb "
-        "(insert ceiling {ceilings.<algo>.reverb.insert_steps_per_s})",
+        "(insert ceiling {ceilings.<algo>.reverb.insert_steps_per_s}); "
+        "CPU cores {stages.<algo>.actor.cores_text}",
     ),
     *[
         Spec(
@@ -128,7 +130,8 @@ ROWS = [
             ceiling_name="update",
             goal=goal,
             note=f"waits for data {{stages.{algo}.learner.wait_share:share}}, "
-            f"{{stages.{algo}.learner.samples_per_s}} samples/s",
+            f"{{stages.{algo}.learner.samples_per_s}} samples/s; "
+            f"CPU cores {{stages.{algo}.learner.cores_text}}",
         )
         for algo, goal in (("dqn", ">= 0.7x"), ("ppo", ""))
     ],

@@ -144,7 +144,7 @@ def launch_and_measure(
     log_dir = os.environ.get("LAUNCHPAD_LOGGING_DIR")
     terminal = "output_to_files" if log_dir else "current_terminal"
     manager = lp.launch(p, launch_type="local_mp", terminal=terminal, local_resources=resources)
-    measured = monitor_cls(counter, replays, run_dir).run(plan)
+    measured = monitor_cls(counter, replays, run_dir, log_dir=log_dir or "").run(plan)
     measured["memory"] = node_memory(log_dir) if log_dir else {}
     write_json(out_path, measured)
     try:
@@ -172,6 +172,7 @@ def summarize_actor(phase, config) -> dict:
         "items_per_s": items,
         "transitions_to_reverb_per_s": items * per_item,
         "blocked_share": _share(times, snaps, "actor_blocked_seconds"),
+        **cpu_figures(phase),
     }
 
 
@@ -184,6 +185,7 @@ def summarize_learner(phase, config=None) -> dict:
         "samples_per_s": rate_between_changes(times, [s.get("learner_samples", 0) for s in snaps]),
         "wait_share": _share(times, snaps, "learner_wait_seconds"),
         "busy_share": _share(times, snaps, "learner_busy_seconds"),
+        **cpu_figures(phase),
     }
 
 
@@ -205,6 +207,16 @@ def summarize_e2e(phase, config) -> dict:
     blocked = _share(times, snaps, "actor_blocked_seconds")
     out["actor_blocked_share"] = blocked / config.num_actors if blocked is not None else None
     return out
+
+
+def cpu_figures(phase) -> dict:
+    """The window's cores per node (`Monitor`'s `cores`): 'cores' ({node: cores}),
+    'cores_total' and 'cores_text' ('actor/0 0.93, replay/0 0.61, ...', busiest
+    first); None where the nodes were not found."""
+    cores = phase.get("cores") or None
+    text = ", ".join(f"{n} {c:.2f}" for n, c in cores.items()) if cores else None
+    total = sum(cores.values()) if cores else None
+    return {"cores": cores, "cores_total": total, "cores_text": text}
 
 
 def summarize_startup(first_seen: dict, num_actors: int) -> dict:
