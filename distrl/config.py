@@ -49,6 +49,7 @@ ITEM_STEPS = 2
 SAVED_BEFORE = {
     "replay.item_steps": 1,
     "learner.batches_per_read": 1,
+    "learner.updates_in_flight": 0,
     "evaluator.every_env_steps": 0,
 }
 
@@ -119,6 +120,10 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             # DQN: batches taken per dataset read, then cut into views: a read costs about
             # 250 us whatever it holds, a third of an update here (benchmarks/README.md)
             batches_per_read=8,
+            # DQN: updates dispatched before the oldest is waited for (its params are
+            # served once finished); 1 ran the learner alone 1.2-1.5x, but was not shown
+            # to learn as well (benchmarks/README.md, session 10); 0: wait for each
+            updates_in_flight=0,
             max_in_flight=0,  # samples a dataset worker requests ahead; 0: derived
             # (queue: one batch, so chunks do not age there; replay: max(64 time steps
             # of B envs, i.e. 64 / replay.item_steps items, 4 batches))
@@ -459,6 +464,7 @@ _LOWEST = {
     "actor.epsilon_spread": 0,
     "learner.prefetch": 0,
     "learner.batches_per_read": 1,
+    "learner.updates_in_flight": 0,
     "learner.max_in_flight": 0,
     "actor.chunks_per_version": 0,
     "evaluator.num_envs": 1,
@@ -510,6 +516,12 @@ def _validate_ray(config) -> None:
 
 
 def _validate_on_policy(config, agent_config) -> None:
+    _check(
+        not config.learner.updates_in_flight,
+        f"config.learner.updates_in_flight={config.learner.updates_in_flight}: only a "
+        f"replay (DQN) learner may run ahead; an on-policy one finishes each update (a "
+        f"gated actor waits for its version); need 0",
+    )
     q, k = config.replay.queue_size, config.learner.batch_chunks
     _check(q >= 1, f"config.replay.queue_size={q} chunks; need >= 1")
     _check(k >= 1, f"config.learner.batch_chunks={k}; need >= 1")

@@ -132,6 +132,7 @@ BAD_VALUES = [
         "config.replay.item_steps=32 does not divide config.actor.unroll_length=16",
     ),
     ("evaluator.target_success", 1.5, "target_success=1.5; need 0..1"),
+    ("learner.updates_in_flight", -1, "config.learner.updates_in_flight=-1; need >= 0"),
     ("evaluator.every_env_steps", -1, "config.evaluator.every_env_steps=-1; need an integer"),
     ("budget.seconds", -1.0, "config.budget.seconds=-1.0; need >= 0"),
     ("budget.env_steps", -5, "config.budget.env_steps=-5; need >= 0"),
@@ -220,6 +221,7 @@ def test_a_config_saved_before_item_steps_reads_back_as_one_step_items(tmp_path)
     saved = json.loads((tmp_path / "config.json").read_text())
     del saved["replay"]["item_steps"]
     del saved["learner"]["batches_per_read"]  # later fields, too: one batch per read
+    del saved["learner"]["updates_in_flight"]
     del saved["evaluator"]["every_env_steps"]  # and evaluations every every_seconds
     (tmp_path / "config.json").write_text(json.dumps(saved))
     back = rundir.load_config(str(tmp_path))
@@ -235,6 +237,10 @@ def test_a_config_saved_before_item_steps_reads_back_as_one_step_items(tmp_path)
 
 def test_on_policy_checks():
     config = load_config("ppo")
+    config.learner.updates_in_flight = 1
+    with pytest.raises(config_lib.ConfigError, match="updates_in_flight=1: only a replay"):
+        config_lib.validate(config)
+    config.learner.updates_in_flight = 0
     config.agent.num_minibatches = 10**6
     with pytest.raises(config_lib.ConfigError, match="num_minibatches=1000000 exceeds the 2048"):
         config_lib.validate(config)

@@ -182,3 +182,24 @@ def test_bad_importance_exponent_is_named():
     c.replay.importance_exponent = 1.5
     with pytest.raises(config_lib.ConfigError, match="importance_exponent=1.5; need 0..1"):
         config_lib.validate(c)
+
+
+@pytest.mark.parametrize("in_flight", [0, 1, 2])
+def test_the_learner_loop_keeps_at_most_in_flight_updates_started(in_flight):
+    """DQN's learner starts the next update before it waits for the one before
+    (`in_flight` 1); every started update is finished, in order, by the end."""
+    from distrl.nodes.learner import overlapped
+
+    started, finished, log = [], [], []
+
+    def start(item):
+        log.append(("start", item, len(finished)))
+        started.append(item)
+
+    def finish():
+        finished.append(started.pop(0))
+
+    overlapped(range(5), start, finish, lambda: len(started), in_flight)
+    assert finished == list(range(5)) and not started
+    # when item i starts, all but the last `in_flight` of the i before it are finished
+    assert [done for _, _, done in log] == [max(0, i - in_flight) for i in range(5)]

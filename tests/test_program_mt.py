@@ -22,6 +22,7 @@ def _run(config_name: str, run_dir: str, **budget):
     config = load_config(config_name.split("-")[0])
     if config_name == "dqn-prioritized":  # weights, max-priority inserts, async updates
         config.replay.sampler = "prioritized"
+        config.learner.updates_in_flight = 1  # and the next update started before the last ends
     config.run_dir = run_dir
     config.budget.update(dict(env_steps=3_000_000, seconds=150.0, **budget))
     return program.run(config, "test_mt")

@@ -13,6 +13,7 @@ counter's totals and Reverb's tables (`distrl.checkpoint`). A resumed run starts
 from that checkpoint instead of `agent.init`.
 """
 
+import collections
 import functools
 import os
 import threading
@@ -41,7 +42,8 @@ class Learner:
     """Courier node: `run()` trains until the program stops; `step()` makes one update;
     `get_params()` serves.
 
-    `run()` is `step` in a loop, plus the final checkpoint when the program stops. A
+    `run()` is `step` in a loop (DQN: `learner.updates_in_flight` at once, `_loop`), plus the
+    final checkpoint when the program stops. A
     test launches the program with the node's run disabled, dereferences it and calls
     `step()`.
     """
@@ -61,6 +63,7 @@ class Learner:
         self._priorities = None  # replay.PriorityUpdater under prioritized replay
         self._should_stop = lifecycle.stop_flag()  # built in the node's thread; any thread's
         self._training = None  # _Training, once started
+        self._pending = collections.deque()  # _Dispatched updates, oldest first
 
     def wait_params(self, after_version: int, timeout_s: float):
         """`get_params()` once the version exceeds `after_version`, or after `timeout_s`."""
@@ -97,9 +100,11 @@ class Learner:
             if not replay.wait_for_server(self._replay, self._should_stop):
                 return None
             self._training = self._begin()
-        metrics_ = self._step(self._training)
-        if metrics_ is None:
+        sample, waited = next(self._training.batches, (None, 0.0))
+        if sample is None:
             return None
+        self._dispatch(self._training, sample, waited)
+        metrics_ = self._finish_oldest(self._training)
         scalars = {k: float(v) for k, v in jax.device_get(metrics_).items()}
         return dict(version=self._version, **scalars)
 
@@ -115,8 +120,7 @@ class Learner:
         )
         try:
             if replay.wait_for_server(self._replay, self._should_stop):
-                while self._step(training) is not None:
-                    pass
+                self._loop(training)
         finally:
             if self._priorities is not None:
                 self._priorities.close()
@@ -178,55 +182,104 @@ class Learner:
             logging.info("learner: restarted; publishing from version %d", version)
         return jax.device_put(state), version, counts
 
-    def _step(self, training: "_Training"):
-        """One update, published, reported and maybe checkpointed; its metrics (on the
-        device), or None when the program stopped before a batch came."""
-        sample, waited = next(training.batches, (None, 0.0))
-        if sample is None:
-            return None
-        start = time.perf_counter()
-        # Data age: updates applied since the actor acted, per item [K].
-        ages = self._version - np.asarray(sample.data.version)
-        state, metrics_ = self._update(training.agent, sample)
-        with self._lock:
-            self._state, self._version = state, self._version + 1
-            self._lock.notify_all()
-        report = training.report
-        report.add(
-            metrics_, waited, time.perf_counter() - start, num_transitions(sample.data.data), ages
+    def _loop(self, training: "_Training") -> None:
+        """Updates until the program stops, with `learner.updates_in_flight` (DQN)
+        updates dispatched before the oldest is waited for, so the host's dispatch
+        overlaps the device's compute (waiting for each update ran the update 1.44x
+        slower in one process, benchmarks/README.md, session 10); 0 waits for each."""
+        in_flight = self._config.learner.get("updates_in_flight", 0)
+        overlapped(
+            training.batches,
+            lambda batch: self._dispatch(training, *batch),
+            lambda: self._finish_oldest(training),
+            lambda: len(self._pending),
+            in_flight,
         )
-        report.maybe_send(self._counter, self._version)
-        if training.saver.due():
-            training.saver.save(state, self._version, report.counts(self._version), self._elapsed())
-        return metrics_
 
-    def _update(self, agent, sample):
-        """One update on a sampled batch; returns the finished (state, scalar metrics).
+    def _dispatch(self, training: "_Training", sample, waited: float) -> None:
+        """Starts one update on a sampled batch, after every update already started.
 
-        Under prioritized replay the loss is weighted by importance weights and the
-        batch's new priorities go to the table in the background.
+        Under prioritized replay the loss is weighted by importance weights (its new
+        priorities go to the table once it is finished).
         """
+        start = time.perf_counter()
+        dispatched = self._version + len(self._pending)  # updates before this one
+        ages = dispatched - np.asarray(sample.data.version)  # data age, per item [K]
+        latest = self._pending[-1].state if self._pending else self._state
+        agent = training.agent
         # The jitted update moves the numpy batch itself: an explicit device_put
         # of the 5-leaf batch cost 390 us per update here (benchmarks/README.md, what-ifs).
         batch = replay.to_learner_batch(sample.data.data, agent.config.pipeline)
         if self._priorities is None:
-            state, metrics_ = agent.update(self._state, batch)
+            state, metrics_ = agent.update(latest, batch)
         else:
-            beta = replay.importance_exponent(self._config, self._version)
+            beta = replay.importance_exponent(self._config, dispatched)
             # [K * k * B]: each item's weight for each of its k x B transitions
             per_transition = replay.transition_weights(self._config, sample.info, beta)
-            state, metrics_ = agent.update(self._state, batch, per_transition)
-        priorities = metrics_.pop("priorities", None)  # [K * k * B] |TD|, DQN only
+            state, metrics_ = agent.update(latest, batch, per_transition)
+        self._pending.append(
+            _Dispatched(
+                state,
+                metrics_,
+                sample.info.key,
+                waited,
+                time.perf_counter() - start,
+                num_transitions(sample.data.data),
+                ages,
+            )
+        )
+
+    def _finish_oldest(self, training: "_Training"):
+        """Waits for the oldest update in flight, then publishes, reports and maybe
+        checkpoints it; returns its metrics (on the device)."""
+        update = self._pending.popleft()
+        start = time.perf_counter()
         # Publish only finished updates: unbounded async dispatch let the version
         # run ~30 updates ahead of the params get_params could return, and made
         # get_params wait for the whole backlog.
-        jax.block_until_ready(state.step)
+        jax.block_until_ready(update.state.step)
+        metrics_ = dict(update.metrics)
+        priorities = metrics_.pop("priorities", None)  # [K * k * B] |TD|, DQN only
         if self._priorities is not None:
-            self._priorities.submit(sample.info.key, priorities)
-        return state, metrics_
+            self._priorities.submit(update.keys, priorities)
+        with self._lock:
+            self._state, self._version = update.state, self._version + 1
+            self._lock.notify_all()
+        report = training.report
+        busy = update.dispatch_seconds + time.perf_counter() - start
+        report.add(metrics_, update.waited, busy, update.transitions, update.ages)
+        report.maybe_send(self._counter, self._version)
+        if training.saver.due():
+            state = update.state
+            training.saver.save(state, self._version, report.counts(self._version), self._elapsed())
+        return metrics_
 
     def _elapsed(self) -> float:
         return time.time() - self._start
+
+
+def overlapped(items, start, finish, started, in_flight: int) -> None:
+    """start(item) for each item, and finish() the oldest started one whenever more
+    than `in_flight` are started (`started()`, the count); finish() every one left
+    once `items` ends."""
+    for item in items:
+        start(item)
+        while started() > in_flight:
+            finish()
+    while started():
+        finish()
+
+
+class _Dispatched(NamedTuple):
+    """An update started on the device, not yet waited for."""
+
+    state: agents.TrainingState
+    metrics: dict  # on the device; DQN's include per-transition priorities
+    keys: np.ndarray  # the sampled items' keys (their priorities are updated once done)
+    waited: float  # seconds the learner waited for its batch
+    dispatch_seconds: float
+    transitions: int
+    ages: np.ndarray  # data age of each sampled item, in updates
 
 
 class _Training(NamedTuple):
