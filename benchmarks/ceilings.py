@@ -8,11 +8,13 @@
 - Reverb insert: the real `replay.Writer` writing the real items of a rollout
   (DQN: T/k items of [k, B] per call, k = replay.item_steps; PPO: one [T, B]
   chunk) to a server in a child process; Reverb read: the learner's
-  `replay.iterate_batches` on that table once filled, plus `replay.to_learner_batch`.
+  `replay.iterate_batches` on that table once filled, plus the pipeline's
+  `learner_batch`.
 Every figure is in env steps (= transitions) per second, plus calls per second.
 """
 
 import jax
+import numpy as np
 import reverb
 
 from benchmarks import learner as learner_bench
@@ -20,7 +22,7 @@ from benchmarks import tables
 from benchmarks.common import measure_rate, measure_rates
 from distrl import agents, replay, rollout
 from distrl import config as config_lib
-from distrl.nodes.actor import _split_key, make_act, make_item_fn
+from distrl.nodes.actor import _split_key, make_act
 
 _EPSILON = 0.1  # a mid-training exploration rate; it changes no shapes
 
@@ -34,14 +36,8 @@ class ActorWork:
         agent = agents.make_agent(config_lib.make_agent_config(config), env)
         self.params = agent.init(jax.random.PRNGKey(config.seed)).params
         self.unroll = rollout.make_rollout(env, agent.policy, config.actor.unroll_length)
-        self.act = make_act(
-            self.unroll,
-            make_item_fn(
-                config_lib.make_agent_config(config),
-                config_lib.episode_window(config),
-                config_lib.item_steps(config),
-            ),
-        )
+        self.pipeline = config_lib.pipeline(config)
+        self.act = make_act(self.unroll, self.pipeline.item_fn(agent.config, config, env))
         self.carry = rollout.init_carry(env, jax.random.PRNGKey(1), config.actor.num_envs)
         self.key, self.tail = jax.random.PRNGKey(2), None
         self._pending = None  # the last call's packed output, copied by the next call
@@ -82,47 +78,57 @@ def rollout_and_actor_compute(work: ActorWork, seconds: float) -> tuple[dict, di
 
 
 def update_ceiling(config, seconds: float) -> dict:
-    """Updates/s and samples/s of the jitted update at the learner's batch shape."""
-    obs_size = config_lib.make_env(config).obs_size
-    agent_config = config_lib.make_agent_config(config)
-    device = jax.devices()[0]
-    if agent_config.pipeline is agents.Pipeline.REPLAY:
-        out = learner_bench.dqn_update_rate(
-            obs_size, config.learner.batch_size, device, seconds, agent_config
-        )
-        return dict(out, batch=f"[{config.learner.batch_size}]")
-    t, n = config.actor.unroll_length, config.learner.batch_chunks * config.actor.num_envs
-    out = learner_bench.ppo_update_rate(obs_size, t, n, device, seconds, agent_config)
-    return dict(out, batch=f"[{t}, {n}]")
+    """Updates/s and samples/s of the jitted update at the learner's batch shape: the
+    pipeline's `learner_batch` of `items_per_batch` items of random content."""
+    env = config_lib.make_env(config)
+    agent = agents.make_agent(config_lib.make_agent_config(config), env)
+    pipeline = config_lib.pipeline(config)
+    rng = np.random.default_rng(0)
+    batches = [pipeline.learner_batch(_random_items(pipeline, config, env, rng)) for _ in range(4)]
+    rate = learner_bench.update_rate(agent, batches, jax.devices()[0], seconds)
+    rows = pipeline.batch_rows(config)
+    shape = list(batches[0].action.shape)
+    return {"updates_per_s": rate, "samples_per_s": rate * rows, "batch": str(shape)}
+
+
+def _random_items(pipeline, config, env, rng):
+    """`items_per_batch` items shaped like the pipeline's example, of random values:
+    actions in range, booleans about 1 in 20 true (episode ends), numbers in [0, 1)."""
+    k = pipeline.items_per_batch(config)
+    example = pipeline.example_item(config, env).data
+
+    def fill(x):
+        shape = (k,) + x.shape
+        if x.dtype == np.bool_:
+            return rng.random(shape) < 0.05
+        if np.issubdtype(x.dtype, np.integer):
+            return rng.integers(0, env.num_actions, shape, dtype=x.dtype)
+        return rng.random(shape, dtype=np.float32).astype(x.dtype)
+
+    return jax.tree.map(fill, example)
 
 
 def reverb_ceilings(work: ActorWork, address: str, seconds: float) -> dict:
     """Insert and read ceilings against the (empty, unlimited) table at `address`."""
-    config = work.config
-    obs_size = config_lib.make_env(config).obs_size
-    pipeline = config_lib.pipeline(config)
-    is_replay = pipeline is agents.Pipeline.REPLAY
+    config, pipeline = work.config, work.pipeline
     chunks = [work.items() for _ in range(5)][1:]  # a DQN first chunk is short if n > 1
     client = reverb.Client(address)
     writer = replay.Writer(client, lambda: False)
     state = {"i": 0}
 
     def insert():
-        writer.write(pipeline, chunks[state["i"] % len(chunks)])
+        pipeline.write(writer, chunks[state["i"] % len(chunks)], 0)
         state["i"] += 1
 
     insert_calls = measure_rate(insert, seconds)
     writer.close()
     fill = tables.table_counts(client)
-    batches = replay.iterate_batches(address, config, obs_size, lambda: False)  # the learner's
-    read_batches = measure_rate(
-        lambda: replay.to_learner_batch(next(batches)[0].data, pipeline), seconds
-    )
+    signature = pipeline.signature(config, config_lib.make_env(config))
+    batches = replay.iterate_batches(address, signature, pipeline.reading(config), lambda: False)
+    read_batches = measure_rate(lambda: pipeline.learner_batch(next(batches)[0].data.data), seconds)
     t, b = config.actor.unroll_length, config.actor.num_envs
-    items_per_call = t // config_lib.item_steps(config) if is_replay else 1
-    batch_transitions = (
-        config.learner.batch_size if is_replay else config.learner.batch_chunks * t * b
-    )
+    items_per_call = t * b // pipeline.transitions_per_item(config)
+    batch_transitions = pipeline.batch_rows(config)
     return {
         "insert_calls_per_s": insert_calls,
         "insert_items_per_s": insert_calls * items_per_call,
@@ -142,9 +148,8 @@ def _steps(config, calls_per_s: float) -> dict:
 def measure_all(configs, seconds: float) -> dict:
     """Every ceiling of each config ({name: config}) -> {name: {'rollout',
     'actor_compute', 'update', 'reverb'}}; one Reverb server process serves all."""
-    specs = {name: (c, config_lib.make_env(c).obs_size) for name, c in configs.items()}
     out = {}
-    with tables.server_process(specs) as addresses:
+    with tables.server_process(configs) as addresses:
         for name, config in configs.items():
             work = ActorWork(config)
             rollout_rate, actor_rate = rollout_and_actor_compute(work, seconds)

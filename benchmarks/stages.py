@@ -39,7 +39,6 @@ from benchmarks.common import (
 from benchmarks.monitor import Monitor, node_memory
 from distrl import config as config_lib
 from distrl import metrics
-from distrl.agents import Pipeline
 from distrl.nodes.actor import Actor
 from distrl.nodes.counter import Counter
 from distrl.nodes.learner import Learner
@@ -60,10 +59,9 @@ def stage_program(configs, run_dir: str, warmup: float, window: float):
     counter = counter_node.create_handle()
     colocated, replays, plan = [counter_node], {}, []
     for algo, config in configs.items():
-        obs_size = config_lib.make_env(config).obs_size
         with p.group("replay"):
             replays[algo] = p.add_node(
-                lp.ReverbNode(functools.partial(tables.unlimited_tables, config, obs_size))
+                lp.ReverbNode(functools.partial(tables.unlimited_tables, config))
             )
         params_node = lp.CourierNode(nodes.FixedParams, config)
         colocated.append(params_node)
@@ -162,11 +160,7 @@ def summarize_actor(phase, config) -> dict:
     times = [s["time"] for s in snaps]
     span = times[-1] - times[0]
     items = delta(snaps, "table_inserts") / span
-    per_item = (
-        config_lib.item_transitions(config)
-        if config_lib.pipeline(config) is Pipeline.REPLAY
-        else config.actor.num_envs * config.actor.unroll_length
-    )
+    per_item = config_lib.pipeline(config).transitions_per_item(config)
     return {
         "env_steps_per_s": rate_between_changes(times, [s.get("env_steps", 0) for s in snaps]),
         "items_per_s": items,

@@ -1,7 +1,7 @@
 """Reverb for the benchmarks: an unlimited table and a server in another process.
 
 The benchmark table has the signature of the config's pipeline
-(`distrl.replay.signature`), so the real `replay.Writer` and `replay.make_dataset`
+(its `signature`), so the real `replay.Writer` and `replay.make_dataset`
 work on it unchanged, but no rate limiter and a uniform sampler that does not
 consume items: writers never block on it and a pre-filled table can be read forever
 (which the learner-only stage and the dataset ceiling need, for PPO too).
@@ -16,14 +16,14 @@ import reverb
 
 from distrl import config as config_lib
 from distrl import replay
-from distrl.agents import Pipeline
 
 SERVER_START_TIMEOUT_S = 60
 
 
-def unlimited_tables(config, obs_size: int, max_items: int = 0):
+def unlimited_tables(config, max_items: int = 0):
     """[one reverb.Table named replay.TABLE]: uniform, FIFO removal, no limiter."""
     size = max_items or max_items_for(config)
+    pipeline = config_lib.pipeline(config)
     return [
         reverb.Table(
             replay.TABLE,
@@ -31,16 +31,17 @@ def unlimited_tables(config, obs_size: int, max_items: int = 0):
             remover=reverb.selectors.Fifo(),
             max_size=size,
             rate_limiter=reverb.rate_limiters.MinSize(1),
-            signature=replay.signature(config, obs_size),
+            signature=pipeline.signature(config, config_lib.make_env(config)),
         )
     ]
 
 
 def max_items_for(config) -> int:
-    """Table capacity: the config's replay size, at most 64 whole [T, B] chunks."""
-    if config_lib.pipeline(config) is Pipeline.REPLAY:
-        return config_lib.replay_items(config)[0]  # max_size counts transitions
-    return min(config.replay.max_size, 64)
+    """Table capacity: `replay.max_size` transitions in items of the config's pipeline
+    (DQN: the replay's size; on-policy: 62 chunks of [16, 64] at the defaults)."""
+    return max(
+        1, config.replay.max_size // config_lib.pipeline(config).transitions_per_item(config)
+    )
 
 
 def table_counts(client: reverb.Client) -> dict:
@@ -55,10 +56,9 @@ def table_counts(client: reverb.Client) -> dict:
 
 
 def _serve(configs, ports, stop) -> None:
-    """Child process body: one server per (name, config, obs_size) until `stop` is set."""
+    """Child process body: one server per (name, config) until `stop` is set."""
     servers = {
-        name: reverb.Server(tables=unlimited_tables(config, obs_size))
-        for name, (config, obs_size) in configs.items()
+        name: reverb.Server(tables=unlimited_tables(config)) for name, config in configs.items()
     }
     ports.put({name: server.port for name, server in servers.items()})
     stop.wait()
@@ -80,7 +80,7 @@ def _wait_for_ports(proc, ports) -> dict:
 @contextlib.contextmanager
 def server_process(configs):
     """Yields {name: 'localhost:<port>'}: a Reverb server per entry of `configs`
-    ({name: (config, obs_size)}), all in one child process.
+    ({name: config}), all in one child process.
 
     A separate process, so that the servers' threads do not share the GIL and the
     Python process with the client being measured, as in the real program; one

@@ -39,8 +39,8 @@ import jax
 import numpy as np
 from absl import logging
 
-from distrl import agents, files
-from distrl import config as config_lib
+from distrl import files
+from distrl.errors import ConfigError
 
 FORMAT = "distrl-learner-checkpoint/1"
 MANIFEST = "manifest.json"
@@ -48,7 +48,7 @@ _SELF_SHA = "manifest_sha256"  # the manifest's own checksum, over every other f
 _TMP_SUFFIX = ".tmp"  # files.write_atomic's temp files: an unfinished write
 
 
-class CheckpointError(config_lib.ConfigError):
+class CheckpointError(ConfigError):
     """A checkpoint that cannot be resumed from (missing, corrupt or mismatched)."""
 
 
@@ -232,19 +232,18 @@ def load(ckpt_dir: str, algorithm: str, template):
     return jax.tree.unflatten(jax.tree.structure(template), leaves), manifest
 
 
-def verify(run_dir: str, config) -> dict:
+def verify(run_dir: str, algorithm: str, agent) -> dict:
     """The manifest of the checkpoint a resume continues, after every check it makes:
     the newest that passes them (`manifest["skipped"]`: why each newer one did not).
 
     Runs in the launcher before any node starts: the learner's pytree comes from
     `jax.eval_shape(agent.init)`, so nothing is computed or compiled.
     """
-    agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
     template = jax.eval_shape(agent.init, jax.random.PRNGKey(0))
     ckpt_dir = directory(run_dir)
 
     def check(manifest):
-        check_compatible(manifest, config.algorithm, template, ckpt_dir)
+        check_compatible(manifest, algorithm, template, ckpt_dir)
         _read_arrays(ckpt_dir, manifest)  # the checksum
 
     return newest_usable(ckpt_dir, check)[0]

@@ -7,17 +7,15 @@ single-process trainer (`python -m distrl.local`). `base_config` lists every fie
 with its default, meaning and unit; the `agent` section holds every field of the
 preset's config dataclass (`distrl.agents`), with the preset's values.
 
-Units: replay sizes and the DQN batch count transitions (one env step of one env);
-a DQN replay item holds the k x B transitions of k consecutive time steps of one
-actor's B envs (k = replay.item_steps, B = actor.num_envs), so they are multiples
-of k x B; Reverb's own sizes, the batch's items and the rate limiter's error buffer
-count such items (`replay_items`, `items_per_batch`, `error_buffer`). On-policy
-items are whole [T, B] chunks (T = unroll_length), counted in chunks.
+The fields that only one pipeline reads (replay table or queue sizes, the learner's
+batch, the on-policy gate) come with their defaults, meaning and units from the
+pipeline's module (`distrl.pipelines`); every config has all of them.
 
 `validate` checks all of it before any node starts and raises `ConfigError`
-naming the bad value and what would be valid; `check_resources` refuses what the
-machine cannot hold, from `estimate_memory`; `make_agent_config`, `make_env` turn
-the config into the pure layers' objects; `from_dict` rebuilds a saved config.
+naming the bad value and what would be valid (the pipeline checks its own fields);
+`distrl.resources` refuses what the machine cannot hold; `make_agent_config`,
+`make_env` turn the config into the pure layers' objects; `from_dict` rebuilds a
+saved config, `upgrade` brings an older one up to date.
 """
 
 import dataclasses
@@ -27,35 +25,16 @@ import re
 
 import ml_collections
 
-from distrl import agents, envs
+from distrl import agents, envs, pipelines
+from distrl.errors import ConfigError
+from distrl.errors import check as _check
 
 LAUNCH_TYPES = ("local_mp", "test_mt", "ray")
-SAMPLERS = ("uniform", "prioritized")
 LEARNER_DEVICES = ("auto", "gpu", "cpu")
-# Default T (env steps per chunk): longer for the whole-episode pipeline (REINFORCE, GRPO).
-CHUNK_STEPS = {agents.Pipeline.EPISODES: 64}
 MAX_TIME_LIMIT = 1_000_000  # env steps; an evaluation episode may last that long
 # Cells of a map: a 1000x1000 random map takes a minute to draw and check, and its
 # one-hot observations (8 MB per transition) fit no replay here.
 MAX_MAP_CELLS = 250_000
-# replay.item_steps's default: 2 time steps per DQN item (items of 2 x 64 transitions
-# at the default B) wrote 1.4-1.7x the transitions per second of 1 into Reverb, with
-# env steps to solve 4x4 unchanged (10 seeds) and slippery 8x8 within its run-to-run
-# spread; 4 (one item per batch) wrote 1.9-2.9x but took about a fifth more env steps
-# on 4x4 and needs min_size 1,024 (benchmarks/README.md, "Issue 14: DQN replay items
-# of [k, B] transitions"). A run saved before the field has k = 1 (SAVED_BEFORE).
-ITEM_STEPS = 2
-# Fields added later: their value in older runs.
-SAVED_BEFORE = {
-    "replay.item_steps": 1,
-    "learner.batches_per_read": 1,
-    "learner.updates_in_flight": 0,
-    "evaluator.every_env_steps": 0,
-}
-
-
-class ConfigError(ValueError):
-    """A config value that cannot work; the message names it and what is valid."""
 
 
 def agent_section(algorithm: str) -> ml_collections.ConfigDict:
@@ -85,50 +64,27 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
     c.actor = ml_collections.ConfigDict(
         dict(
             num_envs=64,  # B: envs one actor steps together
-            unroll_length=CHUNK_STEPS.get(agents.make_config(algorithm).pipeline, 16),  # T
+            # T: env steps per rollout chunk (the pipeline's default: 64 for whole episodes)
+            unroll_length=pipelines.of(agents.make_config(algorithm)).unroll_length,
             params_update_period=1,  # rollouts between parameter pulls
             epsilon_spread=0.0,  # DQN: actor i uses eps**(1 + spread*i/(N-1)) (Ape-X); >= 0
-            chunks_per_version=0,  # on-policy: chunks acted per params version before
-            # waiting for the next one (fresh data); 0: act without waiting
-            episode_window=0,  # REINFORCE/GRPO: chunks per written window; whole episodes
-            # of up to (W - 1) x T steps are trained (distrl/agents/episodes.py); 0: enough
-            # for the longest episode, ceil(time limit / T) + 1
         )
     )
-    c.replay = ml_collections.ConfigDict(
-        dict(
-            # DQN: k, consecutive time steps of one actor's B envs per Reverb item (an
-            # item holds QTransition [k, B], k x B transitions); the unroll length is a
-            # multiple of k, the sizes below and learner.batch_size of k x B
-            item_steps=ITEM_STEPS,
-            max_size=64_000,  # DQN: transitions kept (FIFO); a multiple of k x actor.num_envs
-            min_size=640,  # DQN: transitions before the learner may sample; a multiple of k x B
-            samples_per_insert=4.0,  # DQN: transitions sampled per transition inserted (ratio)
-            error_buffer=0.0,  # DQN: rate limiter slack, in transitions; 0: derived
-            sampler="uniform",  # DQN: "uniform" | "prioritized"
-            priority_exponent=0.6,  # DQN, prioritized: alpha, P(i) ~ priority_i ** alpha
-            importance_exponent=0.4,  # DQN, prioritized: beta at the first update
-            importance_anneal_updates=5_000,  # updates over which beta rises to 1 (0: fixed)
-            queue_size=4,  # on-policy: chunks [T, B] buffered before actors block
-        )
-    )
+    c.replay = ml_collections.ConfigDict()  # the pipelines' fields: replay table or queue
     c.learner = ml_collections.ConfigDict(
         dict(
-            batch_size=256,  # DQN: transitions per update; a multiple of k x actor.num_envs
-            batch_chunks=1,  # on-policy: chunks [T, B] per update (T x B transitions each)
             prefetch=4,  # batches fetched ahead of the update (0: none)
-            # DQN: batches taken per dataset read, then cut into views: a read costs about
-            # 250 us whatever it holds, a third of an update here (benchmarks/README.md)
-            batches_per_read=8,
-            # DQN: updates dispatched before the oldest is waited for (its params are
-            # served once finished); 1 ran the learner alone 1.2-1.5x, but was not shown
-            # to learn as well (benchmarks/README.md, session 10); 0: wait for each
-            updates_in_flight=0,
-            max_in_flight=0,  # samples a dataset worker requests ahead; 0: derived
+            max_in_flight=0,  # samples a dataset worker requests ahead; 0: the pipeline's
             # (queue: one batch, so chunks do not age there; replay: max(64 time steps
             # of B envs, i.e. 64 / replay.item_steps items, 4 batches))
         )
     )
+    # Each pipeline's own fields, with their defaults and meaning (distrl/pipelines/):
+    # replay.* and learner.batch_size, batches_per_read, updates_in_flight (DQN),
+    # replay.queue_size, learner.batch_chunks, actor.chunks_per_version (on-policy),
+    # actor.episode_window (REINFORCE, GRPO).
+    for section, values in pipelines.fields().items():
+        c[section].update(values)
     c.evaluator = ml_collections.ConfigDict(
         dict(
             num_envs=1000,  # episodes per evaluation (greedy unless sampled; 1 if deterministic)
@@ -254,63 +210,38 @@ def make_agent_config(config):
         raise ConfigError(f"config.agent.{err}") from None
 
 
-def pipeline(config) -> agents.Pipeline:
-    """The experiment's pipeline: its agent config's (`agents.Pipeline`)."""
-    return make_agent_config(config).pipeline
+def make_agent(config) -> agents.Agent:
+    """The agent of the config's algorithm on its env."""
+    return agents.make_agent(make_agent_config(config), make_env(config))
 
 
-def episode_window(config) -> int:
-    """Chunks in a whole-episode window (REINFORCE, GRPO): the config's, or derived so
-    that the longest episode (the time limit) fits: ceil(limit / T) + 1."""
-    if config.actor.episode_window:
-        return int(config.actor.episode_window)
-    return -(-make_env(config).time_limit // config.actor.unroll_length) + 1
+def pipeline(config) -> pipelines.Pipeline:
+    """The experiment's pipeline (`distrl.pipelines`): its agent config's."""
+    return pipelines.of(make_agent_config(config))
 
 
-def item_length(config) -> int:
-    """Time steps in one on-policy item: T, or W x T for whole-episode windows."""
-    if pipeline(config) is agents.Pipeline.EPISODES:
-        return episode_window(config) * config.actor.unroll_length
-    return config.actor.unroll_length
+# Fields added after runs were saved, with the value those runs had (their items and
+# replay checkpoints have that layout): what `upgrade` fills in.
+ADDED_LATER = {
+    "replay.item_steps": 1,
+    "learner.batches_per_read": 1,
+    "learner.updates_in_flight": 0,
+    "evaluator.every_env_steps": 0,
+}
 
 
-def item_steps(config) -> int:
-    """k: time steps per DQN item (`replay.item_steps`; 1 for a config without it)."""
-    return int(config.replay.get("item_steps", 1))
-
-
-def item_transitions(config) -> int:
-    """Transitions in one DQN replay item: k x B."""
-    return item_steps(config) * config.actor.num_envs
-
-
-def items_per_batch(config) -> int:
-    """Reverb items in one learner batch (a DQN item holds k x B transitions, else a chunk)."""
-    if pipeline(config) is agents.Pipeline.REPLAY:
-        return config.learner.batch_size // item_transitions(config)
-    return config.learner.batch_chunks
-
-
-def replay_items(config) -> tuple:
-    """(max_size, min_size) of the DQN replay table in items of k x B transitions."""
-    per_item = item_transitions(config)
-    return config.replay.max_size // per_item, config.replay.min_size // per_item
-
-
-def error_buffer(config) -> float:
-    """The rate limiter's error buffer in items (of k x B transitions), derived when
-    the config leaves it 0."""
-    r = config.replay
-    if r.error_buffer:
-        return float(r.error_buffer) / item_transitions(config)
-    return float(max(replay_items(config)[1], r.samples_per_insert, items_per_batch(config)) * 10)
+def upgrade(saved: dict) -> dict:
+    """A saved config (flat {'a.b': value}) of any earlier distrl as this version's: each
+    field added since (`ADDED_LATER`) with the value that run had. The one place old
+    configs are read differently; nothing downstream supplies a default."""
+    return {**ADDED_LATER, **saved}
 
 
 def from_dict(saved: dict) -> ml_collections.ConfigDict:
     """A saved config (config.json) as a typed config of its algorithm's base.
 
-    A field added after the run was saved (`SAVED_BEFORE`) takes the value that
-    run had (`replay.item_steps` 1: the layout of its items and replay checkpoints).
+    A field added after the run was saved takes the value that run had (`upgrade`:
+    `replay.item_steps` 1, the layout of its items and replay checkpoints).
     ConfigError when it is not a dict, names an unknown algorithm, lacks any other
     field (an older distrl wrote it) or has one the base does not know, or a value
     of the wrong type.
@@ -318,7 +249,7 @@ def from_dict(saved: dict) -> ml_collections.ConfigDict:
     if not isinstance(saved, dict):
         raise ConfigError(f"a saved config must be a JSON object, got {type(saved).__name__}")
     config = base_config(saved.get("algorithm"))
-    saved = _nest({**SAVED_BEFORE, **flatten(saved)})
+    saved = _nest(upgrade(flatten(saved)))
     _check_keys(saved, config, "config")
     for key, value in flatten(saved).items():
         _assign(config, key, value)
@@ -408,12 +339,9 @@ def validate(config) -> None:
     _check_keys(config, base, "config")
     _check_types(config, base)
     agent_config = make_agent_config(config)
-    make_env(config)
+    env = make_env(config)
     _check_ranges(config)
-    if agent_config.pipeline is agents.Pipeline.REPLAY:
-        _validate_replay(config, agent_config)
-    else:
-        _validate_on_policy(config, agent_config)
+    pipelines.of(agent_config).validate(config, agent_config, env)
     _validate_budget_and_evaluator(config)
     _validate_ray(config)
     _validate_restart(config)
@@ -495,103 +423,12 @@ def _check_ranges(config) -> None:
     )
 
 
-def _validate_gate(config) -> None:
-    """Gated actors must produce a whole batch per version, or the learner waits forever."""
-    per_version, k = config.actor.chunks_per_version, items_per_batch(config)
-    _check(
-        per_version == 0 or config.num_actors * per_version >= k,
-        f"config.actor.chunks_per_version={per_version} x config.num_actors="
-        f"{config.num_actors} chunks per version is less than one batch "
-        f"(config.learner.batch_chunks={k}); need at least {k}, or 0",
-    )
-
-
 def _validate_ray(config) -> None:
     r = config.ray
     _check(r.actor_cpus > 0, f"config.ray.actor_cpus={r.actor_cpus}; need > 0")
     _check(
         r.learner_device in LEARNER_DEVICES,
         f"config.ray.learner_device={r.learner_device!r}; valid: {LEARNER_DEVICES}",
-    )
-
-
-def _validate_on_policy(config, agent_config) -> None:
-    _check(
-        not config.learner.updates_in_flight,
-        f"config.learner.updates_in_flight={config.learner.updates_in_flight}: only a "
-        f"replay (DQN) learner may run ahead; an on-policy one finishes each update (a "
-        f"gated actor waits for its version); need 0",
-    )
-    q, k = config.replay.queue_size, config.learner.batch_chunks
-    _check(q >= 1, f"config.replay.queue_size={q} chunks; need >= 1")
-    _check(k >= 1, f"config.learner.batch_chunks={k}; need >= 1")
-    _validate_gate(config)
-    w = config.actor.episode_window
-    _check(w == 0 or w >= 2, f"config.actor.episode_window={w}; need >= 2 chunks, or 0")
-    if isinstance(agent_config, agents.PPOConfig):
-        steps = k * config.actor.unroll_length * config.actor.num_envs
-        m = agent_config.num_minibatches
-        _check(
-            m <= steps,
-            f"config.agent.num_minibatches={m} exceeds the {steps} time steps "
-            f"of a batch (batch_chunks x unroll_length x num_envs)",
-        )
-
-
-def _validate_replay(config, agent_config) -> None:
-    r, b, n = config.replay, config.learner.batch_size, config.actor.num_envs
-    k, t = r.item_steps, config.actor.unroll_length
-    _check(
-        t % k == 0,
-        f"config.replay.item_steps={k} does not divide config.actor.unroll_length={t}; "
-        f"need a divisor of it (a rollout of {t} steps writes whole items of {k} steps)",
-    )
-    per_item = k * n
-    what = (
-        f"a multiple of config.replay.item_steps x config.actor.num_envs = {k} x {n} = "
-        f"{per_item} (a replay item holds {per_item} transitions: {k} time "
-        f"step{'s' * (k > 1)} of {n} envs)"
-    )
-    for key, value in (
-        ("learner.batch_size", b),
-        ("replay.max_size", r.max_size),
-        ("replay.min_size", r.min_size),
-    ):
-        _check(
-            value >= per_item and value % per_item == 0,
-            f"config.{key}={value} transitions; need {what}",
-        )
-    _check(r.sampler in SAMPLERS, f"config.replay.sampler={r.sampler!r}; valid: {SAMPLERS}")
-    _check(
-        r.priority_exponent >= 0,
-        f"config.replay.priority_exponent={r.priority_exponent}; need >= 0",
-    )
-    need = max(b, r.min_size)
-    beta, anneal = r.importance_exponent, r.importance_anneal_updates
-    _check(0.0 <= beta <= 1.0, f"config.replay.importance_exponent={beta}; need 0..1")
-    _check(anneal >= 0, f"config.replay.importance_anneal_updates={anneal}; need >= 0")
-    _check(
-        r.max_size >= need,
-        f"config.replay.max_size={r.max_size} transitions is smaller than the batch "
-        f"(batch_size={b}) or min_size={r.min_size}; need max_size >= {need}",
-    )
-    _check(
-        r.samples_per_insert > 0,
-        f"config.replay.samples_per_insert={r.samples_per_insert}; need a finite value > 0",
-    )
-    # With SampleToInsertRatio, inserts stop once samples lag by error_buffer; the
-    # first batch needs min_size items and one batch's worth of sample allowance.
-    low = max(r.samples_per_insert * per_item, b)
-    _check(
-        r.error_buffer == 0 or r.error_buffer >= low,
-        f"config.replay.error_buffer={r.error_buffer} transitions can never be met: it must be "
-        f"at least max(samples_per_insert x item_steps x num_envs, batch_size) = {low:g}, "
-        f"or 0 to derive it",
-    )
-    _check(
-        agent_config.n_step <= config.actor.unroll_length,
-        f"config.agent.n_step={agent_config.n_step} exceeds "
-        f"config.actor.unroll_length={config.actor.unroll_length}",
     )
 
 
@@ -626,8 +463,3 @@ def _validate_budget_and_evaluator(config) -> None:
     log, ckpt = config.log.every_seconds, config.checkpoint.every_seconds
     _check(log > 0, f"config.log.every_seconds={log}; need > 0")
     _check(ckpt >= 0, f"config.checkpoint.every_seconds={ckpt}; need >= 0 (0 = only at the end)")
-
-
-def _check(ok, message: str) -> None:
-    if not ok:
-        raise ConfigError(message)

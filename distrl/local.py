@@ -20,6 +20,7 @@ same CLI (absl flags + a config file, `distrl.cli`):
 How the experiment config maps onto one process (`Settings.of`):
 - envs: B = num_actors x actor.num_envs, all actors' envs stepped as one batch;
   T = actor.unroll_length. One iteration is T x B env steps.
+- the data step is the pipeline's (`local_init`, `local_learn` in distrl/pipelines/):
 - DQN: a replay buffer of replay.max_size transitions, sampled uniformly once it
   holds replay.min_size; each update samples learner.batch_size transitions, and
   an iteration takes samples_per_insert x T x B / batch_size updates (rounded, at
@@ -48,12 +49,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from distrl import agents, evaluation, resources, rollout
+from distrl import agents, evaluation, pipelines, resources, rollout
 from distrl import config as config_lib
-from distrl.agents import nstep
-from distrl.agents.replay_buffer import ReplayBuffer, replay_add, replay_init, replay_sample
 from distrl.envs import exact
-from distrl.types import QTransition, Transition
 
 
 class Settings(NamedTuple):
@@ -76,7 +74,7 @@ class Settings(NamedTuple):
     replay_capacity: int  # DQN: transitions
     batch_size: int  # DQN: transitions per update
     min_replay_size: int  # DQN: transitions before the first update
-    updates_per_iteration: int  # DQN: from samples_per_insert; on-policy: chunk groups
+    updates_per_iteration: int  # the pipeline's `local_updates`
 
     @classmethod
     def of(cls, config) -> "Settings":
@@ -84,19 +82,7 @@ class Settings(NamedTuple):
         config_lib.validate(config)
         a, r, b = config.actor, config.replay, config.budget
         envs = config.num_actors * a.num_envs
-        if config_lib.pipeline(config) is agents.Pipeline.REPLAY:
-            ratio = r.samples_per_insert * a.unroll_length * envs / config.learner.batch_size
-            updates = max(1, round(ratio))
-        else:
-            chunks = config.learner.batch_chunks
-            if config.num_actors % chunks:
-                raise config_lib.ConfigError(
-                    f"config.num_actors={config.num_actors} must be a multiple of "
-                    f"config.learner.batch_chunks={chunks} for the single-process trainer "
-                    f"(it splits num_actors x num_envs envs into updates of "
-                    f"batch_chunks x num_envs)"
-                )
-            updates = config.num_actors // chunks
+        updates = config_lib.pipeline(config).local_updates(config)
         target = config.evaluator.target_success
         return cls(
             num_envs=envs,
@@ -127,8 +113,7 @@ class TrainCarry(NamedTuple):
 
     state: agents.TrainingState
     rollout: rollout.RolloutCarry
-    replay: ReplayBuffer | None  # DQN only
-    tail: Transition | None  # DQN n > 1: last n - 1 steps of the previous chunk
+    data: Any  # the pipeline's (`local_init`): DQN's replay buffer and n-step tail
     env_steps: jnp.ndarray  # int32 []
     iterations: jnp.ndarray  # int32 []
     episodes: jnp.ndarray  # int32 [], completed while training
@@ -158,55 +143,19 @@ class TrainResult(NamedTuple):
     history: tuple = ()  # (env steps, seconds, exact success) after each jitted call
 
 
-def _flatten_tb(tree):
-    """[T, B, ...] -> [T * B, ...]."""
-    return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), tree)
-
-
-def _dqn_updates(agent, cfg: Settings, state, replay: ReplayBuffer, key):
-    """`updates_per_iteration` updates on replay samples, once it holds enough."""
-
-    def one(s, k):
-        batch = replay_sample(replay, k, cfg.batch_size)
-        ready = replay.size >= cfg.min_replay_size
-        return jax.lax.cond(ready, lambda s_: agent.update(s_, batch)[0], lambda s_: s_, s), None
-
-    state, _ = jax.lax.scan(one, state, jax.random.split(key, cfg.updates_per_iteration))
-    return state
-
-
-def _policy_updates(agent, cfg: Settings, state, traj: Transition):
-    """On-policy: traj [T, B] split along B into `updates_per_iteration` batches
-    [T, B / updates_per_iteration] (the distributed learner's batch), one update each."""
-    k = cfg.updates_per_iteration
-    groups = jax.tree.map(
-        lambda x: jnp.moveaxis(x.reshape((x.shape[0], k, -1) + x.shape[2:]), 1, 0), traj
-    )  # [k, T, B / k, ...]
-    state, _ = jax.lax.scan(lambda s, batch: (agent.update(s, batch)[0], None), state, groups)
-    return state
-
-
 def _iteration(env, agent, cfg: Settings, c: TrainCarry, key) -> TrainCarry:
-    """One rollout of T x B steps, then the agent's update(s)."""
+    """One rollout of T x B steps, then the agent's update(s) (the pipeline's)."""
     roll_key, update_key = jax.random.split(key)
     eps = agent.epsilon(c.env_steps)
     rc, traj, stats = rollout.unroll(
         env, agent.policy, cfg.rollout_length, c.state.params, c.rollout, roll_key, eps
     )
-    replay, tail = c.replay, c.tail
-    if agent.config.pipeline is agents.Pipeline.REPLAY:
-        n, gamma = agent.config.n_step, agent.config.discount
-        full = traj if tail is None else nstep.concat_tail(tail, traj)
-        tail = None if tail is None else nstep.tail(full, n)
-        replay = replay_add(replay, _flatten_tb(nstep.n_step_transitions(full, n, gamma)))
-        state = _dqn_updates(agent, cfg, c.state, replay, update_key)
-    else:
-        state = _policy_updates(agent, cfg, c.state, traj)
+    pipeline = pipelines.of(agent.config)
+    state, data = pipeline.local_learn(agent, cfg, c.state, c.data, traj, update_key)
     return c._replace(
         state=state,
         rollout=rc,
-        replay=replay,
-        tail=tail,
+        data=data,
         env_steps=c.env_steps + stats.env_steps,
         iterations=c.iterations + 1,
         episodes=c.episodes + stats.episodes,
@@ -259,27 +208,17 @@ def _train_call(env, agent, cfg: Settings, target: float, carry: TrainCarry, key
 
 
 def init_carry(env, agent, cfg: Settings, key) -> TrainCarry:
-    """Initial agent state, envs, replay buffer and (n-step) tail. Jittable."""
+    """Initial agent state, envs and the pipeline's data (`local_init`). Jittable."""
     agent_key, env_key, warm_key = jax.random.split(key, 3)
     state = agent.init(agent_key)
     rc = rollout.init_carry(env, env_key, cfg.num_envs)
-    replay, tail, env_steps = None, None, 0
-    if agent.config.pipeline is agents.Pipeline.REPLAY:
-        n = agent.config.n_step
-        if n > 1:  # n - 1 warm-up steps so that every later step starts one window
-            rc, tail, _ = rollout.unroll(
-                env, agent.policy, n - 1, state.params, rc, warm_key, agent.epsilon(0)
-            )
-            env_steps = (n - 1) * cfg.num_envs
-        obs0 = jnp.zeros((env.obs_size,), jnp.float32)
-        example = QTransition(obs0, jnp.int32(0), jnp.float32(0), jnp.float32(0), obs0)
-        replay = replay_init(example, cfg.replay_capacity)
+    pipeline = pipelines.of(agent.config)
+    rc, data, env_steps = pipeline.local_init(env, agent, cfg, state, rc, warm_key)
     zero = jnp.zeros((), jnp.float32)
     return TrainCarry(
         state,
         rc,
-        replay,
-        tail,
+        data,
         jnp.int32(env_steps),
         jnp.int32(0),
         jnp.int32(0),

@@ -13,7 +13,7 @@ tell a run that fits from num_actors=10**6 or a replay of 10**15 transitions.
 import dataclasses
 import os
 
-from distrl import agents
+from distrl import agents, pipelines
 from distrl import config as config_lib
 
 GB = 1024**3
@@ -62,30 +62,19 @@ def _mlp(sizes) -> int:
 def estimate_memory(config, local: bool = False) -> Estimate:
     """Bytes the run needs: distributed (a process per node) or `local` (one process)."""
     agent_config = config_lib.make_agent_config(config)
-    obs = config_lib.make_env(config).obs_size
-    a, replay = config.actor, agent_config.pipeline is agents.Pipeline.REPLAY
-    transition = 8 * obs + 12  # QTransition: two observations, action, reward, discount
-    step = 8 * obs + 32  # Transition of a chunk: the same plus last and the policy's extras
+    env = config_lib.make_env(config)
+    pipeline = pipelines.of(agent_config)
+    obs, a = env.obs_size, config.actor
+    step = 8 * obs + 32  # Transition of a chunk: two observations, scalars, policy extras
     envs = a.num_envs * (config.num_actors if local else 1)
-    chunk_rows = config.learner.batch_chunks * a.unroll_length * a.num_envs
-    rows = config.learner.batch_size if replay else chunk_rows
+    rows = pipeline.batch_rows(config)
     params = param_count(agent_config, obs)
     act_width = sum(agent_config.hidden_sizes) if agent_config.hidden_sizes else obs
     learner = params * _FLOAT * _OPTIMIZER_COPIES + rows * (act_width * _FLOAT * 6 + step) * (
         config.learner.prefetch + 2
     )
     rollout = a.unroll_length * envs * step * 3 + envs * act_width * _FLOAT * 2
-    if replay:
-        stored = (
-            config.replay.max_size * transition * (2 if local else 1),
-            f"replay.max_size={config.replay.max_size} transitions x {transition} B",
-        )
-    else:
-        stored = (
-            config.replay.queue_size * a.unroll_length * a.num_envs * step,
-            f"replay.queue_size={config.replay.queue_size} chunks of "
-            f"{a.unroll_length} x {a.num_envs} steps x {step} B",
-        )
+    stored = pipeline.stored(config, env, local)
     sizes = f"hidden_sizes={tuple(agent_config.hidden_sizes)}: {params:,} parameters"
     parts = {"replay": stored, "learner": (learner, f"{sizes}, batch of {rows} rows")}
     if local:

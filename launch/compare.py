@@ -29,7 +29,6 @@ import time
 from absl import app, flags
 
 from distrl import config as config_lib
-from distrl.agents import Pipeline
 from distrl.analysis import compare, compare_report, plots
 
 _CONFIGS = flags.DEFINE_list(
@@ -73,18 +72,14 @@ def _setup_lines(specs, out: str) -> list:
             ],
         )
     )
-    if first.evaluator.get("target_of_optimal", 0.0):
+    if first.evaluator.target_of_optimal:
         budget += (
-            f"; each run ends once {first.evaluator.get('confirm_envs', 10_000):,} greedy "
+            f"; each run ends once {first.evaluator.confirm_envs:,} greedy "
             f"episodes confirm {first.evaluator.target_of_optimal:.0%} of the exact optimum"
         )
     configs = "; ".join(
-        f"`{s.name}`: {s.config.algorithm}, {_pipeline(s.config)}, learner batch "
-        + (
-            f"{s.config.learner.batch_size} transitions"
-            if config_lib.pipeline(s.config) is Pipeline.REPLAY
-            else f"{s.config.learner.batch_chunks} chunks"
-        )
+        f"`{s.name}`: {s.config.algorithm}, {config_lib.pipeline(s.config).describe(s.config)}, "
+        f"learner batch {config_lib.pipeline(s.config).describe_batch(s.config)}"
         for s in specs
         if s.seed == specs[0].seed
     )
@@ -111,15 +106,9 @@ def _setup_lines(specs, out: str) -> list:
 
 def _cadence(evaluator) -> str:
     """How often the runs are evaluated, in the config's own unit."""
-    if evaluator.get("every_env_steps", 0):
+    if evaluator.every_env_steps:
         return f"{evaluator.every_env_steps:,} env steps"
     return f"{evaluator.every_seconds:g} s"
-
-
-def _pipeline(config) -> str:
-    if config_lib.pipeline(config) is Pipeline.REPLAY:
-        return f"replay table (samples/insert {config.replay.samples_per_insert:g})"
-    return f"queue (size {config.replay.queue_size})"
 
 
 def _commit() -> str:
@@ -183,7 +172,7 @@ def _write_report(specs, rows, out: str) -> str:
             "shortest seed's run (runs stop at their target)."
         )
         figures.append(("curves.png", caption))
-    pipelines = {s.name: _pipeline(s.config) for s in specs}
+    pipelines = {s.name: config_lib.pipeline(s.config).describe(s.config) for s in specs}
     title = f"{' vs '.join(pipelines)} on {specs[0].config.env.map}"
     text = compare_report.markdown(title, _setup_lines(specs, out), rows, pipelines, figures)
     with open(os.path.join(out, "report.md"), "w") as f:

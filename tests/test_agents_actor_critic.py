@@ -226,4 +226,4 @@ def test_policy_samples_and_extras():
     np.testing.assert_allclose(extras["value"], values[0], rtol=1e-5)
     np.testing.assert_array_equal(agent.greedy(params, jnp.eye(3)), [0, 0, 1])
     np.testing.assert_allclose(agent.value(params, jnp.eye(3)), [0.35, -0.15, 0.65], rtol=1e-5)
-    assert agent.epsilon(123) == 0.0 and agent.config.pipeline is agents.Pipeline.CHUNKS
+    assert agent.epsilon(123) == 0.0 and agent.config.pipeline is agents.PipelineKind.CHUNKS

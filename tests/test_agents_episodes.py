@@ -87,8 +87,8 @@ def test_each_preset_has_one_pipeline():
     )
     assert set(expected) == set(agents.PRESETS)
     for name, pipeline in expected.items():
-        assert agents.make_config(name).pipeline is agents.Pipeline[pipeline], name
+        assert agents.make_config(name).pipeline is agents.PipelineKind[pipeline], name
         config = config_lib.base_config(name)
-        assert config_lib.pipeline(config) is agents.Pipeline[pipeline], name
+        assert config_lib.pipeline(config).kind is agents.PipelineKind[pipeline], name
         long_chunks = pipeline == "EPISODES"  # whole episodes: a longer default T
         assert config.actor.unroll_length == (64 if long_chunks else 16), name

@@ -23,6 +23,7 @@ from conftest import load_config
 
 from distrl import agents, checkpoint, replay, replay_checkpoint, rundir
 from distrl import config as config_lib
+from distrl.pipelines import transitions
 from distrl.program import launcher as program
 from distrl.program import nodeproc, topology
 
@@ -35,19 +36,19 @@ def _config(run_dir):
     return config
 
 
-def _write_items(client, config, obs_size: int, count: int, version: int) -> None:
+def _write_items(client, config, count: int, version: int) -> None:
     """`count` items of random transitions acted with params `version`."""
-    item = replay.example_item(config, obs_size).data
+    item = config_lib.pipeline(config).example_item(config, config_lib.make_env(config)).data
     rng = np.random.default_rng(version)
     items = jax.tree.map(lambda x: rng.random((count, *x.shape)).astype(x.dtype), item)
     replay.Writer(client, lambda: False).write_steps(items, version=version)
 
 
-def _table(config, obs_size: int):
+def _table(config):
     """The DQN config's table, but with inserts never held back for samples (no
     learner samples here)."""
-    max_items, _ = config_lib.replay_items(config)
-    signature = replay.signature(config, obs_size)
+    max_items, _ = transitions.replay_items(config)
+    signature = config_lib.pipeline(config).signature(config, config_lib.make_env(config))
     return reverb.Table(
         replay.TABLE,
         sampler=reverb.selectors.Uniform(),
@@ -70,7 +71,7 @@ def rounds(tmp_path_factory):
     state = agent.init(jax.random.PRNGKey(0))
     rundir.write_config(config, str(run_dir))
     checkpointer = replay.make_checkpointer(replay_checkpoint.reverb_dir(str(run_dir)))
-    server = reverb.Server([_table(config, env.obs_size)], checkpointer=checkpointer)
+    server = reverb.Server([_table(config)], checkpointer=checkpointer)
     try:
         client = reverb.Client(f"localhost:{server.port}")
         saver = checkpoint.Saver(
@@ -81,7 +82,7 @@ def rounds(tmp_path_factory):
             keep=_ROUNDS,
         )
         for i in range(1, _ROUNDS + 1):
-            _write_items(client, config, env.obs_size, 20, version=10 * i - 1)
+            _write_items(client, config, 20, version=10 * i - 1)
             saver.save(state, 10 * i, {"env_steps": 100.0 * i}, elapsed=float(i))
     finally:
         server.stop()
@@ -298,7 +299,8 @@ def test_a_learner_manifest_cut_or_changed_is_refused(rounds, tmp_path, cut):
     manifest.write_text(text[:-cut])
     with pytest.raises(checkpoint.CheckpointError, match="unreadable"):
         checkpoint.read_manifest(ckpt_dir)
-    restored = checkpoint.verify(str(run_dir), _config(run_dir))
+    config = _config(run_dir)
+    restored = checkpoint.verify(str(run_dir), config.algorithm, config_lib.make_agent(config))
     assert restored["version"] == 20 and "is unreadable" in restored["skipped"][0]
     # A changed digit still parses: the manifest's own checksum refuses it.
     manifest.write_text(text.replace('"version": 30', '"version": 31'))

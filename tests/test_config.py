@@ -17,6 +17,7 @@ from distrl import agents, cli, resources, rundir
 from distrl import config as config_lib
 from distrl.agents import actor_critic, dqn, ppo
 from distrl.analysis import plots
+from distrl.pipelines import transitions
 
 CONFIG_FILES = ("dqn", "tabular_q", "a2c", "vtrace", "ppo")
 
@@ -190,14 +191,15 @@ def test_dqn_items_of_k_steps_need_sizes_in_whole_items(fields, message):
 def test_dqn_items_of_k_steps_count_reverb_sizes_in_items():
     config = _dqn_items_of(4, **{"replay.min_size": 1024, "replay.error_buffer": 2048.0})
     config_lib.validate(config)
-    assert config_lib.item_transitions(config) == 256
-    assert config_lib.items_per_batch(config) == 1  # learner.batch_size 256
-    assert config_lib.replay_items(config) == (250, 4)  # max_size 64,000, min_size 1,024
-    assert config_lib.error_buffer(config) == 8.0
+    pipeline = config_lib.pipeline(config)
+    assert pipeline.transitions_per_item(config) == 256
+    assert pipeline.items_per_batch(config) == 1  # learner.batch_size 256
+    assert transitions.replay_items(config) == (250, 4)  # max_size 64,000, min_size 1,024
+    assert transitions.error_buffer(config) == 8.0
     config.replay.error_buffer = 0.0  # derived: 10 x max(min items, samples/insert, batch)
-    assert config_lib.error_buffer(config) == 40.0
+    assert transitions.error_buffer(config) == 40.0
     config = _dqn_items_of(1)
-    assert (config_lib.items_per_batch(config), config_lib.replay_items(config)) == (
+    assert (pipeline.items_per_batch(config), transitions.replay_items(config)) == (
         4,
         (1000, config.replay.min_size // 64),
     )
@@ -209,7 +211,7 @@ def test_on_policy_configs_ignore_item_steps():
     config = load_config("ppo")
     config.replay.item_steps = 4
     config_lib.validate(config)
-    assert config_lib.items_per_batch(config) == config.learner.batch_chunks
+    assert config_lib.pipeline(config).items_per_batch(config) == config.learner.batch_chunks
 
 
 def test_a_config_saved_before_item_steps_reads_back_as_one_step_items(tmp_path):

@@ -124,7 +124,11 @@ def _gated(num_actors, batch_chunks, per_version=1):
     learner = _Versions()
     params = ParamsClient(learner)
     assert params.wait_first(lambda: False)
-    return learner, params, VersionGate(params, c, wait_s=0.05)
+    return (
+        learner,
+        params,
+        VersionGate(params, c, config_lib.pipeline(c).items_per_batch(c), wait_s=0.05),
+    )
 
 
 def test_gate_waits_until_the_round_is_used():

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from conftest import load_config
 
-from distrl import config as config_lib
 from distrl import metrics, replay
 from distrl.program import topology
 
@@ -67,7 +66,7 @@ def test_stepped_dqn_actors_feed_the_learner_and_its_priorities(stepped):
     config.replay.samples_per_insert = 1.0
     config.agent.update(dict(epsilon_init=0.5, epsilon_final=0.5))
     config.actor.epsilon_spread = 2.0  # actor 1: 0.5 ** 3
-    per_rollout = T // config_lib.item_steps(config)  # items of k time steps
+    per_rollout = T // config.replay.item_steps  # items of k time steps
     nodes = stepped(config)
     learner, actors = nodes["learner"][0], nodes["actor"]
     update = learner.futures.step()  # waits for the replay's min_size (640 transitions)

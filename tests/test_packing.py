@@ -11,7 +11,7 @@ import pytest
 
 from distrl import agents, packing, rollout
 from distrl import config as config_lib
-from distrl.nodes.actor import make_act, make_item_fn
+from distrl.nodes.actor import make_act
 
 
 class _Pair(NamedTuple):
@@ -67,7 +67,7 @@ def test_the_actors_packed_rollout_equals_the_unpacked_one(algorithm):
     agent = agents.make_agent(agent_config, env)
     params = agent.init(jax.random.PRNGKey(0)).params
     unroll = rollout.make_rollout(env, agent.policy, c.actor.unroll_length)
-    to_items = make_item_fn(agent_config, config_lib.episode_window(c), config_lib.item_steps(c))
+    to_items = config_lib.pipeline(c).item_fn(agent_config, c, env)
     act = make_act(unroll, to_items)
     carry = rollout.init_carry(env, jax.random.PRNGKey(1), c.actor.num_envs)
     packed_state = plain_state = (carry, None)

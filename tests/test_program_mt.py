@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import load_config
 
-from distrl import metrics, results
+from distrl import metrics, pipelines, results
 from distrl.nodes.evaluator import next_mark
 from distrl.program import errors
 from distrl.program import launcher as program
@@ -56,12 +56,10 @@ def _check_data_accounting(config_name: str, result, out_dir: str):
 
 
 def test_a_failing_node_stops_the_program_and_is_named(run_dir, monkeypatch):
-    from distrl.nodes import learner
-
     def broken_update(*args, **kwargs):
         raise RuntimeError("injected learner failure")
 
-    monkeypatch.setattr(learner.replay, "to_learner_batch", broken_update)
+    monkeypatch.setattr(pipelines.Chunks, "learner_batch", broken_update)
     config = load_config("ppo")
     config.run_dir = run_dir
     with pytest.raises(errors.NodeFailure, match="learner") as info:

@@ -5,6 +5,7 @@ rollout written through `replay.Writer`, read back through the learner's prefetc
 dataset, reshaped, and fed to the agent's jitted update.
 """
 
+import importlib.metadata
 import subprocess
 import sys
 import threading
@@ -15,13 +16,35 @@ import numpy as np
 import pytest
 import reverb
 
-from distrl import agents, replay, rollout
+from distrl import agents, pipelines, replay, rollout
 from distrl import config as config_lib
 from distrl.agents import nstep
-from distrl.nodes.actor import make_item_fn
 from distrl.types import Transition
 
 ALGORITHMS = sorted(agents.PRESETS)
+
+
+def _tables(c) -> list:
+    """The Reverb tables of config `c`'s pipeline, as the replay node makes them."""
+    return config_lib.pipeline(c).make_tables(c, config_lib.make_env(c))
+
+
+def _example(c):
+    """A zero item of config `c`'s pipeline."""
+    return config_lib.pipeline(c).example_item(c, config_lib.make_env(c))
+
+
+def _batches(address: str, c, should_stop, **kwargs):
+    """The learner's reads of config `c`'s items (`replay.iterate_batches`)."""
+    pipeline = config_lib.pipeline(c)
+    signature = pipeline.signature(c, config_lib.make_env(c))
+    return replay.iterate_batches(address, signature, pipeline.reading(c), should_stop, **kwargs)
+
+
+def _item_fn(c):
+    """The actor's item function of config `c`."""
+    agent_config = config_lib.make_agent_config(c)
+    return config_lib.pipeline(c).item_fn(agent_config, c, config_lib.make_env(c))
 
 
 def _small_config(algorithm: str):
@@ -41,8 +64,8 @@ def _small_config(algorithm: str):
 def server_for():
     servers = []
 
-    def start(config, obs_size):
-        server = reverb.Server(replay.make_tables(config, obs_size))
+    def start(config):
+        server = reverb.Server(_tables(config))
         servers.append(server)
         return reverb.Client(f"localhost:{server.port}")
 
@@ -57,7 +80,7 @@ def _acting(c, server_for):
     env = config_lib.make_env(c)
     agent_config = config_lib.make_agent_config(c)
     agent = agents.make_agent(agent_config, env)
-    client = server_for(c, env.obs_size)
+    client = server_for(c)
     state = agent.init(jax.random.PRNGKey(0))
     unroll = rollout.make_rollout(env, agent.policy, c.actor.unroll_length)
     carry = rollout.init_carry(env, jax.random.PRNGKey(1), c.actor.num_envs)
@@ -68,34 +91,32 @@ def _acting(c, server_for):
 def test_actor_items_match_learner_batches(algorithm, server_for):
     c = _small_config(algorithm)
     env, agent_config, agent, client, state, unroll, carry = _acting(c, server_for)
-    pipeline = agent_config.pipeline
-    is_replay = pipeline is agents.Pipeline.REPLAY
+    pipeline = config_lib.pipeline(c)
+    is_replay = agent_config.pipeline is agents.PipelineKind.REPLAY
     writer = replay.Writer(client, lambda: False)
-    to_items, tail = make_item_fn(agent_config, config_lib.episode_window(c)), None
+    to_items, tail = _item_fn(c), None
     for i in range(2):
         carry, chunk, _ = unroll(state.params, carry, jax.random.PRNGKey(i), 0.5)
         items, tail = to_items(tail, chunk)
-        writer.write(pipeline, jax.device_get(items), version=7 + i)
-    expected = replay.example_item(c, env.obs_size)
+        pipeline.write(writer, jax.device_get(items), version=7 + i)
+    expected = _example(c)
     size = client.server_info()[replay.TABLE].current_size
     assert size == (2 * c.actor.unroll_length - agent_config.n_step + 1 if is_replay else 2)
 
     taken = []
-    for sample, _ in replay.iterate_batches(
-        client.server_address, c, env.obs_size, should_stop=lambda: len(taken) == 1
-    ):
+    for sample, _ in _batches(client.server_address, c, should_stop=lambda: len(taken) == 1):
         taken.append(sample)
     data = taken[0].data
     assert jax.tree.structure(data) == jax.tree.structure(expected)
-    k = config_lib.items_per_batch(c)
+    k = pipeline.items_per_batch(c)
     for got, want in zip(jax.tree.leaves(data), jax.tree.leaves(expected)):
         assert got.shape == (k,) + want.shape and got.dtype == want.dtype
     assert set(data.version.tolist()) <= {7, 8}  # each item carries its behaviour version
     if not is_replay:  # the queue hands chunks out in order
         assert data.version.tolist() == [7, 8]
 
-    batch = replay.to_learner_batch(data.data, pipeline)
-    n, t = c.actor.num_envs, config_lib.item_length(c)  # T, or W x T for episode windows
+    batch = pipeline.learner_batch(data.data)
+    n, t = c.actor.num_envs, expected.data.action.shape[0]  # T, or W x T for episode windows
     assert batch.action.shape == ((k * n,) if is_replay else (t, k * n))
     new_state, metrics = agent.update(state, batch)
     assert int(new_state.step) == 1
@@ -114,26 +135,27 @@ def test_a_read_of_several_batches_is_yielded_batch_by_batch(server_for):
     c.replay.samples_per_insert = 64.0  # 8 reads of one rollout's items: not rate limited
     env, agent_config, _, client, state, unroll, carry = _acting(c, server_for)
     writer = replay.Writer(client, lambda: False)
-    to_items = make_item_fn(agent_config, config_lib.episode_window(c))
     carry, chunk, _ = unroll(state.params, carry, jax.random.PRNGKey(0), 0.5)
-    writer.write(agent_config.pipeline, jax.device_get(to_items(None, chunk)[0]))
-    k = config_lib.items_per_batch(c)
+    pipeline = config_lib.pipeline(c)
+    pipeline.write(writer, jax.device_get(_item_fn(c)(None, chunk)[0]), 0)
+    k = pipeline.items_per_batch(c)
     for stop_after in (6, 3):
-        taken = _take(client.server_address, c, env.obs_size, stop_after)
+        taken = _take(client.server_address, c, stop_after)
         assert len(taken) == stop_after  # not rounded up to whole reads
         assert all(s.info.key.shape == (k,) and s.data.data.action.shape[0] == k for s in taken)
     bases = [s.info.key.base for s in taken]  # the last round: 3 batches of one read
     assert bases[1] is bases[0] and bases[2] is bases[0]
-    bases = [s.info.key.base for s in _take(client.server_address, c, env.obs_size, 5)]
+    bases = [s.info.key.base for s in _take(client.server_address, c, 5)]
     assert all(b is bases[0] for b in bases[:4]) and bases[4] is not bases[0]  # a new read
-    assert replay.batches_per_read(_small_config("ppo")) == 1  # a queue reads item by item
+    ppo = _small_config("ppo")
+    assert config_lib.pipeline(ppo).reading(ppo).batches_per_read == 1  # item by item
     writer.close()
 
 
-def _take(address: str, config, obs_size: int, n: int) -> list:
+def _take(address: str, config, n: int) -> list:
     """The first n batches of `replay.iterate_batches`, asked to stop once it gave n."""
     taken = []
-    for sample, _ in replay.iterate_batches(address, config, obs_size, lambda: len(taken) == n):
+    for sample, _ in _batches(address, config, lambda: len(taken) == n):
         taken.append(sample)
     return taken
 
@@ -160,13 +182,12 @@ def test_writer_items_hold_each_written_step_once(algorithm):
     once and in order; a `write_chunk` item is the whole chunk. A FIFO table with the
     pipeline's signature hands the items back in insertion order, one each."""
     c = _small_config(algorithm)
-    obs_size = config_lib.make_env(c).obs_size
-    example = replay.example_item(c, obs_size).data
-    server = _fifo_server(c, obs_size, max_size=100)
+    example = _example(c).data
+    server = _fifo_server(c, max_size=100)
     try:
         client = reverb.Client(f"localhost:{server.port}")
         writer = replay.Writer(client, lambda: False)
-        is_replay = config_lib.pipeline(c) is agents.Pipeline.REPLAY
+        is_replay = config_lib.pipeline(c).kind is agents.PipelineKind.REPLAY
         k = c.actor.unroll_length if is_replay else 1
         written, start = [], 0
         for version in (5, 6):
@@ -199,7 +220,7 @@ def test_writer_items_hold_each_written_step_once(algorithm):
 def test_queue_chunks_keep_time_order_per_env(server_for):
     """[M, T, B] -> [T, M*B]: column j is one env's T consecutive steps."""
     data = np.arange(2 * 3 * 4).reshape(2, 3, 4)  # [M=2, T=3, B=4]
-    out = replay.to_learner_batch({"x": data}, agents.Pipeline.CHUNKS)["x"]
+    out = pipelines.Chunks().learner_batch({"x": data})["x"]
     assert out.shape == (3, 8)
     np.testing.assert_array_equal(out[:, 5], data[1, :, 1])
 
@@ -225,8 +246,8 @@ def _queue_config(batch_chunks: int):
     return c
 
 
-def _chunk(c, obs_size: int):
-    return replay.example_item(c, obs_size).data
+def _chunk(c):
+    return _example(c).data
 
 
 def test_no_queue_chunk_is_dropped_across_dataset_timeouts(server_for):
@@ -238,19 +259,17 @@ def test_no_queue_chunk_is_dropped_across_dataset_timeouts(server_for):
     every chunk exactly once, in the order written.
     """
     c = _queue_config(batch_chunks=2)
-    obs_size = config_lib.make_env(c).obs_size
-    client = server_for(c, obs_size)
+    client = server_for(c)
     writer = replay.Writer(client, lambda: False)
     for i in range(3):
-        writer.write_chunk(_chunk(c, obs_size), version=i)
-    late = threading.Timer(1.5, lambda: writer.write_chunk(_chunk(c, obs_size), version=3))
+        writer.write_chunk(_chunk(c), version=i)
+    late = threading.Timer(1.5, lambda: writer.write_chunk(_chunk(c), version=3))
     late.start()
     taken, deadline = [], time.time() + 60
     try:
-        for sample, _ in replay.iterate_batches(
+        for sample, _ in _batches(
             client.server_address,
             c,
-            obs_size,
             should_stop=lambda: len(taken) == 2 or time.time() > deadline,
             timeout_ms=100,
         ):
@@ -268,12 +287,11 @@ def test_queue_dataset_holds_at_most_one_batch_ahead(server_for):
     time, and the rest stay in the queue (where actors block on them)."""
     c = _queue_config(batch_chunks=2)
     c.learner.prefetch = 0
-    obs_size = config_lib.make_env(c).obs_size
-    client = server_for(c, obs_size)
+    client = server_for(c)
     writer = replay.Writer(client, lambda: False)
     for i in range(6):
-        writer.write_chunk(_chunk(c, obs_size), version=i)
-    iterator = replay.iterate_batches(client.server_address, c, obs_size, lambda: False)
+        writer.write_chunk(_chunk(c), version=i)
+    iterator = _batches(client.server_address, c, lambda: False)
     sample, _ = next(iterator)
     assert sample.data.version.tolist() == [0, 1]
     time.sleep(0.5)  # time for any read-ahead to happen
@@ -301,19 +319,18 @@ def test_writer_writes_again_soon_after_the_server_restarts():
     with the chunk written to the new server (gRPC's own reconnect of the old writer
     took 7-9 s after such a restart)."""
     c = _queue_config(batch_chunks=2)
-    obs_size = config_lib.make_env(c).obs_size
-    tables = lambda: replay.make_tables(c, obs_size)  # noqa: E731
+    tables = lambda: _tables(c)  # noqa: E731
     server = reverb.Server(tables())
     port, restarted, deadline = server.port, [], time.monotonic() + 30
     writer = replay.Writer(
         reverb.Client(f"localhost:{port}"), lambda: time.monotonic() > deadline, name="test"
     )
     try:
-        writer.write_chunk(_chunk(c, obs_size), version=0)
+        writer.write_chunk(_chunk(c), version=0)
         assert writer.pop_written() == 1
         server.stop()
         thread = _restart_later(tables, port, 4.0, restarted)
-        writer.write_chunk(_chunk(c, obs_size), version=1)
+        writer.write_chunk(_chunk(c), version=1)
         returned = time.monotonic()
         thread.join()
         new_server, up = restarted[0]
@@ -330,15 +347,14 @@ def test_writer_writes_again_soon_after_the_server_restarts():
 def test_writer_blocked_by_a_full_queue_does_not_reconnect():
     """A full queue blocks the writer, and the server still answers it: no reconnect."""
     c = _queue_config(batch_chunks=2)
-    obs_size = config_lib.make_env(c).obs_size
-    server = reverb.Server(replay.make_tables(c, obs_size))
+    server = reverb.Server(_tables(c))
     try:
         deadline = time.monotonic() + 3.0
         writer = replay.Writer(
             reverb.Client(f"localhost:{server.port}"), lambda: time.monotonic() > deadline
         )
         for i in range(c.replay.queue_size + 1):  # the last one waits for room
-            writer.write_chunk(_chunk(c, obs_size), version=i)
+            writer.write_chunk(_chunk(c), version=i)
         assert time.monotonic() > deadline  # it did block
         assert writer.pop_written() == c.replay.queue_size and writer.reconnects == 0
         writer.close()
@@ -355,15 +371,16 @@ from distrl import config as config_lib, replay
 c = config_lib.base_config("ppo")
 c.actor.num_envs, c.actor.unroll_length = 2, 3
 c.learner.batch_chunks, c.replay.queue_size = 2, 8
-server = reverb.Server(replay.make_tables(c, int(sys.argv[2])), port=int(sys.argv[1]))
+tables = config_lib.pipeline(c).make_tables(c, config_lib.make_env(c))
+server = reverb.Server(tables, port=int(sys.argv[1]))
 print("serving", flush=True)
 time.sleep(300)
 """
 
 
-def _serve(port: int, obs_size: int) -> subprocess.Popen:
+def _serve(port: int) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-c", _SERVE, str(port), str(obs_size)],
+        [sys.executable, "-c", _SERVE, str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -379,26 +396,23 @@ def test_dataset_samples_again_soon_after_the_server_restarts(caplog):
     logged, and a stop is seen while the server is down."""
     c = _queue_config(batch_chunks=2)
     assert c.replay.queue_size == 8  # as _SERVE makes it
-    obs_size = config_lib.make_env(c).obs_size
-    free = reverb.Server(replay.make_tables(c, obs_size))  # for a free port
+    free = reverb.Server(_tables(c))  # for a free port
     port = free.port
     free.stop()
-    servers = [_serve(port, obs_size)]
+    servers = [_serve(port)]
     deadline = time.monotonic() + 60
     should_stop = lambda: time.monotonic() > deadline  # noqa: E731
     try:
         writer = replay.Writer(reverb.Client(f"localhost:{port}"), should_stop)
-        batches = replay.iterate_batches(
-            f"localhost:{port}", c, obs_size, should_stop, timeout_ms=100
-        )
+        batches = _batches(f"localhost:{port}", c, should_stop, timeout_ms=100)
         for i in range(2):
-            writer.write_chunk(_chunk(c, obs_size), version=i)
+            writer.write_chunk(_chunk(c), version=i)
         assert next(batches)[0].data.version.tolist() == [0, 1]
         servers[0].kill()
         servers[0].wait()
         # An actor writing on through the outage (its writer reconnects on its own).
         chunks = threading.Thread(
-            target=lambda: [writer.write_chunk(_chunk(c, obs_size), version=i) for i in (2, 3)]
+            target=lambda: [writer.write_chunk(_chunk(c), version=i) for i in (2, 3)]
         )
         # The learner waiting for its next batch meanwhile.
         got = []
@@ -407,7 +421,7 @@ def test_dataset_samples_again_soon_after_the_server_restarts(caplog):
             chunks.start()
             learner.start()
             time.sleep(3.0)  # the outage
-            servers.append(_serve(port, obs_size))
+            servers.append(_serve(port))
             up = time.monotonic()
             learner.join()
             chunks.join()
@@ -440,12 +454,10 @@ def _prioritized_config():
     return c
 
 
-def _sample_frequencies(client, c, obs_size, batches: int):
+def _sample_frequencies(client, c, batches: int):
     """Sampled share of each item (by its version stamp) and the reported P(i)."""
     counts, probability, taken = np.zeros(4), {}, []
-    for sample, _ in replay.iterate_batches(
-        client.server_address, c, obs_size, should_stop=lambda: len(taken) == batches
-    ):
+    for sample, _ in _batches(client.server_address, c, should_stop=lambda: len(taken) == batches):
         taken.append(sample)
         for v, p in zip(sample.data.version.tolist(), sample.info.probability.tolist()):
             counts[v] += 1
@@ -457,16 +469,15 @@ def test_prioritized_sampling_follows_priorities(server_for):
     """Real Reverb table: P(i) ~ priority_i ** alpha, at insert and after an update
     written by the learner's background `PriorityUpdater`."""
     c = _prioritized_config()
-    obs_size = config_lib.make_env(c).obs_size
-    client = server_for(c, obs_size)
+    client = server_for(c)
     writer = replay.Writer(client, lambda: False)
-    one_step = jax.tree.map(lambda x: x[None], replay.example_item(c, obs_size).data)
+    one_step = jax.tree.map(lambda x: x[None], _example(c).data)
     inserted = np.array([1.0, 2.0, 4.0, 9.0])
     for i, priority in enumerate(inserted):
         writer.priority = priority  # the actor's max-priority inserts go through this
         writer.write_steps(one_step, version=i)
     want = inserted**0.5 / np.sum(inserted**0.5)
-    share, reported, taken = _sample_frequencies(client, c, obs_size, batches=250)
+    share, reported, taken = _sample_frequencies(client, c, batches=250)
     np.testing.assert_allclose(reported, want, rtol=1e-5)
     np.testing.assert_allclose(share, want, atol=0.03)  # 2,000 draws: 3 std errors ~0.03
 
@@ -480,7 +491,7 @@ def test_prioritized_sampling_follows_priorities(server_for):
     updater.close()
     assert updater.written == 1 and updater.max_priority == 9.0
     want = np.sqrt(new) / np.sum(np.sqrt(new))
-    share, reported, _ = _sample_frequencies(client, c, obs_size, batches=250)
+    share, reported, _ = _sample_frequencies(client, c, batches=250)
     np.testing.assert_allclose(reported, want, rtol=1e-5)
     np.testing.assert_allclose(share, want, atol=0.03)
     writer.close()
@@ -542,7 +553,9 @@ def test_item_steps_emit_every_step_exactly_once(n, k, t):
     emitted (the tail) are the latest n - 1 + r, r = (T - n + 1) mod k."""
     b, num_chunks = 3, 5
     agent_config = agents.make_config("dqn", n_step=n, discount=0.9)
-    to_items, tail = make_item_fn(agent_config, item_steps=k), None
+    c = config_lib.base_config("dqn")
+    c.replay.item_steps = k
+    to_items, tail = pipelines.Transitions().item_fn(agent_config, c, env=None), None
     chunks = _numbered_chunks(num_chunks, t, b)
     rows = []
     for chunk in chunks:
@@ -566,7 +579,7 @@ def test_item_steps_emit_every_step_exactly_once(n, k, t):
         np.testing.assert_allclose(got, expected[:emitted], rtol=1e-5, atol=1e-6)
 
 
-def _fifo_server(config, obs_size: int, max_size: int) -> reverb.Server:
+def _fifo_server(config, max_size: int) -> reverb.Server:
     """A Reverb server with one FIFO table of the config's signature: items come back
     in insertion order, each once."""
     table = reverb.Table(
@@ -576,15 +589,15 @@ def _fifo_server(config, obs_size: int, max_size: int) -> reverb.Server:
         max_size=max_size,
         rate_limiter=reverb.rate_limiters.MinSize(1),
         max_times_sampled=1,
-        signature=replay.signature(config, obs_size),
+        signature=config_lib.pipeline(config).signature(config, config_lib.make_env(config)),
     )
     return reverb.Server([table])
 
 
-def _fifo_read(config, obs_size: int, calls: list, count: int) -> list:
+def _fifo_read(config, calls: list, count: int) -> list:
     """Writes each of `calls` (item rows [K, ...], version 7 + its index) to a FIFO
     table of the config's signature; reads `count` items back, each once, in order."""
-    server = _fifo_server(config, obs_size, max_size=1000)
+    server = _fifo_server(config, max_size=1000)
     try:
         client = reverb.Client(f"localhost:{server.port}")
         writer = replay.Writer(client, lambda: False)
@@ -604,7 +617,7 @@ def test_dqn_items_of_k_steps_through_reverb(k, server_for):
     """`replay.item_steps` = k: an actor's rollouts become T/k items of [k, B] (the
     first chunk fewer, n = 3 here), which hold the trajectory's n-step windows in
     time order; the learner's dataset yields batches of [K, k, B] that
-    `to_learner_batch` turns into [K * k * B] for the update."""
+    the pipeline's `learner_batch` turns into [K * k * B] for the update."""
     c = _small_config("dqn")
     c.actor.unroll_length = 8
     c.replay.item_steps = k
@@ -614,7 +627,7 @@ def test_dqn_items_of_k_steps_through_reverb(k, server_for):
     config_lib.validate(c)
     env, agent_config, agent, client, state, unroll, carry = _acting(c, server_for)
     writer = replay.Writer(client, lambda: False)
-    to_items = make_item_fn(agent_config, item_steps=config_lib.item_steps(c))
+    to_items = _item_fn(c)
     tail, chunks, calls = None, [], []
     b, t = c.actor.num_envs, c.actor.unroll_length
     for i in range(3):
@@ -623,14 +636,14 @@ def test_dqn_items_of_k_steps_through_reverb(k, server_for):
         items, tail = to_items(tail, chunk)
         assert items.action.shape[1:] == (k, b)
         calls.append(jax.device_get(items))
-        writer.write(agents.Pipeline.REPLAY, calls[-1], version=7 + i)
+        config_lib.pipeline(c).write(writer, calls[-1], version=7 + i)
     written = (3 * t - 2 - (t - 2) % k) // k  # n - 1 + r steps wait in the tail
     assert writer.pop_written() == written
     assert client.server_info()[replay.TABLE].current_size == written
 
     # The same items through a FIFO table that hands each out once, in insertion order.
     want = jax.device_get(nstep.n_step_transitions(_concat(chunks), 3, agent_config.discount))
-    got = _fifo_read(c, env.obs_size, calls, written)
+    got = _fifo_read(c, calls, written)
     rows = _concat([g.data.data for g in got])  # [written * k, B, ...]
     for have, expected in zip(rows, want):
         np.testing.assert_allclose(have, expected[: written * k], rtol=1e-5, atol=1e-6)
@@ -638,14 +651,12 @@ def test_dqn_items_of_k_steps_through_reverb(k, server_for):
     assert versions == sum(([7 + i] * len(items.action) for i, items in enumerate(calls)), [])
 
     taken = []
-    for sample, _ in replay.iterate_batches(
-        client.server_address, c, env.obs_size, should_stop=lambda: len(taken) == 1
-    ):
+    for sample, _ in _batches(client.server_address, c, should_stop=lambda: len(taken) == 1):
         taken.append(sample)
     data = taken[0].data
     assert data.data.observation.shape == (2, k, b, env.obs_size)
     assert data.version.shape == (2,) and set(data.version.tolist()) <= {7, 8, 9}
-    batch = replay.to_learner_batch(data.data, agents.Pipeline.REPLAY)
+    batch = config_lib.pipeline(c).learner_batch(data.data)
     assert batch.action.shape == (2 * k * b,)
     np.testing.assert_array_equal(batch.observation[k * b : k * b + b], data.data.observation[1, 0])
     new_state, metrics = agent.update(state, batch)
@@ -662,24 +673,21 @@ def test_prioritized_items_of_k_steps_weight_and_prioritize_whole_items(server_f
     c.learner.batch_size = 4 * 2 * c.actor.num_envs  # 4 items of [2, 2]
     c.replay.min_size = 2 * c.actor.num_envs
     config_lib.validate(c)
-    obs_size = config_lib.make_env(c).obs_size
-    client = server_for(c, obs_size)
+    client = server_for(c)
     writer = replay.Writer(client, lambda: False)
-    example = replay.example_item(c, obs_size).data
+    example = _example(c).data
     assert example.action.shape == (2, c.actor.num_envs)
     for i, priority in enumerate([1.0, 2.0, 4.0, 9.0]):
         writer.priority = priority
         item = jax.tree.map(lambda x, i=i: np.full((1,) + x.shape, i, x.dtype), example)
         writer.write_steps(item, version=i)  # every field of item i holds i
     taken = []
-    for sample, _ in replay.iterate_batches(
-        client.server_address, c, obs_size, should_stop=lambda: len(taken) == 20
-    ):
+    for sample, _ in _batches(client.server_address, c, should_stop=lambda: len(taken) == 20):
         taken.append(sample)
     per_item = 2 * c.actor.num_envs
     for sample in taken:
-        batch = replay.to_learner_batch(sample.data.data, agents.Pipeline.REPLAY)
-        weights = replay.transition_weights(c, sample.info, beta=0.7)
+        batch = config_lib.pipeline(c).learner_batch(sample.data.data)
+        weights = replay.transition_weights(sample.info, 0.7, per_item)
         of_item = replay.importance_weights(sample.info, 0.7)
         item_weight = dict(zip(sample.data.version.tolist(), of_item.tolist()))
         assert weights.shape == batch.action.shape == (4 * per_item,)
@@ -696,7 +704,7 @@ def test_prioritized_items_of_k_steps_weight_and_prioritize_whole_items(server_f
     updater.close()
     assert updater.written == 1 and updater.max_priority == 9.0
     # 100 draws: each item is seen (an item of P = 1/7 was missed by 20 draws 1 in 20)
-    _, reported, _ = _sample_frequencies(client, c, obs_size, batches=25)
+    _, reported, _ = _sample_frequencies(client, c, batches=25)
     np.testing.assert_allclose(reported, np.sqrt(new) / np.sum(np.sqrt(new)), rtol=1e-5)
     writer.close()
 
@@ -706,11 +714,32 @@ def test_replay_samples_in_flight_are_the_same_transitions_at_any_item_steps():
     4 batches, whichever is more, so larger items do not sample further ahead (each
     in-flight batch adds an update to the data age); a set value is kept."""
     c = config_lib.base_config("dqn")
+    in_flight = lambda: config_lib.pipeline(c).reading(c).in_flight  # noqa: E731
     for k, want in ((1, 64), (2, 32), (4, 16)):
         c.replay.item_steps = k
-        assert replay.in_flight_samples(c) == want
+        assert in_flight() == want
     c.learner.batch_size = 64 * 64  # 4 batches of 32 items of [2, 64] exceed 32 items
     c.replay.item_steps = 2
-    assert replay.in_flight_samples(c) == 4 * 32
+    assert in_flight() == 4 * 32
     c.learner.max_in_flight = 7
-    assert replay.in_flight_samples(c) == 7
+    assert in_flight() == 7
+
+
+def test_the_writer_relies_on_reverbs_cpp_writer_as_pinned(server_for):
+    """The one private Reverb attribute distrl uses (`Writer._open`): a
+    `TrajectoryWriter`'s C++ writer `_writer`, whose `Append` and `CreateItem` make an
+    item per appended step at a fraction of the Python writer's cost (benchmarks/
+    README.md). Pinned to dm-reverb 0.7.2 (../shared/STACK.md); a Reverb whose writer
+    lacks them fails here, not in an actor."""
+    assert importlib.metadata.version("dm-reverb") == "0.7.2"
+    c = _small_config("ppo")
+    client = server_for(c)
+    python_writer = client.trajectory_writer(num_keep_alive_refs=1)
+    cpp = python_writer._writer
+    assert callable(cpp.Append) and callable(cpp.CreateItem)
+    python_writer.close()
+    writer = replay.Writer(client, lambda: False)
+    writer.write_chunk(_chunk(c), version=3)
+    assert writer.pop_written() == 1
+    assert client.server_info()[replay.TABLE].current_size == 1
+    writer.close()

@@ -10,7 +10,7 @@ from typing import Any
 
 from distrl.agents import actor_critic, dqn, ppo
 from distrl.agents.actor_critic import ActorCriticConfig
-from distrl.agents.base import Agent, EnvSpec, Pipeline, TrainingState
+from distrl.agents.base import Agent, EnvSpec, PipelineKind, TrainingState
 from distrl.agents.dqn import DQNConfig
 from distrl.agents.ppo import PPOConfig
 
@@ -65,7 +65,7 @@ __all__ = [
     "DQNConfig",
     "EnvSpec",
     "PPOConfig",
-    "Pipeline",
+    "PipelineKind",
     "TrainingState",
     "actor_critic",
     "dqn",

@@ -58,9 +58,9 @@ class ActorCriticConfig:
         checks.check(self, RULES)
 
     @property
-    def pipeline(self) -> base.Pipeline:
+    def pipeline(self) -> base.PipelineKind:
         """Chunks; REINFORCE (no critic) needs whole episodes for its returns."""
-        return base.Pipeline.CHUNKS if self.use_critic else base.Pipeline.EPISODES
+        return base.PipelineKind.CHUNKS if self.use_critic else base.PipelineKind.EPISODES
 
 
 # The network's fields, shared with PPO (same actor-critic network).

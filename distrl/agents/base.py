@@ -2,7 +2,7 @@
 
 An agent is a bundle of pure functions (see `Agent`); learners call `update`,
 actors and evaluators call `policy`, `greedy` and `value`. This package imports
-only jax, haiku, optax, rlax and numpy so that it runs anywhere (see STACK.md).
+only jax, haiku, optax, rlax and numpy so that it runs anywhere (see ../shared/STACK.md).
 """
 
 import dataclasses
@@ -21,14 +21,15 @@ OPTIMIZERS = ("adam", "sgd")
 Metrics = dict[str, jnp.ndarray]
 
 
-class Pipeline(enum.Enum):
+class PipelineKind(enum.Enum):
     """How an agent's data travels from actors to its update: one value per agent config,
-    its `pipeline` property (the only place that decides it; every caller asks it).
+    its `pipeline` property (the only place that decides it). `distrl.pipelines.of`
+    gives the object that implements it; every stage asks that object.
 
-    REPLAY: n-step `QTransition`s, one Reverb item per time step ([B] transitions),
-      sampled uniformly or by priority from a replay table; a batch is QTransition [N].
-    CHUNKS: rollout chunks `Transition` [T, B], one item each, through an on-policy
-      queue; a batch is Transition [T, N] (A2C, V-trace, PPO).
+    REPLAY: n-step `QTransition`s sampled from a replay table; a batch is QTransition [N]
+      (DQN, tabular Q).
+    CHUNKS: rollout chunks `Transition` [T, B] through an on-policy queue; a batch is
+      Transition [T, N] (A2C, V-trace, PPO).
     EPISODES: as CHUNKS, but each item is the window of the last W chunks [W*T, B]
       with `extras["owned"]` marking whole episodes (`agents.episodes`): REINFORCE, GRPO.
     """
@@ -56,7 +57,7 @@ class TrainingState(NamedTuple):
 
 
 class Agent(NamedTuple):
-    """The pure functions an algorithm exposes (see CONTRACTS / WORKSPACE).
+    """The pure functions an algorithm exposes (see WORKSPACE.md).
 
     init: (key) -> TrainingState.
     update: (TrainingState, batch) -> (TrainingState, metrics); one jax.jit. metrics are
@@ -68,7 +69,7 @@ class Agent(NamedTuple):
     epsilon: (env_steps) -> [] exploration rate (0 for policy-gradient agents).
     network: the hk.Transformed network (apply(params, obs)).
     config: the algorithm's config dataclass; `config.pipeline` says which batches
-      `update` takes (`Pipeline`).
+      `update` takes (`PipelineKind`).
     """
 
     init: Callable

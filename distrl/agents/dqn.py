@@ -52,9 +52,9 @@ class DQNConfig:
         checks.check(self, RULES)
 
     @property
-    def pipeline(self) -> base.Pipeline:
+    def pipeline(self) -> base.PipelineKind:
         """Sampled n-step transitions from a replay table."""
-        return base.Pipeline.REPLAY
+        return base.PipelineKind.REPLAY
 
 
 RULES = {

@@ -59,9 +59,9 @@ class PPOConfig:
         checks.check(self, RULES)
 
     @property
-    def pipeline(self) -> base.Pipeline:
+    def pipeline(self) -> base.PipelineKind:
         """Chunks; GRPO's group-relative advantages need whole episodes."""
-        return base.Pipeline.EPISODES if self.advantage == "grpo" else base.Pipeline.CHUNKS
+        return base.PipelineKind.EPISODES if self.advantage == "grpo" else base.PipelineKind.CHUNKS
 
 
 RULES = {

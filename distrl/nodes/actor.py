@@ -1,15 +1,15 @@
 """Stage 6 of the data flow: the actor node, from params to Reverb items.
 
 Each actor steps B envs with the jitted, vmapped rollout (T steps per call) using
-the latest params it has, turns the chunk into items for its pipeline (n-step
-`QTransition`s [k, B] of k time steps for replay, the whole `Transition` [T, B] chunk
-for the queue), writes them, and reports env steps and episodes to the counter. Params
-arrive in the background (`ParamsClient`), so stepping never waits on the learner
-after the first pull. Every `log.every_seconds` it writes a metrics row to
-`logs/actor_<i>.csv` (env steps, episodes, env steps/s, parameter version and
-lag, time blocked on Reverb, the writer's reconnects after replay outages). A
-resumed run starts its env-step count (and with it the exploration schedule)
-from its share of the checkpointed total.
+the latest params it has, turns the chunk into items for its pipeline
+(`distrl.pipelines`: n-step `QTransition`s [k, B] of k time steps for replay, the
+whole `Transition` [T, B] chunk for the queue), writes them, and reports env steps
+and episodes to the counter. Params arrive in the background (`ParamsClient`), so
+stepping never waits on the learner after the first pull. Every `log.every_seconds`
+it writes a metrics row to `logs/actor_<i>.csv` (env steps, episodes, env
+steps/s, parameter version and lag, time blocked on Reverb, the writer's reconnects
+after replay outages). A resumed run starts its env-step count (and with it the
+exploration schedule) from its share of the checkpointed total.
 """
 
 import time
@@ -17,9 +17,8 @@ import time
 import jax
 from absl import logging
 
-from distrl import agents, metrics, packing, replay, rollout
+from distrl import agents, metrics, packing, pipelines, replay, rollout
 from distrl import config as config_lib
-from distrl.agents import episodes, nstep
 from distrl.nodes.variables import ParamsClient
 from distrl.program import lifecycle
 
@@ -31,39 +30,6 @@ def actor_epsilon(base_epsilon: float, actor_id: int, num_actors: int, spread: f
     if spread <= 0 or num_actors == 1:
         return base_epsilon
     return float(base_epsilon ** (1.0 + spread * actor_id / (num_actors - 1)))
-
-
-def make_item_fn(agent_config, episode_window: int = 2, item_steps: int = 1):
-    """Jitted `(tail, chunk) -> (items, tail)`: what one rollout chunk writes.
-
-    REPLAY: n-step transitions grouped into items of k = `item_steps` consecutive
-    time steps, [rows / k, k, B] ([rows, B] at k = 1), each step emitted exactly
-    once across chunks and no step left on the host (`replay_rows`). CHUNKS: the
-    chunk itself, written as one item. EPISODES (REINFORCE, GRPO): the window of
-    the last `episode_window` chunks with the steps it trains marked
-    (`distrl.agents.episodes`), the previous chunks carried over.
-    """
-    pipeline = agent_config.pipeline
-    if pipeline is agents.Pipeline.EPISODES:
-
-        @jax.jit
-        def window(tail, chunk):
-            previous = episodes.pad(chunk, episode_window - 1) if tail is None else tail
-            return episodes.window(previous, chunk)
-
-        return window
-    if pipeline is agents.Pipeline.CHUNKS:
-        return lambda tail, chunk: (chunk, None)
-    n, gamma, k = agent_config.n_step, agent_config.discount, item_steps
-
-    @jax.jit
-    def items(tail, chunk):
-        rows, tail = replay_rows(tail, chunk, n, gamma, k)
-        if k > 1:
-            rows = jax.tree.map(lambda x: x.reshape((-1, k) + x.shape[1:]), rows)
-        return rows, tail
-
-    return items
 
 
 def make_act(unroll, to_items) -> packing.PackedFn:
@@ -80,29 +46,6 @@ def make_act(unroll, to_items) -> packing.PackedFn:
         return (carry, tail), (items, stats)
 
     return packing.PackedFn(act)
-
-
-def replay_rows(tail, chunk, n: int, gamma: float, k: int):
-    """(QTransition [R, B], tail): a chunk's n-step rows, R a multiple of k.
-
-    A chunk of T steps (T a multiple of k) has T windows once the previous chunk's
-    last steps are prepended, but the first chunk (`tail` None) only T - n + 1.
-    With r = (T - n + 1) mod k, the first chunk emits its first T - n + 1 - r
-    windows and keeps its last n - 1 + r steps as the tail; every later chunk
-    computes the T + r windows of tail + chunk, emits the first T and keeps the
-    last n - 1 + r steps again. So each (env, time) step starts exactly one
-    emitted window, every shape is fixed (two compilations: the first chunk and
-    the rest), and r = 0 (e.g. n = 1) is the plain carry of n - 1 steps.
-    """
-    t = chunk.reward.shape[0]
-    r = (t - n + 1) % k
-    if tail is None:
-        full, emit = chunk, t - n + 1 - r
-    else:
-        full, emit = nstep.concat_tail(tail, chunk), t
-    rows = nstep.n_step_transitions(full, n, gamma)
-    new_tail = jax.tree.map(lambda x: x[x.shape[0] - (n - 1 + r) :], full)
-    return jax.tree.map(lambda x: x[:emit], rows), new_tail
 
 
 class Actor:
@@ -219,7 +162,7 @@ class Actor:
         output, version = a.pending
         a.pending = None
         items, stats = a.act.unpack(output)
-        a.writer.write(a.pipeline, items, version)
+        a.pipeline.write(a.writer, items, version)
         written = a.writer.pop_written()
         a.tally.add(
             items_written=written,
@@ -246,10 +189,10 @@ class _Acting:
     def __init__(self, actor: Actor, env, agent, params, writer, log):
         c = actor._config
         self.agent, self.params, self.writer, self.log = agent, params, writer, log
-        self.pipeline = agent.config.pipeline
+        self.pipeline = pipelines.of(agent.config)
         self.act = make_act(
             rollout.make_rollout(env, agent.policy, c.actor.unroll_length),
-            make_item_fn(agent.config, config_lib.episode_window(c), config_lib.item_steps(c)),
+            self.pipeline.item_fn(agent.config, c, env),
         )
         # One dispatch per rollout instead of the schedule's eager jnp ops.
         self.epsilon = jax.jit(agent.epsilon)
@@ -259,9 +202,9 @@ class _Acting:
         self.key, carry_key = jax.random.split(key)
         self.carry = rollout.init_carry(env, carry_key, c.actor.num_envs)
         self.tally, self.tail, self.env_steps = _Tally(), None, actor._start_steps
-        prioritized = self.pipeline is agents.Pipeline.REPLAY and c.replay.sampler == "prioritized"
+        prioritized = self.pipeline.prioritized(c)
         self.max_priority = _MaxPriority(actor._learner) if prioritized else None
-        self.gate = VersionGate(params, c)
+        self.gate = VersionGate(params, c, self.pipeline.items_per_batch(c))
         self.pending = None  # the previous chunk's (packed output, version), not yet written
 
 
@@ -280,11 +223,13 @@ class VersionGate:
     0 turns the gate off (fully asynchronous acting).
     """
 
-    def __init__(self, params, config, wait_s: float = 0.5, patience_s: float = 30.0):
+    def __init__(
+        self, params, config, items_per_batch: int, wait_s: float = 0.5, patience_s: float = 30.0
+    ):
         self._params = params
-        self._limit = int(config.actor.get("chunks_per_version", 0))
+        self._limit = config.actor.chunks_per_version
         per_round = config.num_actors * self._limit
-        self._step = max(1, per_round // config_lib.items_per_batch(config))
+        self._step = max(1, per_round // items_per_batch)
         self._wait_s, self._patience_s = wait_s, patience_s
         self.enabled = self._limit > 0
         self._version, self._chunks = None, 0

@@ -37,7 +37,7 @@ def target_for(config, best) -> float:
     best: `exact.Optimum` for the agent's discount (None: target_success alone).
     """
     e = config.evaluator
-    fraction = e.get("target_of_optimal", 0.0)
+    fraction = e.target_of_optimal
     if fraction and best is not None:
         return float(fraction * best.success[config_lib.make_env(config).start_cell])
     return float(e.target_success)
@@ -52,7 +52,7 @@ def stop_reason(config, report, counts, elapsed: float, target=None):
     """
     budget = config.budget
     target = config.evaluator.target_success if target is None else target
-    confirm_envs = config.evaluator.get("confirm_envs", 10_000)
+    confirm_envs = config.evaluator.confirm_envs
     if target and evaluation.confirmed(report, target, confirm_envs):
         return "target_reached"
     if budget.env_steps and counts.get("env_steps", 0) >= budget.env_steps:
@@ -133,9 +133,7 @@ class Evaluator:
         agent = agents.make_agent(config_lib.make_agent_config(c), env)
         greedy = not c.evaluator.sampled
         evaluate = evaluation.make_evaluator(env, agent, c.evaluator.num_envs, greedy)
-        confirm = evaluation.make_evaluator(
-            env, agent, c.evaluator.get("confirm_envs", 10_000), greedy
-        )
+        confirm = evaluation.make_evaluator(env, agent, c.evaluator.confirm_envs, greedy)
         best = exact.optimum(env, agent.config.discount)
         judge = lambda params: evaluation.exact_answer(  # noqa: E731
             env, agent, params, agent.config.discount, best
@@ -168,7 +166,7 @@ class Evaluator:
         """
         c = self._config
         evaluate, confirm, judge = evaluators
-        confirm_envs = c.evaluator.get("confirm_envs", 10_000)
+        confirm_envs = c.evaluator.confirm_envs
         key = jax.random.PRNGKey(c.seed + 7)
         rates = metrics.RateWindow()
         counts = first_counts(self._counter, lifecycle.should_stop, self._initial_counts)
@@ -195,7 +193,7 @@ class Evaluator:
                     report = jax.device_get(confirm(source.params, confirm_key))
                 self._last_params = source.params
                 final = (report, source.params, source.version)
-                if reason.endswith("budget") and c.evaluator.get("keep_best", True):
+                if reason.endswith("budget") and c.evaluator.keep_best:
                     final = better_report(best, final, confirm_envs)
                 return reason, final[0], counts, final[1:]
             self._last_params = source.params
@@ -210,7 +208,7 @@ class Evaluator:
         steps is spent, so a stalled pipeline still ends on time.
         """
         c = self._config
-        every = c.evaluator.get("every_env_steps", 0)
+        every = c.evaluator.every_env_steps
         if not every:
             return lifecycle.should_stop(c.evaluator.every_seconds)
         mark = next_mark(counts.get("env_steps", 0), every)

@@ -1,7 +1,7 @@
 """Stage 6 of the data flow: the learner node, from Reverb batches to new params.
 
 Pulls batches through Reverb's prefetching dataset, reshapes them into the agent's
-batch (`replay.to_learner_batch`), moves them to the accelerator, applies the
+batch (its pipeline's `learner_batch`), moves them to the accelerator, applies the
 jitted update, and serves `(version, params)` to actors and the evaluator. The
 version is the number of updates applied. Params are copied to the host only when
 someone asks for them, so serving costs the update loop nothing.
@@ -25,7 +25,7 @@ import jax
 import numpy as np
 from absl import logging
 
-from distrl import agents, checkpoint, metrics, replay
+from distrl import agents, checkpoint, metrics, pipelines, replay
 from distrl import config as config_lib
 from distrl.program import lifecycle
 
@@ -135,6 +135,7 @@ class Learner:
         c = self._config
         env = config_lib.make_env(c)
         agent = agents.make_agent(config_lib.make_agent_config(c), env)
+        pipeline = pipelines.of(agent.config)
         state, version, counts = self.initial_state(agent)
         with self._lock:  # published only now: a resumed run never serves fresh params
             self._state, self._version = state, version
@@ -151,11 +152,13 @@ class Learner:
         report = _Report(
             metrics.MetricsLogger(self._run_dir, "learner", c.log.every_seconds), counts
         )
-        if agent.config.pipeline is agents.Pipeline.REPLAY and c.replay.sampler == "prioritized":
+        if pipeline.prioritized(c):
             self._priorities = replay.PriorityUpdater(self._replay)
         server = self._replay.server_address
-        batches = replay.iterate_batches(server, c, env.obs_size, self._should_stop)
-        return _Training(agent, batches, report, saver)
+        batches = replay.iterate_batches(
+            server, pipeline.signature(c, env), pipeline.reading(c), self._should_stop
+        )
+        return _Training(agent, pipeline, batches, report, saver)
 
     def _published(self):
         with self._lock:
@@ -187,7 +190,7 @@ class Learner:
         updates dispatched before the oldest is waited for, so the host's dispatch
         overlaps the device's compute (waiting for each update ran the update 1.44x
         slower in one process, benchmarks/README.md, session 10); 0 waits for each."""
-        in_flight = self._config.learner.get("updates_in_flight", 0)
+        in_flight = self._config.learner.updates_in_flight
         overlapped(
             training.batches,
             lambda batch: self._dispatch(training, *batch),
@@ -206,16 +209,17 @@ class Learner:
         dispatched = self._version + len(self._pending)  # updates before this one
         ages = dispatched - np.asarray(sample.data.version)  # data age, per item [K]
         latest = self._pending[-1].state if self._pending else self._state
-        agent = training.agent
+        agent, pipeline = training.agent, training.pipeline
         # The jitted update moves the numpy batch itself: an explicit device_put
         # of the 5-leaf batch cost 390 us per update here (benchmarks/README.md, what-ifs).
-        batch = replay.to_learner_batch(sample.data.data, agent.config.pipeline)
+        batch = pipeline.learner_batch(sample.data.data)
         if self._priorities is None:
             state, metrics_ = agent.update(latest, batch)
         else:
             beta = replay.importance_exponent(self._config, dispatched)
             # [K * k * B]: each item's weight for each of its k x B transitions
-            per_transition = replay.transition_weights(self._config, sample.info, beta)
+            per_item = pipeline.transitions_per_item(self._config)
+            per_transition = replay.transition_weights(sample.info, beta, per_item)
             state, metrics_ = agent.update(latest, batch, per_transition)
         self._pending.append(
             _Dispatched(
@@ -283,9 +287,11 @@ class _Dispatched(NamedTuple):
 
 
 class _Training(NamedTuple):
-    """The update loop's parts: the agent, the batch iterator, reporting, checkpoints."""
+    """The update loop's parts: the agent, its pipeline, the batch iterator, reporting,
+    checkpoints."""
 
     agent: agents.Agent
+    pipeline: pipelines.Pipeline
     batches: Iterator
     report: "_Report"
     saver: checkpoint.Saver

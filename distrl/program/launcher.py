@@ -77,7 +77,7 @@ def _checkpoints_to_resume(run_dir: str, config) -> dict:
     checkpoint to load (None: an empty table). The learner's is the newest usable;
     the replay's the newest usable not newer than it (`replay_checkpoint.select`);
     each one skipped, and the pair chosen, are said on stderr."""
-    restored = checkpoint.verify(run_dir, config)
+    restored = checkpoint.verify(run_dir, config.algorithm, config_lib.make_agent(config))
     for why in restored.get("skipped", []):
         _say(f"learner checkpoint skipped: {why}")
     restored["replay_checkpoint"] = None

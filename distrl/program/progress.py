@@ -37,7 +37,7 @@ def budget_left(config, row) -> str:
         parts.append(f"{human(max(b.learner_steps - row['learner_steps'], 0))} updates")
     if b.seconds:
         parts.append(f"{max(b.seconds - row['elapsed'], 0):.0f} s")
-    if config.evaluator.get("target_of_optimal"):
+    if config.evaluator.target_of_optimal:
         parts.append(f"or {100 * config.evaluator.target_of_optimal:.0f}% of optimal success")
     elif config.evaluator.target_success:
         parts.append(f"or success {config.evaluator.target_success:.2f}")

@@ -22,6 +22,11 @@ from distrl.program import lifecycle
 _RPC_TIMEOUT = datetime.timedelta(seconds=3)
 
 
+def make_tables(config) -> list:
+    """The replay node's Reverb tables: its pipeline's (built in the node)."""
+    return config_lib.pipeline(config).make_tables(config, config_lib.make_env(config))
+
+
 def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.Program:
     """The distributed experiment of `config` as one `lp.Program`.
 
@@ -30,13 +35,12 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
     and each actor from its share of its env steps; the replay from the checkpoint
     at its "replay_checkpoint" path, when the launcher chose one.
     """
-    obs_size = config_lib.make_env(config).obs_size
     counts = dict(restored["counts"]) if restored else {}
     program = lp.Program("distrl")
     with program.group("replay"):
         replay_handle = program.add_node(
             lp.ReverbNode(
-                functools.partial(replay.make_tables, config, obs_size),
+                functools.partial(make_tables, config),
                 checkpoint_ctor=functools.partial(
                     replay_checkpointer, run_dir, (restored or {}).get("replay_checkpoint")
                 ),

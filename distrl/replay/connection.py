@@ -1,0 +1,154 @@
+"""A node's way to the replay server: the client, its reconnect after an outage, and
+the checks that tell a lost server from a busy one."""
+
+import socket
+import time
+
+import reverb
+from absl import logging
+
+from distrl.replay import TABLE
+
+# gRPC target schemes: an address that names one already has its only form.
+_SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:")
+_PROBE_TIMEOUT_S = 1  # server_info's deadline (whole seconds) when checking a connection
+
+
+def target_forms(address: str) -> tuple[str, ...]:
+    """The equivalent gRPC targets of a server address: ("host:port", "dns:host:port").
+
+    gRPC shares one connection (subchannel), and its reconnect backoff, between
+    every channel of a process with the same canonical target: after an outage a
+    new client on the old target waits for the old connection's next attempt
+    (1, 1.6, 2.6, 4.1, 6.6 s apart, measured as 7-9 s after a server was back).
+    "dns:host:port" names the same server but is another target, so a client on
+    it connects at once. A reconnect alternates between the two forms.
+    """
+    if address.startswith(_SCHEMES):
+        return (address,)
+    return (address, f"dns:{address}")
+
+
+def _sleep(seconds: float, should_stop) -> None:
+    """Sleeps up to `seconds`, in 0.1 s slices, returning early on a stop request."""
+    end = time.monotonic() + seconds
+    while not should_stop() and time.monotonic() < end:
+        time.sleep(min(0.1, max(0.0, end - time.monotonic())))
+
+
+def answers(client: reverb.Client) -> bool:
+    """Whether the server answers `client` within a second (its connection is up)."""
+    try:
+        client.server_info(timeout=_PROBE_TIMEOUT_S)
+        return True
+    except Exception:  # noqa: BLE001 - grpc surfaces several error types
+        return False
+
+
+class Connection:
+    """A node's way to the replay server: its client, replaced after an outage.
+
+    `reconnect()` drops the client (its connection is the stale one), switches to
+    the address's other target form (`target_forms`) and returns once a new
+    client there answers, or None when a stop came first. Each try first checks
+    that the server's port accepts a TCP connection (refused at once while the
+    server is down), then asks a brand-new client (a failed client's connection
+    would back off); tries are 0.05 s apart, doubling to 0.5 s. `reconnects`
+    counts them; each is one log line.
+    """
+
+    def __init__(self, client: reverb.Client, should_stop, name: str):
+        self.client = client
+        self._forms = target_forms(client.server_address)
+        self._form = 0
+        self._should_stop = should_stop
+        self._name = name
+        self.reconnects = 0
+
+    @property
+    def address(self) -> str:
+        """The target in use (the original address or its other form)."""
+        return self._forms[self._form]
+
+    def reconnect(self, why: str) -> reverb.Client | None:
+        start = time.monotonic()
+        self.client = None
+        self._form = (self._form + 1) % len(self._forms)
+        backoff, tries = 0.05, 0
+        while not self._should_stop():
+            tries += 1
+            client = _listening(self._forms[0]) and reverb.Client(self.address)
+            if client and answers(client):
+                self.client = client
+                self.reconnects += 1
+                logging.warning(
+                    "replay: %s reconnected to %s in %.1f s (%d tries) after %s; reconnect %d",
+                    self._name,
+                    self.address,
+                    time.monotonic() - start,
+                    tries,
+                    why,
+                    self.reconnects,
+                )
+                return client
+            del client  # before the next try: its connection is backing off
+            _sleep(backoff, self._should_stop)
+            backoff = min(2 * backoff, 0.5)
+        return None
+
+
+def _listening(address: str, timeout_s: float = 0.5) -> bool:
+    """Whether something accepts TCP connections at "host:port" (True when the address
+    is not one: then the client's answer decides)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return True
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        return True
+    except OSError:
+        return False
+
+
+def wait_for_server(client: reverb.Client, should_stop, max_backoff_s: float = 8.0) -> bool:
+    """Blocks until the Reverb server answers (True) or a stop is requested (False).
+
+    Retries with exponential backoff and logs why, so an unreachable server shows up
+    in the node's log instead of as a silent hang or crash.
+    """
+    backoff = 0.25
+    while not should_stop():
+        try:
+            client.server_info(timeout=2)
+            return True
+        except Exception as err:  # noqa: BLE001 - grpc surfaces several error types
+            logging.warning(
+                "replay: server %s unreachable (%s); retrying in %.1f s",
+                client.server_address,
+                type(err).__name__,
+                backoff,
+            )
+            time.sleep(backoff)
+            backoff = min(2 * backoff, max_backoff_s)
+    return False
+
+
+def table_stats(client: reverb.Client, timeout_s: int = 2) -> dict[str, float]:
+    """Cumulative numbers of the experience table, from `server_info`.
+
+    size / max_size (items), inserts and samples completed (items, since the
+    table's creation, including a restored checkpoint's), and the table worker's
+    milliseconds spent with inserts held back until samples catch up
+    (`waiting_for_sampling_ms`: the rate limiter or a full queue blocking actors)
+    and with samples held back until inserts arrive (`waiting_for_inserts_ms`).
+    """
+    info = client.server_info(timeout=timeout_s)[TABLE]
+    limiter, worker = info.rate_limiter_info, info.table_worker_time
+    return dict(
+        size=float(info.current_size),
+        max_size=float(info.max_size),
+        inserts=float(limiter.insert_stats.completed),
+        samples=float(limiter.sample_stats.completed),
+        waiting_for_sampling_ms=float(worker.waiting_for_sampling_ms),
+        waiting_for_inserts_ms=float(worker.waiting_for_inserts_ms),
+    )
