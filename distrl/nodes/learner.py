@@ -324,7 +324,7 @@ class _FinalCheckpoint:
         self._save = save
         self._lock = threading.Lock()
         self._done = False
-        # Both read Launchpad's context under Launchpad, which only the node's own thread has.
+        # Asked here, in the node's own thread: under Launchpad both are that thread's.
         stop_event, own_process = lifecycle.stop_event(), lifecycle.in_own_process()
         threading.Thread(
             target=self._watch, args=(stop_event, own_process), name="final-checkpoint", daemon=True
