@@ -76,7 +76,7 @@ class _Gate:
         while not os.path.exists(self.go):
             if lp.wait_for_stop(_POLL_S):
                 return
-        # The nodes keep the stop flag they built (`lifecycle.stop_flag`) and hand it to
+        # The nodes keep the stop flag they built (their lifecycle's `stop_flag`) and hand it to
         # their writer, dataset and params client when the body starts: the gate's stop
         # file joins that flag, before the body runs.
         program_stop = node._should_stop

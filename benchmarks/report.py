@@ -6,7 +6,7 @@ results; this module formats them (`fmt`, `to_markdown`).
 
 import dataclasses
 
-from distrl.program import progress
+from distrl.metrics import human
 
 
 @dataclasses.dataclass
@@ -57,7 +57,7 @@ def fmt(value, unit: str = "") -> str:
         return f"{value:.1f} s"
     if unit == "share":
         return f"{100 * value:.0f}%"
-    return progress.human(value) if abs(value) >= 1e3 else f"{value:.3g}"
+    return human(value) if abs(value) >= 1e3 else f"{value:.3g}"
 
 
 def to_markdown(rows) -> str:

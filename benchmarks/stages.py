@@ -43,6 +43,7 @@ from distrl.nodes.actor import Actor
 from distrl.nodes.counter import Counter
 from distrl.nodes.learner import Learner
 from distrl.program import launcher, topology
+from distrl.program.lifecycle import LAUNCHPAD
 
 
 def stage_program(configs, run_dir: str, warmup: float, window: float):
@@ -74,6 +75,7 @@ def stage_program(configs, run_dir: str, warmup: float, window: float):
             "counter": counter,
             "run_dir": node_dir,
             "start_time": time.time(),
+            "lifecycle": LAUNCHPAD,  # Launchpad's stop; each body ends its process
         }
         # Each stage node: the real node class behind a gate, and the plan entry that
         # opens the gate, times the counter it drives, and closes it again.
@@ -148,7 +150,7 @@ def launch_and_measure(
     try:
         manager.stop_and_wait()
     except psutil.NoSuchProcess:
-        # A gated stage node exits once its body is done (lifecycle.guard), which
+        # A gated stage node exits once its body is done (LAUNCHPAD.guard), which
         # Launchpad's stop does not expect; the caller kills this whole session.
         pass
     return measured

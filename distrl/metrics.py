@@ -30,6 +30,14 @@ def csv_path(run_dir: str, node: str) -> str:
     return os.path.join(run_dir, LOGS_DIR, f"{node}.csv")
 
 
+def human(x: float) -> str:
+    """A count in a few characters: 950, 12.3k, 4.56M."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return f"{x:.0f}"
+
+
 class MetricsLogger:
     """Appends one node's rows to its CSV and its TensorBoard directory.
 

@@ -19,7 +19,10 @@ import launchpad as lp
 import ml_collections
 from absl import app
 
-from distrl.program import lifecycle, supervisor
+from distrl import failures
+from distrl.nodes import lifecycle
+from distrl.program import supervisor
+from distrl.program.lifecycle import LAUNCHPAD
 
 
 def sleeper():
@@ -27,7 +30,7 @@ def sleeper():
 
 
 def victim(run_dir: str, mode: str):
-    with lifecycle.guard("victim", run_dir):
+    with LAUNCHPAD.guard("victim", run_dir):
         time.sleep(1.0)
         attempt = lifecycle.attempt()
         if mode == "hang":
@@ -61,8 +64,8 @@ def main(argv):
         "output_to_files",
         show_progress=False,
     )
-    failures = {n: lifecycle.summary(t) for n, t in lifecycle.read_failures(run_dir).items()}
-    print(json.dumps({"restarts": restarts, "failures": failures}), flush=True)
+    reports = {n: failures.summary(t) for n, t in failures.read_failures(run_dir).items()}
+    print(json.dumps({"restarts": restarts, "failures": reports}), flush=True)
 
 
 if __name__ == "__main__":

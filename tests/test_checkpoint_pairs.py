@@ -23,9 +23,10 @@ from conftest import load_config
 
 from distrl import agents, checkpoint, replay, replay_checkpoint, rundir
 from distrl import config as config_lib
+from distrl.nodes import lifecycle
 from distrl.pipelines import transitions
 from distrl.program import launcher as program
-from distrl.program import nodeproc, topology
+from distrl.program import topology
 
 _ROUNDS = 3
 
@@ -322,7 +323,7 @@ def _replay_start(run_dir, attempt: int, restored=None, monkeypatch=None) -> flo
     """Items in the table of the program's own replay node (its tables and checkpointer,
     as `make_program` builds them) when its process starts as attempt `attempt` (0:
     the launch, n: the n-th restart), served by a real Reverb server."""
-    monkeypatch.setenv(nodeproc.ATTEMPT_ENV, str(attempt))
+    monkeypatch.setenv(lifecycle.ATTEMPT_ENV, str(attempt))
     config = _config(run_dir)
     program_ = topology.make_program(config, str(run_dir), time.time(), restored)
     (node,) = program_.groups["replay"]

@@ -262,19 +262,19 @@ def test_a_killed_node_of_a_real_run_is_named_in_one_line_and_the_learner_checkp
 
 
 def test_a_restarted_counter_continues_from_its_totals(tmp_path, monkeypatch):
+    from distrl.nodes import lifecycle
     from distrl.nodes.counter import Counter
-    from distrl.program import nodeproc
 
     path = str(tmp_path / "checkpoints" / "counter.json")
     first = Counter({"env_steps": 100.0}, path)  # a resumed run's counter
     first.increment(env_steps=24, episodes=2)
     first.set(param_version=7)
     seen = first.get_counts()
-    monkeypatch.setenv(nodeproc.ATTEMPT_ENV, "1")  # its process died; this is the restart
+    monkeypatch.setenv(lifecycle.ATTEMPT_ENV, "1")  # its process died; this is the restart
     restarted = Counter({"env_steps": 100.0}, path).get_counts()
     for name in ("env_steps", "episodes", "param_version"):
         assert restarted[name] == seen[name], name
-    monkeypatch.setenv(nodeproc.ATTEMPT_ENV, "0")  # a new launch starts from its initial counts
+    monkeypatch.setenv(lifecycle.ATTEMPT_ENV, "0")  # a new launch starts from its initial counts
     assert Counter({"env_steps": 5.0}, path).get_counts()["env_steps"] == 5.0
 
 
@@ -286,9 +286,9 @@ def test_a_restarted_learner_loads_the_newest_checkpoint_and_publishes_newer_ver
 
     from distrl import agents, checkpoint
     from distrl import config as config_lib
+    from distrl.nodes import lifecycle
     from distrl.nodes.counter import Counter
     from distrl.nodes.learner import Learner
-    from distrl.program import nodeproc
 
     config = load_config("dqn")
     agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
@@ -297,7 +297,7 @@ def test_a_restarted_learner_loads_the_newest_checkpoint_and_publishes_newer_ver
     checkpoint.save(checkpoint.directory(run_dir), saved, 40, {"algorithm": "dqn"})
     counter = Counter()
     counter.set(param_version=95)  # what it served before it died
-    monkeypatch.setenv(nodeproc.ATTEMPT_ENV, "1")
+    monkeypatch.setenv(lifecycle.ATTEMPT_ENV, "1")
     learner = Learner(config, None, counter, run_dir, time.time())
     state, version, _ = learner.initial_state(agent)
     assert version == 96

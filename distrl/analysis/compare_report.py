@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from distrl.program import progress
+from distrl import metrics
 
 SUMMARY_COLUMNS = (
     ("exact_success", "final exact success", "rate3"),
@@ -77,7 +77,7 @@ def fmt(value, kind) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     if kind == "count":
-        return progress.human(value)
+        return metrics.human(value)
     if kind == "seconds":
         return f"{value:.1f}"
     if kind == "rate3":

@@ -19,8 +19,8 @@ from absl import logging
 
 from distrl import agents, metrics, packing, pipelines, replay, rollout
 from distrl import config as config_lib
+from distrl.nodes.lifecycle import InProcess
 from distrl.nodes.variables import ParamsClient
-from distrl.program import lifecycle
 
 _REPORT_SECONDS = 0.1  # counts reach the counter (and result.json) at most this late
 
@@ -65,19 +65,21 @@ class Actor:
         counter,
         run_dir: str,
         start_env_steps: int = 0,
+        lifecycle=None,
     ):
         self._config = config
+        self._lifecycle = lifecycle or InProcess()  # `distrl.nodes.lifecycle`
         self._run_dir = run_dir
         self._id = actor_id
         self._replay = replay_client
         self._learner = learner
         self._counter = counter
         self._start_steps = start_env_steps  # this actor's share of a resumed run's steps
-        self._should_stop = lifecycle.stop_flag()  # built in the node's thread; any thread's
+        self._should_stop = self._lifecycle.stop_flag()  # built in the node's thread; any thread's
         self._acting = None  # _Acting, once started
 
     def run(self) -> None:
-        with lifecycle.guard(f"actor/{self._id}", self._run_dir):
+        with self._lifecycle.guard(f"actor/{self._id}", self._run_dir):
             acting = self._start()
             if acting is None:
                 return

@@ -18,7 +18,7 @@ import threading
 import time
 
 from distrl import files
-from distrl.program import lifecycle
+from distrl.nodes import lifecycle
 
 
 class Counter:

@@ -26,9 +26,9 @@ from distrl import agents, evaluation, metrics, results
 from distrl import config as config_lib
 from distrl.envs import exact
 from distrl.nodes.counter import data_summary
+from distrl.nodes.lifecycle import InProcess
 from distrl.nodes.replay_monitor import ReplayMonitor
 from distrl.nodes.variables import ParamsClient
-from distrl.program import lifecycle
 
 
 def target_for(config, best) -> float:
@@ -113,8 +113,10 @@ class Evaluator:
         run_dir: str,
         start_time: float,
         initial_counts=None,
+        lifecycle=None,
     ):
         self._config = config
+        self._lifecycle = lifecycle or InProcess()  # `distrl.nodes.lifecycle`
         self._initial_counts = dict(initial_counts or {})  # a resumed run's totals
         self._learner = learner
         self._counter = counter
@@ -124,7 +126,7 @@ class Evaluator:
         self._last_params = None
 
     def run(self) -> None:
-        with lifecycle.guard("evaluator", self._run_dir):
+        with self._lifecycle.guard("evaluator", self._run_dir):
             self._run()
 
     def _run(self) -> None:
@@ -142,7 +144,7 @@ class Evaluator:
         log = metrics.MetricsLogger(self._run_dir, "evaluator")
         monitor = ReplayMonitor(self._replay, self._run_dir, c.log.every_seconds)
         target = target_for(c, best)
-        if source.wait_first(lifecycle.should_stop):
+        if source.wait_first(self._lifecycle.should_stop):
             reason, report, counts, kept = self._loop(
                 (evaluate, confirm, judge), source, log, monitor, target
             )
@@ -153,7 +155,7 @@ class Evaluator:
         log.close()
         monitor.close()
         if reason != "stopped":
-            lifecycle.request_stop()
+            self._lifecycle.request_stop()
 
     def _loop(self, evaluators, source, log, monitor, target):
         """Evaluates until there is a stop reason.
@@ -169,7 +171,7 @@ class Evaluator:
         confirm_envs = c.evaluator.confirm_envs
         key = jax.random.PRNGKey(c.seed + 7)
         rates = metrics.RateWindow()
-        counts = first_counts(self._counter, lifecycle.should_stop, self._initial_counts)
+        counts = first_counts(self._counter, self._lifecycle.should_stop, self._initial_counts)
         best = None  # (report, params, version) of the best confirm_envs-episode evaluation
         while True:
             key, eval_key, confirm_key = jax.random.split(key, 3)
@@ -210,9 +212,9 @@ class Evaluator:
         c = self._config
         every = c.evaluator.every_env_steps
         if not every:
-            return lifecycle.should_stop(c.evaluator.every_seconds)
+            return self._lifecycle.should_stop(c.evaluator.every_seconds)
         mark = next_mark(counts.get("env_steps", 0), every)
-        while not lifecycle.should_stop(_POLL_SECONDS):
+        while not self._lifecycle.should_stop(_POLL_SECONDS):
             counts = self._read_counts(counts)
             if counts.get("env_steps", 0) >= mark:
                 return False

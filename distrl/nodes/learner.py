@@ -27,7 +27,7 @@ from absl import logging
 
 from distrl import agents, checkpoint, metrics, pipelines, replay
 from distrl import config as config_lib
-from distrl.program import lifecycle
+from distrl.nodes import lifecycle as lifecycle_lib
 
 _REPORT_SECONDS = 0.1  # counts reach the counter (and result.json) at most this late
 
@@ -49,9 +49,17 @@ class Learner:
     """
 
     def __init__(
-        self, config, replay_client, counter, run_dir: str, start_time: float, restore: bool = False
+        self,
+        config,
+        replay_client,
+        counter,
+        run_dir: str,
+        start_time: float,
+        restore: bool = False,
+        lifecycle=None,
     ):
         self._config = config
+        self._lifecycle = lifecycle or lifecycle_lib.InProcess()  # `distrl.nodes.lifecycle`
         self._run_dir = run_dir
         self._replay = replay_client
         self._counter = counter
@@ -61,7 +69,7 @@ class Learner:
         self._state = None
         self._version = 0
         self._priorities = None  # replay.PriorityUpdater under prioritized replay
-        self._should_stop = lifecycle.stop_flag()  # built in the node's thread; any thread's
+        self._should_stop = self._lifecycle.stop_flag()  # built in the node's thread; any thread's
         self._training = None  # _Training, once started
         self._pending = collections.deque()  # _Dispatched updates, oldest first
 
@@ -85,7 +93,7 @@ class Learner:
         return version, jax.device_get(state.params)
 
     def run(self) -> None:
-        with lifecycle.guard("learner", self._run_dir):
+        with self._lifecycle.guard("learner", self._run_dir):
             self._run()
 
     def step(self):
@@ -116,7 +124,8 @@ class Learner:
                 training.report.counts(self._version),
                 self._elapsed(),
                 replay_timeout_s=replay_timeout_s,
-            )
+            ),
+            self._lifecycle,
         )
         try:
             if replay.wait_for_server(self._replay, self._should_stop):
@@ -167,12 +176,13 @@ class Learner:
     def initial_state(self, agent):
         """(TrainingState, version, counts): agent.init, or the run's checkpoint.
 
-        A learner restarted after its process died (`lifecycle.attempt() > 0`) loads
-        the run's newest checkpoint too, and publishes versions above every one it
-        served before (actors take only newer versions), from the counter's record.
+        A learner restarted after its process died (`lifecycle.attempt() > 0`, of
+        `distrl.nodes.lifecycle`) loads the run's newest checkpoint too, and publishes
+        versions above every one it served before (actors take only newer versions),
+        from the counter's record.
         """
         state = agent.init(jax.random.PRNGKey(self._config.seed))
-        restarted = lifecycle.attempt() > 0
+        restarted = lifecycle_lib.attempt() > 0
         ckpt_dir = checkpoint.directory(self._run_dir)
         version, counts = 0, {}
         if self._restore or (restarted and os.path.isdir(ckpt_dir) and os.listdir(ckpt_dir)):
@@ -316,11 +326,11 @@ class _FinalCheckpoint:
     """The learner's final checkpoint, written once: by the loop when it ends, or by a
     watchdog thread when the loop is still stuck `_FINAL_SAVE_AFTER_S` after the stop."""
 
-    def __init__(self, save):
+    def __init__(self, save, lifecycle):
         self._save = save
         self._lock = threading.Lock()
         self._done = False
-        # Both read Launchpad's context, which only the node's own thread has.
+        # Asked here, in the node's own thread: under Launchpad both are that thread's.
         stop_event, own_process = lifecycle.stop_event(), lifecycle.in_own_process()
         threading.Thread(
             target=self._watch, args=(stop_event, own_process), name="final-checkpoint", daemon=True

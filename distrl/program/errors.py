@@ -3,7 +3,7 @@ launch/train.py."""
 
 import os
 
-from distrl.program import lifecycle
+from distrl.failures import FAILURES_DIR, summary
 
 
 class LaunchError(RuntimeError):
@@ -19,6 +19,6 @@ class NodeFailure(RuntimeError):
 
     def __init__(self, failures, run_dir: str):
         self.failures = failures
-        causes = "; ".join(f"{name} {lifecycle.summary(text)}" for name, text in failures.items())
-        where = os.path.join(run_dir, lifecycle.FAILURES_DIR)
+        causes = "; ".join(f"{name} {summary(text)}" for name, text in failures.items())
+        where = os.path.join(run_dir, FAILURES_DIR)
         super().__init__(f"node failure, the program was stopped: {causes} (reports: {where})")

@@ -20,10 +20,10 @@ import launchpad as lp
 from absl import logging
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 
-from distrl import checkpoint, replay_checkpoint, resources, results, rundir
+from distrl import checkpoint, failures, replay_checkpoint, resources, results, rundir
 from distrl import config as config_lib
 from distrl.analysis import plots
-from distrl.program import bindhost, lifecycle, nodeenv, supervisor
+from distrl.program import bindhost, nodeenv, supervisor
 from distrl.program.errors import NodeFailure
 from distrl.program.topology import make_program
 
@@ -67,7 +67,7 @@ def prepare(config, resume: bool, stack: contextlib.ExitStack, launch_type: str 
         print(f"distrl: {warning}", file=sys.stderr)
     rundir.write_config(config, run_dir)
     # A resumed run must not report an earlier launch's outcome or failures.
-    shutil.rmtree(os.path.join(run_dir, lifecycle.FAILURES_DIR), ignore_errors=True)
+    shutil.rmtree(os.path.join(run_dir, failures.FAILURES_DIR), ignore_errors=True)
     results.remove(run_dir)
     return run_dir, restored
 
@@ -159,14 +159,14 @@ def _outcome(run_dir: str, restarts: list):
 
     The restarts made and the failures that ended the run go into result.json too.
     """
-    failures = lifecycle.read_failures(run_dir)
+    reports = failures.read_failures(run_dir)
     results.add(
         run_dir,
         restarts=restarts,
-        failures={name: lifecycle.summary(t) for name, t in failures.items()},
+        failures={name: failures.summary(t) for name, t in reports.items()},
     )
-    if failures:
-        raise NodeFailure(failures, run_dir)
+    if reports:
+        raise NodeFailure(reports, run_dir)
     result = results.read(run_dir)
     if result is None:
         return None, run_dir

@@ -33,10 +33,11 @@ import sys
 import threading
 import time
 
+from distrl import failures
+from distrl.nodes.lifecycle import ATTEMPT_ENV
 from distrl.program import zygote as zygote_lib
 
 PARENT_PID_ENV = "DISTRL_NODE_PARENT_PID"
-ATTEMPT_ENV = "DISTRL_NODE_ATTEMPT"  # 0 for a node's first start, n for its n-th restart
 _PR_SET_PDEATHSIG = 1
 _DUMP_WAIT_S = 1.0
 
@@ -75,6 +76,21 @@ def output_tail(path: str, lines: int = 20) -> str:
             return "".join(f.readlines()[-lines:])
     except OSError:
         return ""
+
+
+def record_exit(run_dir: str, name: str, cause: str, output_path: str, tail_lines: int = 20) -> str:
+    """Names how node `name` ended (`cause`: a signal, an exit code, a lost host) in its
+    failure report: after the exception it wrote itself, or, for a node that could not
+    write one, with the last lines of its output. Returns the report's first line."""
+    own = failures.read_failure(run_dir, name)
+    if own is not None:
+        first, _, rest = own.partition("\n")
+        text = f"{first} ({cause})\n{rest}"
+    else:
+        tail = output_tail(output_path, tail_lines)
+        text = f"{cause}\n\nlast output ({output_path}):\n{tail}"
+    failures.record_failure(run_dir, name, text)
+    return failures.summary(text)
 
 
 class NodeProcess:

@@ -16,16 +16,9 @@ import threading
 import time
 
 from distrl import metrics, rundir
+from distrl.metrics import human
 
 _CLEAR_LINE = "\r\x1b[K"
-
-
-def human(x: float) -> str:
-    """A count in a few characters: 950, 12.3k, 4.56M."""
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g}{suffix}"
-    return f"{x:.0f}"
 
 
 def budget_left(config, row) -> str:

@@ -33,8 +33,8 @@ import time
 
 from absl import flags
 
-from distrl import rundir
-from distrl.program import bindhost, lifecycle, nodeproc, progress, staging, zygote
+from distrl import failures, rundir
+from distrl.program import bindhost, nodeproc, progress, staging, zygote
 from distrl.program.ray import STOP_FILE_ENV
 
 _POLL_S = 0.1
@@ -100,10 +100,10 @@ def record_restart(
     """The `restart`-th restart of node `name` (1: its first): its failure report moves to
     failures/restarted/ (it no longer ends the run); returns its entry for result.json."""
     report = os.path.join(
-        run_dir, lifecycle.FAILURES_DIR, RESTARTED_DIR, f"{name.replace('/', '_')}-{restart}.txt"
+        run_dir, failures.FAILURES_DIR, RESTARTED_DIR, f"{name.replace('/', '_')}-{restart}.txt"
     )
     os.makedirs(os.path.dirname(report), exist_ok=True)
-    os.replace(lifecycle.failure_path(run_dir, name), report)
+    os.replace(failures.failure_path(run_dir, name), report)
     return {
         "node": name,
         "cause": cause,
@@ -232,7 +232,7 @@ class _Supervisor:
                 code = p.poll()
                 if code is None or code == 0 or name in pending:
                     continue
-                cause = lifecycle.record_exit(
+                cause = nodeproc.record_exit(
                     self._run_dir, name, nodeproc.exit_cause(code), p.output_path
                 )
                 if p.attempt >= self._max_restarts:

@@ -2,7 +2,9 @@
 
 Wires the node groups (replay, counter, learner, actor x N, evaluator) with
 Launchpad's public API only; launching it is `distrl.program.launcher`'s job (on
-this machine) or `distrl.program.ray.cluster`'s (on a Ray cluster).
+this machine) or `distrl.program.ray.cluster`'s (on a Ray cluster). The actor,
+learner and evaluator get `distrl.program.lifecycle.LAUNCHPAD` as their lifecycle:
+Launchpad's stop, and their process ends with their body.
 """
 
 import datetime
@@ -13,11 +15,12 @@ import launchpad as lp
 
 from distrl import config as config_lib
 from distrl import replay, replay_checkpoint
+from distrl.nodes import lifecycle
 from distrl.nodes.actor import Actor
 from distrl.nodes.counter import Counter
 from distrl.nodes.evaluator import Evaluator
 from distrl.nodes.learner import Learner
-from distrl.program import lifecycle
+from distrl.program.lifecycle import LAUNCHPAD
 
 _RPC_TIMEOUT = datetime.timedelta(seconds=3)
 
@@ -53,7 +56,14 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
     with program.group("learner"):
         learner = program.add_node(
             lp.CourierNode(
-                Learner, config, replay_handle, counter, run_dir, start_time, restored is not None
+                Learner,
+                config,
+                replay_handle,
+                counter,
+                run_dir,
+                start_time,
+                restored is not None,
+                lifecycle=LAUNCHPAD,
             )
         )
     # Bounded RPCs: a call to a node that has already stopped fails instead of
@@ -66,13 +76,29 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
         for actor_id in range(config.num_actors):
             program.add_node(
                 lp.CourierNode(
-                    Actor, config, actor_id, replay_handle, learner, counter, run_dir, start_steps
+                    Actor,
+                    config,
+                    actor_id,
+                    replay_handle,
+                    learner,
+                    counter,
+                    run_dir,
+                    start_steps,
+                    lifecycle=LAUNCHPAD,
                 )
             )
     with program.group("evaluator"):
         program.add_node(
             lp.CourierNode(
-                Evaluator, config, learner, counter, replay_handle, run_dir, start_time, counts
+                Evaluator,
+                config,
+                learner,
+                counter,
+                replay_handle,
+                run_dir,
+                start_time,
+                counts,
+                lifecycle=LAUNCHPAD,
             )
         )
     return program

@@ -81,7 +81,7 @@ FORKABLE_ENV = frozenset(
         "CUDA_VISIBLE_DEVICES",  # read by the CUDA driver at its initialization
         "TMPDIR",  # tempfile's cached choice is cleared in the child
         "DISTRL_NODE_PARENT_PID",  # nodeproc's, read by the bootstrap / the child
-        "DISTRL_NODE_ATTEMPT",  # lifecycle.attempt(), on each call
+        "DISTRL_NODE_ATTEMPT",  # nodes.lifecycle.attempt(), on each call
         "DISTRL_STOP_FILE",  # lifecycle.stop_via_file, on each call
         "DISTRL_BIND_HOST",  # the bind shim reads it at each bind()
     }

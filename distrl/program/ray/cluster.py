@@ -51,9 +51,9 @@ import ray
 from absl import logging
 from launchpad import address as lp_address
 
-from distrl import files, rundir
+from distrl import failures, files, rundir
 from distrl.config import ConfigError
-from distrl.program import lifecycle, nodeproc, progress, staging, supervisor
+from distrl.program import nodeproc, progress, staging, supervisor
 from distrl.program.errors import LaunchError
 from distrl.program.ray import nodehost
 
@@ -428,7 +428,7 @@ class _Launch:
         """Records a node's exit or loss; True when it will be started again (after its
         backoff, `config.restart`), False when it ends the program."""
         cause = self._record(n, why)
-        lifecycle.annotate_failure(self._run_dir, n.name, n.describe())
+        failures.annotate_failure(self._run_dir, n.name, n.describe())
         if n.failures >= self._max_restarts:
             self._say(f"{n.name} {cause} on {n.machine()}; stopping the program")
             return False
@@ -526,7 +526,7 @@ class _Launch:
         refs = {}
         for h, why in causes.values():
             cause = "restarted: " + "; ".join(why)
-            lifecycle.record_failure(self._run_dir, h.name, cause)
+            failures.record_failure(self._run_dir, h.name, cause)
             self._restarted(h, cause, 0.0)
             self._pending = {r: v for r, v in self._pending.items() if v[0] is not h}
             payload = self._pickled(h)
@@ -579,9 +579,9 @@ class _Launch:
                 logging.warning("distrl: stopping %s: %s", n.name, err)
 
     def _record(self, n: _Node, why: str) -> str:
-        """The failure report of a node that exited or was lost (`lifecycle.record_exit`);
+        """The failure report of a node that exited or was lost (`nodeproc.record_exit`);
         returns its first line."""
-        return lifecycle.record_exit(self._run_dir, n.name, why, n.output)
+        return nodeproc.record_exit(self._run_dir, n.name, why, n.output)
 
     def _say(self, text: str) -> None:
         """A line in the terminal (above the progress line) and in the launcher's log."""
@@ -592,4 +592,4 @@ class _Launch:
     def _report_failures(self) -> None:
         """Adds the host each failed node ran on to its failure report."""
         for n in self._nodes:
-            lifecycle.annotate_failure(self._run_dir, n.name, n.describe())
+            failures.annotate_failure(self._run_dir, n.name, n.describe())

@@ -42,7 +42,7 @@ class NodeHost:
 
     def start(self, payload: bytes, env: dict, output_path: str, attempt: int = 0) -> int:
         """Starts the node (again, after it exited: `attempt` n for its n-th restart, which
-        the node reads from `lifecycle.attempt`); returns its PID."""
+        the node reads from `distrl.nodes.lifecycle.attempt`); returns its PID."""
         data_file = os.path.join(self._dir, "node.pkl")
         with open(data_file, "wb") as f:
             f.write(payload)
