@@ -185,19 +185,28 @@ def parse_several(flag_values, argv, configs, check=None, usage: str = "") -> Ov
         fail(f"bad flag: {_last_line(err)}")
     except config_lib.ConfigError as err:
         fail(f"bad config: {err}")
-    names = [n for n in targets if n.isidentifier() and n not in flag_values]
+    names = [n for n in targets if n.isidentifier() and n != "config" and n not in flag_values]
     if any(a.split("=")[0] in _HELP for a in argv[1:]):
         _print_help(flag_values, usage, names)
     _check_fields(argv, targets, names)
-    flag_values.unparse_flags()  # parsed again below, with the override flags defined
+    overrides = _parse_overrides(flag_values, argv, targets, names)
     try:
-        holders = {
-            name: config_flags.DEFINE_config_dict(
-                name, config, flag_values=flag_values, sys_argv=argv
-            )
-            for name, config in [("config", _union(targets.values()))]
-            + [(n, targets[n]) for n in names]
-        }
+        if check is not None:
+            check(overrides)
+    except config_lib.ConfigError as err:
+        fail(f"bad config: {err}")
+    return overrides
+
+
+def _parse_overrides(flag_values, argv, targets: dict, names) -> Overrides:
+    """Parses argv again with a config flag for `--config.` (every field of every
+    target) and one for each `--<name>.`, so ml_collections parses each value by its
+    field's type, as it does train.py's."""
+    flag_values.unparse_flags()  # the command's own flags are parsed again, with these
+    own = {name: targets[name] for name in names}
+    try:
+        for name, config in {"config": _union(targets.values()), **own}.items():
+            config_flags.DEFINE_config_dict(name, config, flag_values=flag_values, sys_argv=argv)
         rest = flag_values(argv)
     except flags.Error as err:
         fail(f"bad flag: {_last_line(err)}{_override_hint(err, names)}")
@@ -205,14 +214,8 @@ def parse_several(flag_values, argv, configs, check=None, usage: str = "") -> Ov
         fail(f"bad flag: {_last_line(err)}")
     if len(rest) > 1:
         fail(f"unexpected arguments {rest[1:]}; every setting is a --flag")
-    values = {n: config_flags.get_override_values(flag_values[n]) for n in holders}
-    overrides = Overrides(values.pop("config"), values)
-    try:
-        if check is not None:
-            check(overrides)
-    except config_lib.ConfigError as err:
-        fail(f"bad config: {err}")
-    return overrides
+    given = {name: config_flags.get_override_values(flag_values[name]) for name in own}
+    return Overrides(config_flags.get_override_values(flag_values["config"]), given)
 
 
 _HELP = ("--help", "-h", "-?", "--helpfull", "--helpshort")
