@@ -1,6 +1,7 @@
 """Env steps/s of one program under `local_mp` and on a local multi-node Ray cluster.
 
-    .venv/bin/python benchmarks/cluster.py [--config=ppo] [--actors=2,4] [--seconds=40]
+    .venv/bin/python benchmarks/cluster.py [--algo=ppo] [--actors=2,4] [--seconds=40] \
+        [--config.actor.num_envs=128]
 
 Starts the cluster the cluster tests use (a head with no CPUs holding the replay, a
 2-CPU worker holding the learner, a second 2-CPU worker, each worker its own network
@@ -15,9 +16,12 @@ env steps/s and updates/s (evaluator rows after start-up: last minus first over 
 time between them), and the ratio of Ray's steady rate to local_mp's at the same
 actor count. All processes share this machine's cores: the cluster here measures
 the launcher's overhead and the cost of network addresses, not extra hardware.
+
+`--algo=<name>` runs configs/<name>.py; `--config.<section>.<field>=<value>` overrides
+a field of it in every run (after this benchmark's own settings: actors, budget,
+run directory), checked before the cluster starts.
 """
 
-import argparse
 import csv
 import json
 import os
@@ -27,7 +31,11 @@ import time
 
 if __package__ in (None, ""):  # `python benchmarks/cluster.py`: make `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks.common import QUIET_ENV, ROOT
+from absl import flags
+
+from benchmarks.common import QUIET_ENV, ROOT, configs_of, load_config
+from distrl import cli
+from distrl import config as config_lib
 
 TRAIN = [sys.executable, str(ROOT / "launch" / "train.py")]
 PLACE = ["--config.ray.replay_resource=replay_host", "--config.ray.learner_resource=learner_host"]
@@ -69,7 +77,9 @@ def steady_rates(run_dir: str) -> dict:
     }
 
 
-def run_once(config: str, launch: str, actors: int, seconds: float, address: str, out: str):
+def run_once(
+    config: str, launch: str, actors: int, seconds: float, address: str, out: str, overrides=None
+):
     run_dir = os.path.join(out, f"{config}-{launch}-{actors}")
     args = [
         f"--config=configs/{config}.py",
@@ -79,6 +89,7 @@ def run_once(config: str, launch: str, actors: int, seconds: float, address: str
         "--config.evaluator.target_success=0",
         "--config.budget.env_steps=0",
         f"--config.budget.seconds={seconds}",
+        *cli.override_flags(overrides or {}),
     ]
     if launch == "ray":
         args += [f"--ray_address={address}", *PLACE]
@@ -109,31 +120,53 @@ def run_once(config: str, launch: str, actors: int, seconds: float, address: str
     )
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="ppo")
-    parser.add_argument("--actors", default="2,4")
-    parser.add_argument("--seconds", type=float, default=40.0)
-    parser.add_argument(
-        "--out",
-        default=str(ROOT / "runs" / f"bench-cluster-{int(time.time())}"),
-        help="where the runs' directories are kept",
+def _flags():
+    values = flags.FlagValues()
+    flags.DEFINE_string("algo", "ppo", "Config to run (configs/<algo>.py).", flag_values=values)
+    flags.DEFINE_string("actors", "2,4", "Actor counts, comma-separated.", flag_values=values)
+    flags.DEFINE_float("seconds", 40.0, "Wall-time budget per run.", flag_values=values)
+    flags.DEFINE_string(
+        "out",
+        str(ROOT / "runs" / f"bench-cluster-{int(time.time())}"),
+        "Where the runs' directories are kept.",
+        flag_values=values,
     )
-    args = parser.parse_args(argv)
+    return values
+
+
+def main(argv=None) -> None:
+    args = _flags()
+    argv = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
+
+    def validate(overrides):
+        config_lib.validate(load_config(args.algo, overrides.of(args.algo)))
+
+    given = cli.parse_several(
+        args, argv, lambda a: configs_of([a.algo]), check=validate, usage=__doc__
+    )
+    overrides = given.of(args.algo)
     cluster, kind = start_cluster()
     rows = []
     try:
         for actors in (int(a) for a in args.actors.split(",")):
             for launch in ("local_mp", "ray"):
                 rows.append(
-                    run_once(args.config, launch, actors, args.seconds, cluster.address, args.out)
+                    run_once(
+                        args.algo,
+                        launch,
+                        actors,
+                        args.seconds,
+                        cluster.address,
+                        args.out,
+                        overrides,
+                    )
                 )
                 print(json.dumps(rows[-1]), flush=True)
     finally:
         cluster.shutdown()
     local = {r["actors"]: r["env_steps_per_s"] for r in rows if r["launch"] == "local_mp"}
     print(
-        f"\n{args.config}, {args.seconds:.0f} s budget per run, one machine "
+        f"\n{args.algo}, {args.seconds:.0f} s budget per run, one machine "
         f"({os.cpu_count()} cores); Ray: 3 Ray nodes ({kind}), actors on 2"
     )
     print(

@@ -34,39 +34,9 @@ def load_config(name: str, overrides: dict[str, object] | None = None):
     return config
 
 
-def parse_sets(items: Sequence[str]) -> dict[str, dict[str, object]]:
-    """['actor.num_envs=256', 'dqn:learner.batch_size=1024'] -> {'*': {...}, 'dqn': {...}}.
-
-    Values are Python literals where they parse as one (256, 1.5, True), else strings.
-    """
-    out: dict[str, dict[str, object]] = {}
-    for item in items:
-        head, sep, _ = item.partition("=")
-        if not sep:
-            raise ValueError(f"--set {item!r}: expected [algo:]path=value")
-        target, _, _ = head.rpartition(":")
-        path, value = cli.parse_override(item[len(target) + 1 if target else 0 :])
-        out.setdefault(target or "*", {})[path] = value
-    return out
-
-
-def overrides_for(sets: dict[str, dict[str, object]], algo: str) -> dict[str, object]:
-    """The --set overrides that apply to `algo` (its own over the common ones)."""
-    return {**sets.get("*", {}), **sets.get(algo, {})}
-
-
-def set_flags(sets: dict[str, dict[str, object]]) -> list[str]:
-    """The same --set values as command-line flags for a child benchmark process."""
-    return [
-        f"--set={'' if t == '*' else t + ':'}{k}={v}"
-        for t, kv in sets.items()
-        for k, v in kv.items()
-    ]
-
-
-def override_flags(overrides: dict[str, object]) -> list[str]:
-    """The same overrides as launch/train.py flags: ['--config.a.b=v', ...]."""
-    return [f"--config.{path}={value}" for path, value in overrides.items()]
+def configs_of(names) -> dict:
+    """{name: configs/<name>.py's config}: what a benchmark's overrides apply to."""
+    return {name: load_config(name) for name in names}
 
 
 def measure_rate(

@@ -11,24 +11,38 @@ Each run is one subprocess, run one at a time, bounded by `--seconds`:
   for PPO's 2-chunk batch, B for A2C's 1-chunk batch) and the same T; its env
   steps are its updates x T x B.
 
-    .venv/bin/python benchmarks/fresh.py --algo ppo --seeds 0 1 2
+    .venv/bin/python benchmarks/fresh.py --algo=ppo --seeds=0,1,2
+    .venv/bin/python benchmarks/fresh.py --algo=dqn --config.env.map=8x8 \
+        --config.replay.sampler=prioritized
+
+`--config.<section>.<field>=<value>` overrides a field of configs/<algo>.py for the
+distributed runs (as launch/train.py takes it), checked before any run starts; the
+local runs keep their own fixed batch.
 """
 
-import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
 
+from absl import flags
+
+if __package__ in (None, ""):  # `python benchmarks/fresh.py`: make `benchmarks` importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.common import configs_of, load_config
+from distrl import cli
+from distrl import config as config_lib
+
 _DISTRIBUTED = r"""
-import json, sys
+import ast, json, sys
 sys.path.insert(0, "tests")
 from conftest import load_config
 from distrl import cli
 from distrl.program import launcher
-algo, seed, seconds, sets = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
+algo, seed, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 c = load_config(algo)
-cli.apply_overrides(c, dict(cli.parse_override(item) for item in sets))
+cli.apply_overrides(c, ast.literal_eval(sys.argv[4]))  # the overrides, as a dict's repr
 c.seed, c.run_dir = seed, sys.argv[0]
 c.evaluator.every_seconds = 0.2
 c.checkpoint.every_seconds, c.checkpoint.replay = 0.0, False
@@ -70,27 +84,39 @@ def _run(code, args, seconds):
     return json.loads(lines[-1][len("RESULT ") :])
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algo", default="ppo")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--seconds", type=float, default=120.0)
-    parser.add_argument(
-        "--set",
-        nargs="*",
-        default=[],
-        help="config overrides field=value (a Python literal, else a string)",
+def _flags():
+    values = flags.FlagValues()
+    flags.DEFINE_string("algo", "ppo", "Config to run (configs/<algo>.py).", flag_values=values)
+    flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds, comma-separated.", flag_values=values)
+    cli.require_integers("seeds", values)
+    flags.DEFINE_float("seconds", 120.0, "Wall-time cap of each run.", flag_values=values)
+    flags.DEFINE_enum(
+        "only", None, ["distributed", "local"], "Run one kind only.", flag_values=values
     )
-    parser.add_argument("--only", choices=("distributed", "local"), default=None)
-    args = parser.parse_args()
-    for seed in args.seeds:
+    return values
+
+
+def main(argv=None):
+    args = _flags()
+    argv = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
+
+    def validate(overrides):
+        config_lib.validate(load_config(args.algo, overrides.of(args.algo)))
+
+    given = cli.parse_several(
+        args, argv, lambda a: configs_of([a.algo]), check=validate, usage=__doc__
+    )
+    overrides = given.of(args.algo)
+    for seed in (int(s) for s in args.seeds):
         if args.only != "local":
             run_dir = tempfile.mkdtemp(prefix=f"fresh_{args.algo}_")
             code = _DISTRIBUTED.replace("sys.argv[0]", repr(run_dir))
-            row = _run(code, [args.algo, str(seed), str(args.seconds), *args.set], args.seconds)
+            row = _run(
+                code, [args.algo, str(seed), str(args.seconds), repr(overrides)], args.seconds
+            )
             print(
                 json.dumps(
-                    dict(kind="distributed", algo=args.algo, seed=seed, sets=args.set, **row)
+                    dict(kind="distributed", algo=args.algo, seed=seed, overrides=overrides, **row)
                 ),
                 flush=True,
             )

@@ -9,9 +9,14 @@ same functions for the learner ceilings of `make bench`.
 
     python benchmarks/learner.py                        # small CPU sweep
     python benchmarks/learner.py --dqn-batches=256,4096,65536 --ppo-chunks=2,64,1024
+    python benchmarks/learner.py --config.agent.hidden_sizes='(256, 256)' --dqn.agent.n_step=3
+
+The agents are configs/dqn.py's and configs/ppo.py's, with their agent fields
+overridden as launch/train.py takes them: `--config.agent.<field>=<value>` for both,
+`--dqn.agent.<field>=<value>` / `--ppo.agent.<field>=<value>` for one (the batch
+shapes are this benchmark's flags, so no other section applies).
 """
 
-import argparse
 import functools
 import json
 import os
@@ -21,13 +26,17 @@ import time
 
 import jax
 import numpy as np
+from absl import flags
 
-from distrl import agents, envs
+from distrl import agents, cli, envs
+from distrl import config as config_lib
 from distrl.types import QTransition, Transition
 
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks.common import measure_rate
+from benchmarks.common import configs_of, load_config, measure_rate
+
+ALGOS = ("dqn", "ppo")
 
 FORBIDDEN = ("tensorflow", "reverb", "launchpad", "courier")
 
@@ -108,8 +117,11 @@ def sweep(
     obs_size: int = 16,
     t: int = 16,
     envs_per_chunk: int = 64,
+    agent_configs=None,
 ) -> list:
-    """Rows for every device x algorithm x size (PPO: M chunks of [T, B] -> [T, M*B])."""
+    """Rows for every device x algorithm x size (PPO: M chunks of [T, B] -> [T, M*B]);
+    `agent_configs`: {'dqn' | 'ppo': agent config} (default: the presets')."""
+    agent_configs = agent_configs or {}
     sizes = [
         ("dqn", f"[{n}]", functools.partial(dqn_update_rate, obs_size, n)) for n in dqn_batches
     ]
@@ -124,7 +136,8 @@ def sweep(
     rows = []
     for device in _devices():
         for algo, batch, rate in sizes:
-            rows.append(dict(device=_name(device), algo=algo, batch=batch, **rate(device, seconds)))
+            figures = rate(device, seconds, agent_configs.get(algo))
+            rows.append(dict(device=_name(device), algo=algo, batch=batch, **figures))
     return rows
 
 
@@ -192,24 +205,50 @@ def import_check() -> dict:
     return out
 
 
-def _ints(text: str) -> list:
-    return [int(x) for x in text.split(",") if x]
+def _agent_fields_only(overrides) -> None:
+    """The update alone is timed: an override outside the agent section changes nothing."""
+    for name in ("config", *ALGOS):
+        values = overrides.common if name == "config" else overrides.own.get(name, {})
+        for path in values:
+            if not path.startswith("agent."):
+                raise config_lib.ConfigError(
+                    f"--{name}.{path}: this benchmark times the agent's update alone; "
+                    f"only --config.agent.<field> (or --dqn.agent., --ppo.agent.) applies"
+                )
+
+
+def _flags():
+    values = flags.FlagValues()
+    flags.DEFINE_list("dqn-batches", ["256", "4096"], "DQN batch sizes N.", flag_values=values)
+    flags.DEFINE_list(
+        "ppo-chunks",
+        ["2", "16"],
+        "M: PPO batch [T, M*B] of M chunks of [T=16, B=64]",
+        flag_values=values,
+    )
+    for name in ("dqn-batches", "ppo-chunks"):
+        cli.require_integers(name, values)
+    flags.DEFINE_float("seconds", 1.5, "Timing per row.", flag_values=values)
+    flags.DEFINE_string("json", "", "Also write the rows here.", flag_values=values)
+    return values
 
 
 def main(argv=None) -> list:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dqn-batches", type=_ints, default=[256, 4096])
-    parser.add_argument(
-        "--ppo-chunks",
-        type=_ints,
-        default=[2, 16],
-        help="M: PPO batch [T, M*B] of M chunks of [T=16, B=64]",
+    args = _flags()
+    argv = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
+    given = cli.parse_several(
+        args, argv, lambda _: configs_of(ALGOS), check=_agent_fields_only, usage=__doc__
     )
-    parser.add_argument("--seconds", type=float, default=1.5, help="timing per row")
-    parser.add_argument("--json", default="", help="also write the rows here")
-    args = parser.parse_args(argv)
+    agent_configs = {
+        algo: config_lib.make_agent_config(load_config(algo, given.of(algo))) for algo in ALGOS
+    }
     start = time.perf_counter()
-    rows = sweep(args.dqn_batches, args.ppo_chunks, args.seconds)
+    rows = sweep(
+        [int(n) for n in args["dqn-batches"].value],
+        [int(m) for m in args["ppo-chunks"].value],
+        args.seconds,
+        agent_configs=agent_configs,
+    )
     print(f"{'device':<10} {'algo':<5} {'batch':<14} {'updates/s':>12} {'samples/s':>14}")
     for r in rows:
         print(

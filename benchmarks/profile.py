@@ -7,10 +7,13 @@ py-spy`). Prints the functions with the largest inclusive and own share of sampl
 for each node, and the figures of the window, so every profile comes with the
 throughput it explains.
 
-    python -m benchmarks.profile --pyspy=/tmp/pyspy/bin/py-spy --algo=dqn --window=10
+    python -m benchmarks.profile --pyspy=/tmp/pyspy/bin/py-spy --algo=dqn --window=10 \
+        [--config.actor.num_envs=256] [--dqn.replay.item_steps=4]
+
+Config overrides as in `benchmarks/run.py`: `--config.<section>.<field>=<value>` for
+every algorithm profiled, `--dqn.<...>=<value>` / `--ppo.<...>=<value>` for one.
 """
 
-import argparse
 import collections
 import json
 import os
@@ -20,8 +23,12 @@ import sys
 import tempfile
 import time
 
+from absl import flags
+
 from benchmarks import common, nodes, stages
 from benchmarks.monitor import Monitor
+from distrl import cli
+from distrl import config as config_lib
 
 _LINE = re.compile(r":\d+\)")  # 'f (file.py:12)' -> 'f (file.py)'
 
@@ -81,26 +88,42 @@ def top_functions(raw_path: str, count: int = 18):
     return share(inclusive), share(own)
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pyspy", required=True, help="path of the py-spy executable")
-    parser.add_argument("--algo", default="dqn", help="dqn | ppo | dqn,ppo")
-    parser.add_argument("--window", type=float, default=10.0)
-    parser.add_argument(
-        "--run-dir", default="/tmp/distrl-profile", help="a new folder in it per run"
+def _flags():
+    values = flags.FlagValues()
+    flags.DEFINE_string("pyspy", None, "Path of the py-spy executable.", flag_values=values)
+    flags.mark_flag_as_required("pyspy", flag_values=values)
+    flags.DEFINE_string("algo", "dqn", "dqn | ppo | dqn,ppo", flag_values=values)
+    flags.DEFINE_float("window", 10.0, "Seconds profiled per node.", flag_values=values)
+    flags.DEFINE_string(
+        "run-dir", "/tmp/distrl-profile", "A new folder in it per run.", flag_values=values
     )
-    parser.add_argument("--measure-in", help=argparse.SUPPRESS)  # the child: measure only
-    args = parser.parse_args(argv)
-    configs = {
-        a: stages.bench_config(a, 1, 1.0, args.measure_in or "", fixed_params=True)
-        for a in args.algo.split(",")
-    }
+    flags.DEFINE_string(
+        "measure_in", None, "Internal: the child that measures, in this folder.", flag_values=values
+    )
+    return values
+
+
+def main(argv=None) -> None:
+    args = _flags()
+    argv = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
+    given = cli.parse_several(
+        args, argv, lambda a: common.configs_of(a.algo.split(",")), usage=__doc__
+    )
+    try:
+        configs = {
+            a: stages.bench_config(
+                a, 1, 1.0, args.measure_in or "", extra=given.of(a), fixed_params=True
+            )
+            for a in args.algo.split(",")
+        }
+    except config_lib.ConfigError as err:
+        cli.fail(f"bad config: {err}")
     if args.measure_in:
         _measure(configs, args)
         return
     # A fresh folder: a previous run's gate files would stop the stage nodes at once.
-    os.makedirs(args.run_dir, exist_ok=True)
-    run_dir = tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=args.run_dir)
+    os.makedirs(args["run-dir"].value, exist_ok=True)
+    run_dir = tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=args["run-dir"].value)
     out = os.path.join(run_dir, "monitor.json")
     # In its own session, cut off once measured (as `make bench` does): Launchpad's
     # stop waits on stage nodes that already ended.
@@ -109,8 +132,8 @@ def main(argv=None) -> None:
             sys.executable,
             "-m",
             "benchmarks.profile",
-            *(argv or sys.argv[1:]),
-            f"--measure-in={run_dir}",
+            *argv[1:],
+            f"--measure_in={run_dir}",
         ],
         timeout=240 + 4 * args.window * len(configs),
         log_path=os.path.join(run_dir, "program.log"),
@@ -137,7 +160,7 @@ def main(argv=None) -> None:
 
 
 def _measure(configs, args) -> None:
-    """The child: the stage program, profiled; writes monitor.json in `--measure-in`."""
+    """The child: the stage program, profiled; writes monitor.json in `--measure_in`."""
     run_dir = args.measure_in
     program, counter, replays, plan = stages.stage_program(configs, run_dir, 2.0, args.window)
 

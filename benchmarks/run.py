@@ -9,11 +9,18 @@ row's figure, ceiling, ratio, goal (issue 14) and whether the goal holds.
     python benchmarks/run.py --quick           # shorter windows and caps
     python benchmarks/run.py --only=ceilings,stages
     python benchmarks/run.py --report=runs/bench-<time>/bench.json   # re-print a run
+    python benchmarks/run.py --config.actor.num_envs=256      # what-if: every algorithm
+    python benchmarks/run.py --dqn.replay.item_steps=4 --dqn.replay.min_size=1024  # DQN's
 
-Sections: ceilings, stages, e2e, solve, slippery (see README.md).
+Sections: ceilings, stages, e2e, solve, slippery (see README.md). Config overrides,
+as launch/train.py takes them: `--config.<section>.<field>=<value>` changes every
+algorithm's config in every run of the bench, `--dqn.<section>.<field>=<value>` or
+`--ppo.<section>.<field>=<value>` that algorithm's alone (over `--config.`'s). Every
+config they make is validated before any section starts: a bad flag, field or
+value, or an invalid config, exits 2 with one line.
 """
 
-import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -22,18 +29,19 @@ import traceback
 if __package__ in (None, ""):  # `python benchmarks/run.py`: make `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from absl import flags
+
 from benchmarks import report, rows
 from benchmarks.common import (
     ROOT,
+    configs_of,
     load_config,
-    overrides_for,
-    parse_sets,
     python_cmd,
     read_json,
     run_subprocess,
-    set_flags,
     write_json,
 )
+from distrl import cli
 from distrl import config as config_lib
 
 SECTIONS = ("ceilings", "stages", "e2e", "solve", "slippery")
@@ -60,17 +68,17 @@ SETTINGS = {
 class Bench:
     """One benchmark run: its directory, settings, deadline and accumulated results."""
 
-    def __init__(self, run_dir: str, settings: dict, deadline_s: float, sets=None):
+    def __init__(self, run_dir: str, settings: dict, deadline_s: float, overrides=None):
         self.dir = run_dir
         self.s = settings
-        self.sets = sets or {}  # --set config overrides, {'*' | algo: {path: value}}
+        self.given = overrides or cli.Overrides({}, {})  # --config. / --<algo>. overrides
         self.deadline = time.time() + deadline_s
         self.results = {
             "meta": {
                 "started": time.strftime("%Y-%m-%d %H:%M:%S"),
                 "cpus": os.cpu_count(),
                 "settings": settings,
-                "overrides": self.sets,
+                "overrides": dataclasses.asdict(self.given),
                 "load_average": {},
                 "section_seconds": {},
             }
@@ -86,8 +94,8 @@ class Bench:
         write_json(self.path("bench.json"), self.results)
 
     def overrides(self, algo: str) -> dict:
-        """The --set overrides for `algo`."""
-        return overrides_for(self.sets, algo)
+        """The command's config overrides for `algo`."""
+        return self.given.of(algo)
 
     # -- sections ---------------------------------------------------------------
     def ceilings(self) -> None:
@@ -123,13 +131,12 @@ class Bench:
     def _program(self, mode: str, algos, actors: int, extra=None, tag: str = "") -> dict:
         """Runs one benchmarks.stages program in a subprocess; {phase: figures}, wall,
         and for e2e its start-up and memory. `extra`: overrides of every algorithm's
-        config on top of --set's."""
+        config on top of the command's `--config.` ones."""
         from benchmarks import stages
 
         run_dir = self.path(f"{mode}-{tag or '-'.join(algos)}-{actors}")
         extra = extra or {}
-        sets = {t: dict(kv) for t, kv in self.sets.items()}
-        sets.setdefault("*", {}).update(extra)
+        overrides = cli.Overrides({**self.given.common, **extra}, self.given.own)
         flags = [
             f"--mode={mode}",
             f"--algo={','.join(algos)}",
@@ -138,7 +145,7 @@ class Bench:
             f"--warmup={self.s['warmup']}",
             f"--window={self.s['window']}",
             f"--run-dir={run_dir}",
-            *set_flags(sets),
+            *overrides.flags(),
         ]
         monitor = os.path.join(run_dir, "monitor.json")
         proc = run_subprocess(
@@ -248,53 +255,46 @@ def publish(results, run_dir: str) -> str:
     return f"{header}\n\n{table}"
 
 
-def _checked_sets(parser, items) -> dict:
-    """The --set overrides, each applied to the configs and validated once before
-    anything starts; a bad one, or a config they make invalid (e.g.
-    replay.item_steps=4 without a min_size of whole items), ends the command with a
-    one-line message (exit 2)."""
-    try:
-        sets = parse_sets(items)
-        for algo in rows.ALGOS:
-            config_lib.validate(load_config(algo, overrides_for(sets, algo)))
-    except (ValueError, KeyError, TypeError, AttributeError) as err:
-        parser.error(
-            f"--set: {err}; expected [dqn:|ppo:]config.path=value, e.g. actor.num_envs=256"
-        )
-    return sets
+def _validate(overrides) -> None:
+    """Every algorithm's config with the overrides, validated before anything starts
+    (ConfigError for one they make invalid, e.g. replay.item_steps=4 without a
+    min_size of whole items)."""
+    for algo in rows.ALGOS:
+        config_lib.validate(load_config(algo, overrides.of(algo)))
+
+
+def _flags():
+    """The bench's own flags (the config overrides come with `cli.parse_several`)."""
+    values = flags.FlagValues()
+    flags.DEFINE_bool("quick", False, "Short windows and caps.", flag_values=values)
+    flags.DEFINE_string("only", "", f"Comma-separated subset of {SECTIONS}.", flag_values=values)
+    flags.DEFINE_string("out", "", "Run directory (default runs/bench-<time>).", flag_values=values)
+    flags.DEFINE_float("budget", 570.0, "Seconds for everything.", flag_values=values)
+    flags.DEFINE_string("report", "", "Re-print the table of a bench.json.", flag_values=values)
+    return values
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="short windows and caps")
-    parser.add_argument("--only", default="", help=f"comma-separated subset of {SECTIONS}")
-    parser.add_argument("--out", default="", help="run directory (default runs/bench-<time>)")
-    parser.add_argument("--budget", type=float, default=570.0, help="seconds for everything")
-    parser.add_argument("--report", default="", help="re-print the table of a bench.json")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        help="[dqn:|ppo:]config.path=value for every run of the bench "
-        "(what-if runs, e.g. --set=actor.num_envs=256); repeatable",
+    args = _flags()
+    argv = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
+    overrides = cli.parse_several(
+        args, argv, lambda _: configs_of(rows.ALGOS), check=_validate, usage=__doc__
     )
-    args = parser.parse_args(argv)
     if args.report:
         results = read_json(args.report)
         if results is None:
-            parser.error(f"--report={args.report}: no such file")
+            cli.fail(f"bad flag: --report={args.report}: no such file")
         print(publish(results, os.path.dirname(os.path.abspath(args.report))))
         return 0
     names = [n for n in args.only.split(",") if n] or list(SECTIONS)
     unknown = sorted(set(names) - set(SECTIONS))
     if unknown:
-        parser.error(f"unknown section(s) {unknown}; valid: {', '.join(SECTIONS)}")
-    sets = _checked_sets(parser, args.set)
+        cli.fail(f"bad flag: --only: unknown section(s) {unknown}; valid: {', '.join(SECTIONS)}")
     run_dir = os.path.abspath(
         args.out or os.path.join(ROOT, "runs", f"bench-{time.strftime('%Y%m%d-%H%M%S')}")
     )
     os.makedirs(run_dir, exist_ok=True)
-    bench = Bench(run_dir, SETTINGS["quick" if args.quick else "full"], args.budget, sets)
+    bench = Bench(run_dir, SETTINGS["quick" if args.quick else "full"], args.budget, overrides)
     start = time.time()
     run_sections(bench, [n for n in SECTIONS if n in names])
     bench.results["meta"]["total_seconds"] = time.time() - start

@@ -9,14 +9,22 @@ the first call at which it reaches 95% and 98% of the optimum gives the env step
 and wall time (including compilation) reported.
 
     .venv/bin/python -m benchmarks.slippery --configs=dqn_slippery8x8,a2c_slippery8x8 \
-        --seeds=0,1,2 [--map=4x4] [--env_steps=3000000] [--out=runs/slippery.json]
+        --seeds=0,1,2 [--map=4x4] [--env_steps=3000000] [--out=runs/slippery.json] \
+        [--config.agent.learning_rate=3e-4] [--dqn_slippery8x8.agent.n_step=3]
+
+Config overrides as launch/train.py takes them: `--config.<section>.<field>=<value>`
+for every config, `--<config name>.<section>.<field>=<value>` for one; applied after
+`--map`, before this benchmark's fixed batch and budget; checked before any run.
 """
 
-import argparse
 import json
+import sys
 
-from benchmarks.common import load_config
-from distrl import local
+from absl import flags
+
+from benchmarks.common import configs_of, load_config
+from distrl import cli, local
+from distrl import config as config_lib
 
 
 def first_reach(history, optimal: float, fraction: float):
@@ -27,8 +35,8 @@ def first_reach(history, optimal: float, fraction: float):
     return None, None
 
 
-def run_one(name: str, seed: int, map_name: str | None, env_steps: int) -> dict:
-    config = load_config(name, {"env.map": map_name} if map_name else None)
+def run_one(name: str, seed: int, map_name: str | None, env_steps: int, overrides=None) -> dict:
+    config = load_config(name, {**({"env.map": map_name} if map_name else {}), **(overrides or {})})
     config.seed, config.num_actors = seed, 1
     config.actor.update(dict(num_envs=16, unroll_length=16))
     config.local.update(dict(eval_every=20, iterations_per_call=50, xla_opt_level=-1))
@@ -58,18 +66,38 @@ def run_one(name: str, seed: int, map_name: str | None, env_steps: int) -> dict:
     return row
 
 
+def _flags():
+    values = flags.FlagValues()
+    flags.DEFINE_list(
+        "configs",
+        ["dqn_slippery8x8", "a2c_slippery8x8", "ppo_slippery8x8"],
+        "Config names (configs/<name>.py).",
+        flag_values=values,
+    )
+    flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds, comma-separated.", flag_values=values)
+    cli.require_integers("seeds", values)
+    flags.DEFINE_string("map", None, "Override the configs' map, e.g. 4x4.", flag_values=values)
+    flags.DEFINE_integer("env_steps", 3_000_000, "Env-step budget per run.", flag_values=values)
+    flags.DEFINE_string("out", None, "Append the rows to this JSON-lines file.", flag_values=values)
+    return values
+
+
 def main(argv=None) -> list:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default="dqn_slippery8x8,a2c_slippery8x8,ppo_slippery8x8")
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--map", default=None, help="override the configs' map, e.g. 4x4")
-    parser.add_argument("--env_steps", type=int, default=3_000_000)
-    parser.add_argument("--out", default=None, help="append the rows to this JSON-lines file")
-    args = parser.parse_args(argv)
+    args = _flags()
+    argv = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
+
+    def validate(overrides):
+        for name in args.configs:
+            map_override = {"env.map": args.map} if args.map else {}
+            config_lib.validate(load_config(name, {**map_override, **overrides.of(name)}))
+
+    given = cli.parse_several(
+        args, argv, lambda a: configs_of(a.configs), check=validate, usage=__doc__
+    )
     rows = []
-    for name in args.configs.split(","):
-        for seed in (int(s) for s in args.seeds.split(",")):
-            row = run_one(name, seed, args.map, args.env_steps)
+    for name in args.configs:
+        for seed in (int(s) for s in args.seeds):
+            row = run_one(name, seed, args.map, args.env_steps, given.of(name))
             print(json.dumps(row), flush=True)
             rows.append(row)
             if args.out:

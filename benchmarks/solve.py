@@ -9,16 +9,23 @@
 - `optimal_success`: the exact optimum of a map (`distrl.envs.exact`): pi*'s
   success within the time limit, the best any policy reaches, V*(S).
 
-    python -m benchmarks.solve --map=8x8     # the slippery map's optimum
+    python -m benchmarks.solve                               # configs/dqn_slippery8x8.py's
+    python -m benchmarks.solve --algo=ppo --config.env.map=8x8 --config.env.slippery=True
+
+`main` prints the optimum of a config's map at its discount: `--algo=<name>`
+(configs/<name>.py), fields overridden as launch/train.py takes them
+(`--config.<section>.<field>=<value>`).
 """
 
-import argparse
 import os
 import sys
 
-from benchmarks.common import ROOT, override_flags, read_json, run_subprocess
+from absl import flags
+
+from benchmarks.common import ROOT, configs_of, load_config, read_json, run_subprocess
 from benchmarks.monitor import session_memory
 from benchmarks.report import fmt
+from distrl import cli
 from distrl.envs import exact, make_env
 
 _FIRST_EVAL = ("logs", "evaluator.csv")  # written at the evaluator's first evaluation
@@ -29,7 +36,7 @@ def distributed(algo: str, num_actors: int, run_dir: str, cap_s: float, override
     """launch/train.py to its exit: wall, whether the target was reached, env steps,
     when the evaluator's first log row appeared (`up_at`: the command to the first
     evaluation) and a one-line `summary` for the table."""
-    flags = {
+    settings = {
         "num_actors": num_actors,
         "run_dir": run_dir,
         "budget.seconds": cap_s,
@@ -41,7 +48,7 @@ def distributed(algo: str, num_actors: int, run_dir: str, cap_s: float, override
         str(ROOT / "launch" / "train.py"),
         f"--config=configs/{algo}.py",
         "--lp_launch_type=local_mp",
-        *override_flags(flags),
+        *cli.override_flags(settings),
     ]
     os.makedirs(os.path.dirname(run_dir), exist_ok=True)
     first_eval, result_path = (
@@ -127,10 +134,14 @@ def optimal_success(map_name: str, slippery: bool = True, discount: float = 0.99
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description="The optimal success rate of a slippery map.")
-    parser.add_argument("--map", default="8x8")
-    args = parser.parse_args(argv)
-    print(optimal_success(args.map))
+    args = flags.FlagValues()
+    flags.DEFINE_string(
+        "algo", "dqn_slippery8x8", "Config whose map's optimum to print.", flag_values=args
+    )
+    argv = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
+    overrides = cli.parse_several(args, argv, lambda a: configs_of([a.algo]), usage=__doc__)
+    config = load_config(args.algo, overrides.of(args.algo))
+    print(optimal_success(config.env.map, config.env.slippery, config.agent.discount))
 
 
 if __name__ == "__main__":

@@ -16,29 +16,35 @@ its start-up (when each count and each node's first log row were first seen, fro
 this command's start) and, at the window's end, each node process's memory (with
 LAUNCHPAD_LOGGING_DIR set, which names each node's output file). `summarize_*` turn
 these into the figures of the table.
+
+    python -m benchmarks.stages --mode=stage --algo=dqn,ppo --run-dir=/tmp/st \
+        [--config.actor.num_envs=256] [--dqn.replay.item_steps=4]
+
+Config overrides as in `benchmarks/run.py`: `--config.<field>=<value>` for every
+algorithm, `--dqn.<field>=<value>` / `--ppo.<field>=<value>` for one.
 """
 
-import argparse
 import datetime
 import functools
 import os
+import sys
 import time
 
 import launchpad as lp
 import psutil
+from absl import flags
 
 from benchmarks import nodes, tables
 from benchmarks.common import (
+    configs_of,
     delta,
     load_config,
-    overrides_for,
-    parse_sets,
     rate_between_changes,
     write_json,
 )
 from benchmarks.monitor import Monitor, node_memory
+from distrl import cli, metrics
 from distrl import config as config_lib
-from distrl import metrics
 from distrl.nodes.actor import Actor
 from distrl.nodes.counter import Counter
 from distrl.nodes.learner import Learner
@@ -268,7 +274,7 @@ def bench_config(
     """configs/<algo>.py for a timed run: no evaluator target, budgets only as a safety
     cap, no checkpoint inside the window; DQN at `spi` samples per insert if given;
     with `fixed_params` (the stage program's actor, served by `FixedParams`) no
-    version gate; then the `extra` overrides (run.py's --set)."""
+    version gate; then the `extra` overrides (the command's config overrides)."""
     present = set(load_config(algo).keys())  # the config grows sections over time
     overrides = {
         "num_actors": num_actors,
@@ -288,43 +294,48 @@ def bench_config(
     return config
 
 
+def _flags():
+    values = flags.FlagValues()
+    flags.DEFINE_enum("mode", None, ["stage", "e2e"], "What to measure.", flag_values=values)
+    flags.DEFINE_string("algo", "dqn", "dqn | ppo (stage mode: dqn,ppo)", flag_values=values)
+    flags.DEFINE_integer("actors", 1, "Actors of the program.", flag_values=values)
+    flags.DEFINE_float("spi", 0.0, "DQN samples per insert (0: config's)", flag_values=values)
+    flags.DEFINE_float("warmup", 2.0, "Seconds before the window.", flag_values=values)
+    flags.DEFINE_float("window", 6.0, "Seconds measured.", flag_values=values)
+    flags.DEFINE_string("run-dir", None, "The program's directory.", flag_values=values)
+    for name in ("mode", "run-dir"):
+        flags.mark_flag_as_required(name, flag_values=values)
+    return values
+
+
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description="One stage benchmark program (local_mp).")
-    parser.add_argument("--mode", choices=["stage", "e2e"], required=True)
-    parser.add_argument("--algo", default="dqn", help="dqn | ppo (stage mode: dqn,ppo)")
-    parser.add_argument("--actors", type=int, default=1)
-    parser.add_argument(
-        "--spi", type=float, default=0.0, help="DQN samples per insert (0: config's)"
+    args = _flags()
+    argv = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
+    overrides = cli.parse_several(
+        args, argv, lambda a: configs_of(a.algo.split(",")), usage=__doc__
     )
-    parser.add_argument("--warmup", type=float, default=2.0)
-    parser.add_argument("--window", type=float, default=6.0)
-    parser.add_argument("--run-dir", required=True)
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        help="[algo:]config.path=value, e.g. actor.num_envs=256 (repeatable)",
-    )
-    args = parser.parse_args(argv)
-    os.makedirs(args.run_dir, exist_ok=True)
-    sets = parse_sets(args.set)
-    configs = {
-        algo: bench_config(
-            algo,
-            args.actors,
-            args.spi,
-            args.run_dir,
-            overrides_for(sets, algo),
-            fixed_params=args.mode == "stage",
-        )
-        for algo in args.algo.split(",")
-    }
+    run_dir = args["run-dir"].value
+    os.makedirs(run_dir, exist_ok=True)
+    try:
+        configs = {
+            algo: bench_config(
+                algo,
+                args.actors,
+                args.spi,
+                run_dir,
+                overrides.of(algo),
+                fixed_params=args.mode == "stage",
+            )
+            for algo in args.algo.split(",")
+        }
+    except config_lib.ConfigError as err:
+        cli.fail(f"bad config: {err}")
     if args.mode == "stage":
-        built = stage_program(configs, args.run_dir, args.warmup, args.window)
+        built = stage_program(configs, run_dir, args.warmup, args.window)
     else:
         (config,) = configs.values()
-        built = e2e_program(config, args.run_dir, args.warmup, args.window)
-    launch_and_measure(*built, args.run_dir, os.path.join(args.run_dir, "monitor.json"))
+        built = e2e_program(config, run_dir, args.warmup, args.window)
+    launch_and_measure(*built, run_dir, os.path.join(run_dir, "monitor.json"))
 
 
 if __name__ == "__main__":

@@ -8,15 +8,23 @@ before `main` runs: an unknown flag, a value of the wrong type, a missing or bro
 config file, an unknown config field, and `--config.algorithm` (the config file
 fixes the algorithm, since its agent section holds that preset's defaults).
 `load(flag)` reads the parsed config (ConfigError for a file that failed to load).
+
+Commands that run several configs (launch/compare.py, the benchmarks) take the same
+overrides through `parse_several`: `--config.<section>.<field>=<value>` sets a field
+of every config, `--<name>.<section>.<field>=<value>` (e.g. `--dqn.actor.num_envs=256`)
+that config's alone, over `--config.`'s. Values are parsed by ml_collections as for
+train.py, and every bad flag, field or value exits 2 in one line the same way.
 """
 
-import ast
+import copy
+import dataclasses
 import importlib.util
 import os
+import re
 import sys
 
 from absl import app, flags
-from ml_collections import config_flags
+from ml_collections import config_dict, config_flags
 
 from distrl import agents, compile_cache, exits
 from distrl import config as config_lib
@@ -42,18 +50,6 @@ def load_file(name_or_path: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.get_config(*([arg] if arg else []))
-
-
-def parse_override(item: str) -> tuple:
-    """'actor.num_envs=32' -> ('actor.num_envs', 32): a Python literal where the value
-    parses as one (32, 1.5, True, (64, 64)), else the string ('8x8')."""
-    key, sep, text = item.partition("=")
-    if not sep or not key:
-        raise config_lib.ConfigError(f"override {item!r}: expected <field>=<value>")
-    try:
-        return key, ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return key, text
 
 
 def apply_overrides(config, overrides: dict) -> None:
@@ -138,6 +134,143 @@ def load(holder):
     return config
 
 
+@dataclasses.dataclass
+class Overrides:
+    """The overrides of a command that runs several configs (`parse_several`)."""
+
+    common: dict  # --config.<path>: every config's, {path: value}
+    own: dict  # --<name>.<path>: {name: {path: value}}, that config's alone
+
+    def of(self, name: str) -> dict:
+        """Config `name`'s overrides: its own over the common ones."""
+        return {**self.common, **self.own.get(name, {})}
+
+    def flags(self) -> list:
+        """The same overrides as flags of a child command that takes them."""
+        own = [flag for name, values in self.own.items() for flag in override_flags(values, name)]
+        return override_flags(self.common) + own
+
+
+def override_flags(values: dict, prefix: str = "config") -> list:
+    """{'actor.num_envs': 8} -> ['--config.actor.num_envs=8'], as ml_collections parses
+    them back (a string field takes the text as it is, other fields a literal)."""
+    return [f"--{prefix}.{path}={value}" for path, value in values.items()]
+
+
+def require_integers(name: str, flag_values) -> None:
+    """List flag `name` must hold integers (else absl's parse fails, naming it)."""
+    flags.register_validator(
+        name,
+        lambda items: all(item.lstrip("-").isdigit() for item in items),
+        message=f"--{name} takes integers, comma-separated, e.g. 0,1,2",
+        flag_values=flag_values,
+    )
+
+
+def parse_several(flag_values, argv, configs, check=None, usage: str = "") -> Overrides:
+    """Parses the flags of a command that runs several configs, and its overrides.
+
+    `flag_values` holds the command's own flags. `configs(flag_values)` returns the
+    configs the overrides apply to, {name: ConfigDict}, once those flags are read
+    (e.g. from --configs); a name that is an identifier gets its own `--<name>.`
+    flags. Every override is checked against every config it applies to, and
+    `check(overrides)` (which may raise ConfigError) validates the configs they
+    make, all before the command starts anything: a bad flag, field or value ends
+    the command with one line and exit status 2. --help prints `usage` and the flags.
+    """
+    try:
+        flag_values(argv, known_only=True)  # the command's own flags, e.g. --configs
+        targets = configs(flag_values)
+    except flags.Error as err:
+        fail(f"bad flag: {_last_line(err)}")
+    except config_lib.ConfigError as err:
+        fail(f"bad config: {err}")
+    names = [n for n in targets if n.isidentifier() and n != "config" and n not in flag_values]
+    if any(a.split("=")[0] in _HELP for a in argv[1:]):
+        _print_help(flag_values, usage, names)
+    _check_fields(argv, targets, names)
+    overrides = _parse_overrides(flag_values, argv, targets, names)
+    try:
+        if check is not None:
+            check(overrides)
+    except config_lib.ConfigError as err:
+        fail(f"bad config: {err}")
+    return overrides
+
+
+def _parse_overrides(flag_values, argv, targets: dict, names) -> Overrides:
+    """Parses argv again with a config flag for `--config.` (every field of every
+    target) and one for each `--<name>.`, so ml_collections parses each value by its
+    field's type, as it does train.py's."""
+    flag_values.unparse_flags()  # the command's own flags are parsed again, with these
+    own = {name: targets[name] for name in names}
+    try:
+        for name, config in {"config": _union(targets.values()), **own}.items():
+            config_flags.DEFINE_config_dict(name, config, flag_values=flag_values, sys_argv=argv)
+        rest = flag_values(argv)
+    except flags.Error as err:
+        fail(f"bad flag: {_last_line(err)}{_override_hint(err, names)}")
+    except Exception as err:  # noqa: BLE001 - ml_collections raises its own kinds too
+        fail(f"bad flag: {_last_line(err)}")
+    if len(rest) > 1:
+        fail(f"unexpected arguments {rest[1:]}; every setting is a --flag")
+    given = {name: config_flags.get_override_values(flag_values[name]) for name in own}
+    return Overrides(config_flags.get_override_values(flag_values["config"]), given)
+
+
+_HELP = ("--help", "-h", "-?", "--helpfull", "--helpshort")
+
+
+def _print_help(flag_values, usage: str, names) -> None:
+    own = "".join(f", --{name}.<field>=<value> ({name} only)" for name in names)
+    print(f"{usage.strip()}\n\nFlags:\n{flag_values.get_help()}")
+    print(f"\nConfig overrides: --config.<field>=<value> (every config){own}.")
+    sys.exit(0)
+
+
+def _check_fields(argv, targets: dict, names) -> None:
+    """Exits 2 for an override of `algorithm` or of a field a config lacks."""
+    checks = [(path, "config", list(targets)) for path in _override_paths(argv, "config")]
+    checks += [(path, n, [n]) for n in names for path in _override_paths(argv, n)]
+    for path, prefix, owners in checks:
+        flag = f"--{prefix}.{path}"
+        if path == "algorithm":
+            fail(
+                f"bad config: {flag} cannot be overridden: each config file sets it with "
+                f"that preset's agent defaults; choose the configs instead"
+            )
+        for owner in owners:
+            unknown = _unknown_path(targets[owner], path, flag, owner if len(targets) > 1 else "")
+            if unknown:
+                fail(f"bad config: {unknown}")
+
+
+def _union(configs):
+    """One ConfigDict with every field of `configs` (the first config's where they
+    share one): what `--config.` overrides are parsed against."""
+    configs = list(configs)
+    union = copy.deepcopy(configs[0]) if configs else config_dict.ConfigDict()
+    for config in configs[1:]:
+        _add_missing(union, config)
+    return union
+
+
+def _add_missing(into, config) -> None:
+    for key, value in config.items():
+        if key not in into:
+            into[key] = value
+        elif hasattr(value, "keys") and hasattr(into[key], "keys"):
+            _add_missing(into[key], value)
+
+
+def _override_hint(err, names) -> str:
+    """For an unknown flag with a dot: which override flags the command takes."""
+    if "Unknown command line flag" not in str(err) or "." not in str(err):
+        return ""
+    own = "".join(f", --{name}.<field>" for name in names)
+    return f" (overrides: --config.<field>=<value> for every config{own} for one)"
+
+
 def _refuse_algorithm_override(argv) -> None:
     for i, arg in enumerate(argv):
         if arg == "--config.algorithm" or arg.startswith("--config.algorithm="):
@@ -178,25 +311,37 @@ def _unknown_field(argv, default: str) -> str:
     """'config.env.slipery is unknown; valid fields of config.env: ...' for the first
     override that names no field of the config file, or ''."""
     path = _config_path(argv, default)
-    overrides = []
-    for arg in argv[1:]:
-        if arg.startswith("--config."):
-            overrides.append(arg[len("--config.") :].partition("=")[0])
     try:
         config = load_file(path)
     except Exception:  # noqa: BLE001 - the file itself is what failed; say that instead
         return ""
-    for override in overrides:
-        node, parts = config, override.split(".")
-        for depth, name in enumerate(parts):
-            keys = list(node.keys()) if hasattr(node, "keys") else []
-            if name not in keys:
-                where = ".".join(["config", *parts[:depth]])
-                return (
-                    f"{where}.{name} is unknown (in --config.{override}); valid fields of "
-                    f"{where}: {', '.join(sorted(keys))}"
-                )
-            node = node[name]
+    for override in _override_paths(argv, "config"):
+        unknown = _unknown_path(config, override, f"--config.{override}")
+        if unknown:
+            return unknown
+    return ""
+
+
+def _override_paths(argv, prefix: str) -> list:
+    """The field paths of argv's `--<prefix>.<path>[=value]` flags, in order."""
+    head = re.compile(rf"^--?(no)?{re.escape(prefix)}\.([^=]+)")
+    return [m.group(2) for m in map(head.match, argv[1:]) if m]
+
+
+def _unknown_path(config, path: str, flag: str, owner: str = "") -> str:
+    """'config.env.slipery is unknown (in --config.env.slipery); valid fields of
+    config.env: ...' when `path` names no field of `config`, else ''. `owner`
+    ('ppo') names the config when the command has several."""
+    node, parts = config, path.split(".")
+    for depth, name in enumerate(parts):
+        keys = list(node.keys()) if hasattr(node, "keys") else []
+        if name not in keys:
+            where = (f"{owner}'s " if owner else "") + ".".join(["config", *parts[:depth]])
+            return (
+                f"{where}.{name} is unknown (in {flag}); valid fields of {where}: "
+                f"{', '.join(sorted(keys))}"
+            )
+        node = node[name]
     return ""
 
 

@@ -4,10 +4,13 @@
         --num_actors=2 --env_steps=200000 --target=1.0 --out=runs/compare-4x4
 
 Every config gets the same map, number of actors, budget (env steps and/or wall
-seconds) and seeds; `--set=key=value` (repeatable) overrides a field of every
-config. All runs' configs are resolved and validated before the first run starts
-(exit 2 otherwise). Runs go one after another (each a `launch/train.py` process
-with its own run directory, <out>/<config>/seed<k>/), then <out> gets report.md
+seconds) and seeds. Fields are overridden as launch/train.py takes them:
+`--config.<section>.<field>=<value>` in every config, `--<name>.<section>.<field>=<value>`
+in config <name> alone (e.g. `--ppo.actor.num_envs=32`, for a config name that is
+an identifier), over `--config.`'s. All runs' configs are resolved and validated
+before the first run starts: a bad flag, field, value or config exits 2 with one
+line. Runs go one after another (each a `launch/train.py` process with its own run
+directory, <out>/<config>/seed<k>/), then <out> gets report.md
 (setup, summary table, definitions, per-run table), runs.csv (raw numbers) and
 curves.png (the greedy policy's exact success as a share of the optimum's, and the
 sampled greedy success rate, against env steps and training time: mean over seeds
@@ -26,27 +29,51 @@ import subprocess
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
 
+from distrl import cli
 from distrl import config as config_lib
 from distrl.analysis import compare, compare_report, plots
 
+_FLAGS = flags.FlagValues()  # this command's; cli.parse_several adds the override flags
 _CONFIGS = flags.DEFINE_list(
-    "configs", ["dqn", "ppo", "a2c"], "Config names (configs/<name>.py) or config file paths."
+    "configs",
+    ["dqn", "ppo", "a2c"],
+    "Config names (configs/<name>.py) or config file paths.",
+    flag_values=_FLAGS,
 )
-_SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds; every config runs each.")
-_MAP = flags.DEFINE_string("map", "4x4", "Map of every run (config.env.map).")
-_ACTORS = flags.DEFINE_integer("num_actors", 2, "Actors of every run.")
-_ENV_STEPS = flags.DEFINE_integer("env_steps", 200_000, "Env-step budget per run (0: none).")
-_SECONDS = flags.DEFINE_float("seconds", 0.0, "Wall-time budget per run in seconds (0: none).")
-_TARGET = flags.DEFINE_float("target", 1.0, "Success rate whose first reaching is reported.")
-_STOP_AT_TARGET = flags.DEFINE_bool("stop_at_target", False, "End each run at the target.")
-_OUT = flags.DEFINE_string("out", None, "Output directory (default runs/compare-<time>).")
-_SET = flags.DEFINE_multi_string("set", [], "key=value override of every config, repeatable.")
-_LAUNCH = flags.DEFINE_enum("launch_type", "local_mp", ["local_mp", "test_mt"], "How runs launch.")
-_TIMEOUT = flags.DEFINE_float("run_timeout", 3600.0, "Seconds before a run is killed.")
+_SEEDS = flags.DEFINE_list(
+    "seeds", ["0", "1", "2"], "Seeds; every config runs each.", flag_values=_FLAGS
+)
+cli.require_integers("seeds", _FLAGS)
+_MAP = flags.DEFINE_string("map", "4x4", "Map of every run (config.env.map).", flag_values=_FLAGS)
+_ACTORS = flags.DEFINE_integer("num_actors", 2, "Actors of every run.", flag_values=_FLAGS)
+_ENV_STEPS = flags.DEFINE_integer(
+    "env_steps", 200_000, "Env-step budget per run (0: none).", flag_values=_FLAGS
+)
+_SECONDS = flags.DEFINE_float(
+    "seconds", 0.0, "Wall-time budget per run in seconds (0: none).", flag_values=_FLAGS
+)
+_TARGET = flags.DEFINE_float(
+    "target", 1.0, "Success rate whose first reaching is reported.", flag_values=_FLAGS
+)
+_STOP_AT_TARGET = flags.DEFINE_bool(
+    "stop_at_target", False, "End each run at the target.", flag_values=_FLAGS
+)
+_OUT = flags.DEFINE_string(
+    "out", None, "Output directory (default runs/compare-<time>).", flag_values=_FLAGS
+)
+_LAUNCH = flags.DEFINE_enum(
+    "launch_type", "local_mp", ["local_mp", "test_mt"], "How runs launch.", flag_values=_FLAGS
+)
+_TIMEOUT = flags.DEFINE_float(
+    "run_timeout", 3600.0, "Seconds before a run is killed.", flag_values=_FLAGS
+)
 _REPORT_ONLY = flags.DEFINE_bool(
-    "report_only", False, "Runs nothing: rewrites <out>'s report from the runs already there."
+    "report_only",
+    False,
+    "Runs nothing: rewrites <out>'s report from the runs already there.",
+    flag_values=_FLAGS,
 )
 
 
@@ -194,20 +221,18 @@ def _report_only(seeds, out: str) -> int:
     return 0
 
 
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+def main(argv) -> int:
+    overrides = cli.parse_several(
+        _FLAGS, argv, lambda _: compare.loadable(_CONFIGS.value), usage=__doc__
+    )
     out = os.path.abspath(_OUT.value or f"runs/compare-{time.strftime('%Y%m%d-%H%M%S')}")
+    seeds = [int(s) for s in _SEEDS.value]
+    if _REPORT_ONLY.value:
+        return _report_only(seeds, out)
     try:
-        seeds = [int(s) for s in _SEEDS.value]
-        if _REPORT_ONLY.value:
-            return _report_only(seeds, out)
-        specs = compare.plan(
-            _CONFIGS.value, seeds, out, _shared(), compare.parse_overrides(_SET.value)
-        )
-    except ValueError as err:  # ConfigError, or a seed that is not a number
-        print(f"compare: bad config: {err}", file=sys.stderr)
-        return 2
+        specs = compare.plan(_CONFIGS.value, seeds, out, _shared(), overrides)
+    except config_lib.ConfigError as err:
+        cli.fail(f"bad config: {err}")
     os.makedirs(out, exist_ok=True)
     print(f"compare: {len(specs)} runs into {out}", flush=True)
     rows = _run_all(specs)
@@ -218,4 +243,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    sys.exit(main(sys.argv))

@@ -29,7 +29,7 @@ def test_every_benchmarks_module_imports():
 # the whole file, most of it compiling and the Reverb server process importing TensorFlow).
 def test_ceilings_section_measures_every_ceiling_row(tmp_path, monkeypatch):
     monkeypatch.setitem(run.SETTINGS["quick"], "ceiling_s", 0.05)
-    tiny = ["--set=actor.num_envs=8", "--set=actor.unroll_length=4"]
+    tiny = ["--config.actor.num_envs=8", "--config.actor.unroll_length=4"]
     assert run.main(["--quick", "--only=ceilings", f"--out={tmp_path}", *tiny]) == 0
     with open(tmp_path / "bench.json") as f:
         results = json.load(f)
@@ -42,7 +42,7 @@ def test_ceilings_section_measures_every_ceiling_row(tmp_path, monkeypatch):
     for row in compute:  # a ratio against the rollout, judged against issue 14's goal
         assert row["ratio"] == row["figure"] / row["ceiling"]
         assert row["status"] == ("PASS" if row["ratio"] >= 0.8 else "MISS")
-    assert "[4, 8]" in ceiling_rows[0]["name"]  # the --set sizes were used
+    assert "[4, 8]" in ceiling_rows[0]["name"]  # the overridden sizes were used
     table = (tmp_path / "bench.md").read_text()
     assert all(r["name"] in table for r in results["rows"])
 
@@ -111,19 +111,53 @@ def test_node_memory_names_each_node_by_its_output_file(tmp_path):
         child.wait()
 
 
-def test_a_bad_override_exits_2_before_anything_is_written(tmp_path, capsys):
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        ("--config.actor.nope=3", "config.actor.nope is unknown (in --config.actor.nope)"),
+        ("--config.actor.num_envs", "Missing value for flag --config.actor.num_envs"),
+        ("--config.actor.num_envs=many", "--config.actor.num_envs=many: invalid literal"),
+        ("--a2c.actor.num_envs=8", "--dqn.<field>, --ppo.<field> for one"),
+        ("--set=actor.num_envs=8", "Unknown command line flag 'set'"),
+        # A valid field whose value the DQN config cannot take with the base sizes.
+        ("--config.replay.item_steps=4", "config.replay.min_size=640 transitions; need a"),
+        ("--dqn.replay.item_steps=4", "config.replay.min_size=640 transitions; need a"),
+    ],
+)
+def test_a_bad_override_exits_2_in_one_line_before_anything_is_written(
+    tmp_path, capsys, bad, message
+):
     out = tmp_path / "bench"
-    for bad in ("--set=actor.nope=3", "--set=actor.num_envs", "--set=actor.num_envs=many"):
-        with pytest.raises(SystemExit) as exited:
-            run.main(["--only=ceilings", f"--out={out}", bad])
-        assert exited.value.code == 2
-        assert "--set" in capsys.readouterr().err
-    # A valid field whose value the DQN config cannot take with the base sizes.
     with pytest.raises(SystemExit) as exited:
-        run.main(["--only=ceilings", f"--out={out}", "--set=replay.item_steps=4"])
-    assert exited.value.code == 2
-    assert "config.replay.min_size=640 transitions; need a multiple of" in capsys.readouterr().err
+        run.main(["--only=ceilings", f"--out={out}", bad])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1 and message in err, err
     assert not out.exists()
+
+
+def test_an_algorithms_own_override_reaches_its_runs_alone(tmp_path, monkeypatch):
+    """`--dqn.` changes DQN's configs only, in the bench and in the stage program it
+    starts (whose flags `Bench._program` builds), over `--config.`'s."""
+    args = ["--dqn.actor.num_envs=8", "--config.actor.num_envs=16", "--ppo.agent.num_epochs=2"]
+    benches = []
+    monkeypatch.setattr(run, "run_sections", lambda bench, names: benches.append(bench))
+    monkeypatch.setattr(run, "publish", lambda results, run_dir: "")
+    assert run.main(["--only=stages", f"--out={tmp_path}", *args]) == 0
+    (bench,) = benches
+    assert bench.overrides("dqn") == {"actor.num_envs": 8}
+    assert bench.overrides("ppo") == {"actor.num_envs": 16, "agent.num_epochs": 2}
+    commands = []
+    ran = {"wall": 0.0, "rc": 0, "log": ""}
+    monkeypatch.setattr(run, "run_subprocess", lambda cmd, **_: commands.append(cmd) or ran)
+    monkeypatch.setattr(run, "read_json", lambda path: None)
+    bench._program("stage", rows.ALGOS, 1)
+    (command,) = commands
+    built = {}
+    monkeypatch.setattr(stages, "stage_program", lambda configs, *_: built.update(configs) or ())
+    monkeypatch.setattr(stages, "launch_and_measure", lambda *_: None)
+    stages.main(command[command.index("benchmarks.stages") + 1 :])
+    assert (built["dqn"].actor.num_envs, built["ppo"].actor.num_envs) == (8, 16)
+    assert built["ppo"].agent.num_epochs == 2 and "num_epochs" not in built["dqn"].agent
 
 
 def test_e2e_data_age_is_the_windows_age_per_item_learned():

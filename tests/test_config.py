@@ -206,7 +206,7 @@ def test_dqn_items_of_k_steps_count_reverb_sizes_in_items():
 
 
 def test_on_policy_configs_ignore_item_steps():
-    """`replay.item_steps` is DQN's: `--set=replay.item_steps=4` in a benchmark reaches
+    """`replay.item_steps` is DQN's: `--config.replay.item_steps=4` in a benchmark reaches
     PPO too, and changes nothing there."""
     config = load_config("ppo")
     config.replay.item_steps = 4
@@ -395,9 +395,16 @@ def test_policy_plot_of_a_big_map_stays_small(tmp_path):
     assert max(height, width) < 2000
 
 
-def test_overrides_parse_literals_and_set_fields_of_any_section():
-    """`cli.parse_override` / `apply_overrides` (comparisons, benchmarks' --set) and absl's
-    `--config.<section>.<field>=` (launch/train.py) give the same config."""
+def _several(args, names=("dqn", "ppo")):
+    """`cli.parse_several` of a command over configs `names`, with no flags of its own."""
+    return cli.parse_several(
+        flags.FlagValues(), ["prog", *args], lambda _: {n: load_config(n) for n in names}
+    )
+
+
+def test_several_configs_take_overrides_as_launch_train_does():
+    """`--config.<section>.<field>=` of compare and the benchmarks (`cli.parse_several`)
+    and of launch/train.py (absl + the config file) give the same config."""
     items = [
         "actor.num_envs=32",
         "agent.learning_rate=1e-3",
@@ -406,8 +413,9 @@ def test_overrides_parse_literals_and_set_fields_of_any_section():
         "env.map=8x8",
         "replay.sampler=prioritized",
     ]
-    parsed = dict(cli.parse_override(item) for item in items)
-    assert parsed == {
+    args = [f"--config.{item}" for item in items]
+    given = _several(args, names=("dqn",))
+    assert given.of("dqn") == {
         "actor.num_envs": 32,
         "agent.learning_rate": 1e-3,
         "env.slippery": True,
@@ -416,13 +424,44 @@ def test_overrides_parse_literals_and_set_fields_of_any_section():
         "replay.sampler": "prioritized",
     }
     config = load_config("dqn")
-    cli.apply_overrides(config, parsed)
+    cli.apply_overrides(config, given.of("dqn"))
     config_lib.validate(config)
-    flagged = _override("dqn", [f"--config.{item}" for item in items])
-    for key, value in parsed.items():
+    flagged = _override("dqn", args)
+    for key, value in given.of("dqn").items():
         section, field = key.split(".")
         assert config[section][field] == flagged[section][field] == value, key
     assert config_lib.make_agent_config(config).hidden_sizes == (32, 32)
+
+
+def test_an_override_of_one_config_leaves_the_others_alone():
+    """`--<name>.` overrides that config alone, over `--config.`'s whatever the order; a
+    child command given `flags()` parses the same overrides."""
+    given = _several(
+        ["--ppo.actor.num_envs=16", "--config.actor.num_envs=32", "--dqn.agent.n_step=3"]
+    )
+    assert given.of("dqn") == {"actor.num_envs": 32, "agent.n_step": 3}
+    assert given.of("ppo") == {"actor.num_envs": 16}
+    assert _several(given.flags()) == given
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--config.actor.nope=3"], "dqn's config.actor.nope is unknown (in --config.actor.nope)"),
+        (["--config.actor.num_envs=many"], "--config.actor.num_envs=many: invalid literal for int"),
+        (["--config.actor.num_envs"], "Missing value for flag --config.actor.num_envs"),
+        (["--dqn.agent.nstep=3"], "valid fields of dqn's config.agent: activation, discount,"),
+        (["--a2c.actor.num_envs=8"], "(overrides: --config.<field>=<value> for every config, "),
+        (["--config.algorithm=ppo"], "--config.algorithm cannot be overridden"),
+        (["--set=actor.num_envs=8"], "Unknown command line flag 'set'"),
+        (["actor.num_envs=8"], "unexpected arguments ['actor.num_envs=8']"),
+    ],
+)
+def test_a_bad_override_of_several_configs_exits_2_in_one_line(args, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        _several(args)
+    err = capsys.readouterr().err
+    assert exited.value.code == cli.BAD_INPUT and err.count("\n") == 1 and message in err, err
 
 
 @pytest.mark.parametrize(
@@ -438,8 +477,3 @@ def test_bad_overrides_are_refused_and_change_nothing(overrides, message):
     with pytest.raises(config_lib.ConfigError, match=message):
         cli.apply_overrides(config, overrides)
     assert config.to_dict() == before and not config.is_locked
-
-
-def test_an_override_without_a_value_is_refused():
-    with pytest.raises(config_lib.ConfigError, match="expected <field>=<value>"):
-        cli.parse_override("actor.num_envs")

@@ -24,7 +24,7 @@ import psutil
 import pytest
 from conftest import ROOT, load_config
 
-from distrl import agents, checkpoint, metrics, replay_checkpoint, rundir
+from distrl import agents, checkpoint, cli, metrics, replay_checkpoint, rundir
 from distrl import config as config_lib
 from distrl.analysis import compare, compare_report
 from distrl.program import launcher as program
@@ -502,14 +502,22 @@ def test_compare_validates_every_config_before_running_any(tmp_path, warm_python
         "compare.py",
         "--configs=dqn,ppo,sarsa",
         "--seeds=0,1",
-        "--set=replay.queue_size=0",
+        "--config.replay.queue_size=0",
         f"--out={out}",
         timeout=120,
     )
     assert code == 2, text[-2000:]
-    assert "ppo seed 0: config.replay.queue_size=0" in text
-    assert "sarsa seed 1:" in text and "dqn seed" not in text
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("distrl: ")]
+    assert "ppo seed 0: config.replay.queue_size=0" in line
+    assert "sarsa seed 1:" in line and "dqn seed" not in line
     assert not out.exists()
+
+
+def test_compare_overrides_one_config_with_its_own_flags(tmp_path):
+    """`--<name>.` reaches that config's runs alone, over `--config.`'s."""
+    overrides = cli.Overrides({"actor.num_envs": 16}, {"ppo": {"actor.num_envs": 32}})
+    specs = compare.plan(["dqn", "ppo"], [0], str(tmp_path), {"num_actors": 2}, overrides)
+    assert {s.name: s.config.actor.num_envs for s in specs} == {"dqn": 16, "ppo": 32}
 
 
 def test_compare_runs_end_to_end_and_writes_report_and_plot(tmp_path, warm_python):

@@ -45,17 +45,26 @@ class RunSpec:
     config: object
 
 
-def parse_overrides(items: list[str]) -> dict:
-    """['actor.num_envs=32', 'env.slippery=True'] -> {'actor.num_envs': 32, ...}."""
-    return dict(cli.parse_override(item) for item in items)
+def loadable(names) -> dict:
+    """{name: config} of the config files that load (`plan` names the others), keyed by
+    the name a run directory and a `--<name>.` override flag use."""
+    configs = {}
+    for name in names:
+        try:
+            configs[os.path.basename(name)] = cli.load_file(name)
+        except Exception:  # noqa: BLE001, S112 - a config file may raise anything; plan says
+            continue
+    return configs
 
 
-def plan(names, seeds, out_dir: str, shared: dict, overrides: dict) -> list[RunSpec]:
+def plan(names, seeds, out_dir: str, shared: dict, overrides=None) -> list[RunSpec]:
     """Every run's resolved config, all validated before any run starts.
 
     `shared`: dotted keys applied to every config (map, actors, budget, target),
-    then `overrides` (--set). Raises ConfigError naming every bad run at once.
+    then `overrides` (a `cli.Overrides`: the command's --config. and --<name>.
+    flags). Raises ConfigError naming every bad run at once, in one line.
     """
+    overrides = overrides or cli.Overrides({}, {})
     specs, errors = [], []
     for name in names:
         for seed in seeds:
@@ -63,7 +72,7 @@ def plan(names, seeds, out_dir: str, shared: dict, overrides: dict) -> list[RunS
             try:
                 config = cli.load_file(name)
                 cli.apply_overrides(config, dict(shared, seed=seed, run_dir=run_dir))
-                cli.apply_overrides(config, overrides)
+                cli.apply_overrides(config, overrides.of(os.path.basename(name)))
                 config_lib.validate(config)
                 rundir.check_fresh(run_dir)
             except (config_lib.ConfigError, KeyError, TypeError, AttributeError) as err:
@@ -71,7 +80,7 @@ def plan(names, seeds, out_dir: str, shared: dict, overrides: dict) -> list[RunS
                 continue
             specs.append(RunSpec(os.path.basename(name), seed, run_dir, config))
     if errors:
-        raise config_lib.ConfigError("\n  ".join(["some runs cannot start:"] + errors))
+        raise config_lib.ConfigError("some runs cannot start: " + "; ".join(errors))
     return specs
 
 
