@@ -33,9 +33,8 @@ if __package__ in (None, ""):  # `python benchmarks/cluster.py`: make `benchmark
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import flags
 
-from benchmarks.common import QUIET_ENV, ROOT, configs_of, load_config
+from benchmarks.common import QUIET_ENV, ROOT, algo_overrides
 from distrl import cli
-from distrl import config as config_lib
 
 TRAIN = [sys.executable, str(ROOT / "launch" / "train.py")]
 PLACE = ["--config.ray.replay_resource=replay_host", "--config.ray.learner_resource=learner_host"]
@@ -137,14 +136,7 @@ def _flags():
 def main(argv=None) -> None:
     args = _flags()
     argv = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
-
-    def validate(overrides):
-        config_lib.validate(load_config(args.algo, overrides.of(args.algo)))
-
-    given = cli.parse_several(
-        args, argv, lambda a: configs_of([a.algo]), check=validate, usage=__doc__
-    )
-    overrides = given.of(args.algo)
+    overrides = algo_overrides(args, argv, __doc__)
     cluster, kind = start_cluster()
     rows = []
     try:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from distrl import cli, compile_cache, files
+from distrl import config as config_lib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -37,6 +38,20 @@ def load_config(name: str, overrides: dict[str, object] | None = None):
 def configs_of(names) -> dict:
     """{name: configs/<name>.py's config}: what a benchmark's overrides apply to."""
     return {name: load_config(name) for name in names}
+
+
+def algo_overrides(args, argv, usage: str) -> dict:
+    """The overrides of a benchmark that runs one config (`--algo`), parsed from
+    `argv` with its own flags `args` and validated on that config (`cli.parse_several`:
+    exit 2 with one line for a bad one)."""
+
+    def validate(overrides):
+        config_lib.validate(load_config(args.algo, overrides.of(args.algo)))
+
+    given = cli.parse_several(
+        args, argv, lambda a: configs_of([a.algo]), check=validate, usage=usage
+    )
+    return given.of(args.algo)
 
 
 def measure_rate(

@@ -30,9 +30,8 @@ from absl import flags
 
 if __package__ in (None, ""):  # `python benchmarks/fresh.py`: make `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks.common import configs_of, load_config
+from benchmarks.common import algo_overrides
 from distrl import cli
-from distrl import config as config_lib
 
 _DISTRIBUTED = r"""
 import ast, json, sys
@@ -99,14 +98,7 @@ def _flags():
 def main(argv=None):
     args = _flags()
     argv = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
-
-    def validate(overrides):
-        config_lib.validate(load_config(args.algo, overrides.of(args.algo)))
-
-    given = cli.parse_several(
-        args, argv, lambda a: configs_of([a.algo]), check=validate, usage=__doc__
-    )
-    overrides = given.of(args.algo)
+    overrides = algo_overrides(args, argv, __doc__)
     for seed in (int(s) for s in args.seeds):
         if args.only != "local":
             run_dir = tempfile.mkdtemp(prefix=f"fresh_{args.algo}_")

@@ -11,6 +11,8 @@ sides import it.
 import os
 import traceback
 
+from absl import logging
+
 FAILURES_DIR = "failures"
 
 
@@ -31,6 +33,14 @@ def exception_report(err: Exception) -> str:
     Call it in the `except` block (the traceback is the one being handled)."""
     cause = f"raised {type(err).__name__}: {err}".splitlines()[0]
     return f"{cause}\n\n{traceback.format_exc()}"
+
+
+def record_exception(run_dir: str, name: str, err: Exception) -> None:
+    """Logs and writes the report of node `name`, whose body raised `err` (both guards:
+    call it in the `except` block)."""
+    report = exception_report(err)
+    logging.error("node %s failed: %s", name, report)
+    record_failure(run_dir, name, report)
 
 
 def read_failure(run_dir: str, name: str):

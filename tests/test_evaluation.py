@@ -143,7 +143,7 @@ def test_stop_rule_ignores_a_lucky_small_sample():
     assert not np.any(reports.success_low[lucky] >= 0.9)
     config = ml_collections.ConfigDict(
         dict(
-            evaluator=dict(target_success=0.9),
+            evaluator=dict(target_success=0.9, confirm_envs=10_000),
             budget=dict(env_steps=0, learner_steps=0, seconds=0),
         )
     )

@@ -25,8 +25,6 @@ import contextlib
 import os
 import threading
 
-from absl import logging
-
 from distrl import failures
 
 ATTEMPT_ENV = "DISTRL_NODE_ATTEMPT"  # 0 for a node's first start, n for its n-th restart
@@ -66,8 +64,6 @@ class InProcess:
         try:
             yield
         except Exception as err:
-            report = failures.exception_report(err)
-            logging.error("node %s failed: %s", name, report)
-            failures.record_failure(run_dir, name, report)
+            failures.record_exception(run_dir, name, err)
             self.request_stop()
             raise

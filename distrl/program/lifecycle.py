@@ -22,7 +22,6 @@ import signal
 import threading
 
 import launchpad as lp
-from absl import logging
 from launchpad import context as lp_context
 
 from distrl import exits, failures
@@ -81,9 +80,7 @@ class LaunchpadLifecycle:
         try:
             yield
         except Exception as err:
-            report = failures.exception_report(err)
-            logging.error("node %s failed: %s", name, report)
-            failures.record_failure(run_dir, name, report)
+            failures.record_exception(run_dir, name, err)
             # Under test_mt the node is a thread of the test process, and Launchpad's test
             # harness answers a thread that raised by SIGQUIT-killing that whole process 3 s
             # later, unless the test's own cleanup ran first (a race the failing-node test
