@@ -80,13 +80,21 @@ def describe(tree) -> list:
 
 
 def save(
-    ckpt_dir: str, state, version: int, extra: dict, keep: int = 3, kind: Kind = LEARNER
+    ckpt_dir: str,
+    state,
+    version: int,
+    extra: dict,
+    keep: int = 3,
+    kind: Kind = LEARNER,
+    durable: bool = True,
 ) -> str:
     """Writes `state` (a TrainingState, or any pytree of arrays) as the newest checkpoint;
     returns its manifest path.
 
     `extra` (JSON-able: counts, elapsed seconds, ...) goes into the manifest; the
-    newest `keep` checkpoints stay, older ones are deleted.
+    newest `keep` checkpoints stay, older ones are deleted. durable=False skips the
+    fsyncs (most of a small save's cost): still whole after a process kill, and a
+    machine crash's damage is refused on load by the checksums.
     """
     os.makedirs(ckpt_dir, exist_ok=True)
     state = jax.device_get(state)
@@ -95,7 +103,7 @@ def save(
     leaves = jax.tree.leaves(state)
     np.savez(buffer, **{f"leaf_{i}": np.asarray(x) for i, x in enumerate(leaves)})
     data = buffer.getvalue()
-    files.write_atomic(os.path.join(ckpt_dir, name), data, durable=True)
+    files.write_atomic(os.path.join(ckpt_dir, name), data, durable=durable)
     manifest = dict(
         format=kind.format,
         version=int(version),
@@ -108,8 +116,8 @@ def save(
     manifest[_SELF_SHA] = _self_sha256(manifest)
     text = _manifest_text(manifest).encode()
     path = os.path.join(ckpt_dir, _manifest_name(name))
-    files.write_atomic(path, text, durable=True)
-    files.write_atomic(os.path.join(ckpt_dir, MANIFEST), text, durable=True)
+    files.write_atomic(path, text, durable=durable)
+    files.write_atomic(os.path.join(ckpt_dir, MANIFEST), text, durable=durable)
     _remove_stale(ckpt_dir, keep, kind.prefix)
     return path
 

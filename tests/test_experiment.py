@@ -346,6 +346,13 @@ def test_the_policy_keeper_writes_each_version_once_and_keeps_only_the_newest(tm
     assert [f for f in os.listdir(ckpt_dir) if f.endswith(".npz")] == [
         os.path.basename(keeper.on_disk()["file"])
     ]
+    # The final report's params are written once more, durably (fsynced), then not again.
+    written = keeper.on_disk()
+    keeper.offer(changed, 9, final=True)
+    durable = keeper.on_disk()
+    assert durable != written and durable["version"] == 9
+    keeper.offer(changed, 9, final=True)
+    assert keeper.on_disk() == durable and len(os.listdir(ckpt_dir)) == 3  # npz, json, copy
     manifest, leaves = checkpoint.read_newest(ckpt_dir, policy.POLICY)
     assert manifest["format"] == "distrl-policy/1" and manifest["algorithm"] == "dqn"
     for a, b in zip(jax.tree.leaves(changed), leaves, strict=True):

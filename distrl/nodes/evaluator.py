@@ -155,7 +155,7 @@ class Evaluator:
             reason, report, counts, kept = "stopped", None, {}, (source.params, source.version)
         answer = judge(kept[0]) if report is not None else None
         if report is not None:
-            self._policy.offer(*kept, report._asdict())
+            self._policy.offer(*kept, report._asdict(), final=True)
         self._finish(reason, env, agent, kept, report, counts, monitor.summary(), answer)
         log.close()
         monitor.close()
