@@ -7,7 +7,7 @@ its newest state instead, often another, worse policy. So the evaluator writes
 the reported policy's params to `<run_dir>/checkpoints/policy/` each time the
 policy it would report changes (`Keeper`): a killed run keeps the one it would
 have reported. The files are `distrl.checkpoint`'s (npz + sealed manifest, atomic,
-size and SHA-256 checked on load), of kind `POLICY`; only the newest is kept.
+the npz's SHA-256 checked on load), of kind `POLICY`; only the newest is kept.
 
 `load_policy(run_dir)` reads it back with the run's config.json, or the learner's
 newest checkpoint (`which="latest"`): a `Policy`, whose `act` is the greedy policy.
