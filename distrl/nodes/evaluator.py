@@ -193,7 +193,7 @@ class Evaluator:
             print(progress_line(elapsed, counts, report), flush=True)
             best = better_report(best, (report, source.params, source.version), confirm_envs)
             # What a budget would end with now (the kept best, else these params): on disk.
-            kept = best is not None and c.evaluator.get("keep_best", True)
+            kept = best is not None and c.evaluator.keep_best
             reported = best if kept else (report, source.params, source.version)
             self._policy.offer(reported[1], reported[2], reported[0]._asdict())
             reason = stop_reason(c, report, counts, elapsed, target)
