@@ -20,6 +20,11 @@ agent itself at load time (`agent.init`), and the manifest's paths and shapes
 must match it leaf for leaf, so a checkpoint of another algorithm or network
 shape is refused with a message that names the first leaves that differ.
 
+The same sealed files hold the run's reported policy (`distrl.policy`: its params
+alone, in their own directory): a `Kind` names what a directory holds (manifest
+format, file prefix, the noun messages use); every function takes the learner's
+by default.
+
 Atomicity: each file is written to a temporary name, fsynced and renamed with
 `os.replace`; the npz goes first under a new name, its manifest last. The manifest
 is the completed-marker: a write killed before it leaves the previous checkpoint in
@@ -34,6 +39,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -42,7 +48,17 @@ from absl import logging
 from distrl import files
 from distrl.errors import ConfigError
 
-FORMAT = "distrl-learner-checkpoint/1"
+
+class Kind(NamedTuple):
+    """What a directory of sealed pytrees holds."""
+
+    format: str  # the manifests' "format" field: one kind is never read as another
+    prefix: str  # the files' names: <prefix>-<version>-<ms>.npz / .json
+    noun: str  # in messages: "learner checkpoint", "policy"
+
+
+LEARNER = Kind("distrl-learner-checkpoint/1", "state", "learner checkpoint")
+FORMAT = LEARNER.format
 MANIFEST = "manifest.json"
 _SELF_SHA = "manifest_sha256"  # the manifest's own checksum, over every other field
 _TMP_SUFFIX = ".tmp"  # files.write_atomic's temp files: an unfinished write
@@ -63,22 +79,33 @@ def describe(tree) -> list:
     return [(jax.tree_util.keystr(p), tuple(x.shape), np.dtype(x.dtype).name) for p, x in leaves]
 
 
-def save(ckpt_dir: str, state, version: int, extra: dict, keep: int = 3) -> str:
-    """Writes `state` (a TrainingState) as the newest checkpoint; returns its manifest path.
+def save(
+    ckpt_dir: str,
+    state,
+    version: int,
+    extra: dict,
+    keep: int = 3,
+    kind: Kind = LEARNER,
+    durable: bool = True,
+) -> str:
+    """Writes `state` (a TrainingState, or any pytree of arrays) as the newest checkpoint;
+    returns its manifest path.
 
     `extra` (JSON-able: counts, elapsed seconds, ...) goes into the manifest; the
-    newest `keep` checkpoints stay, older ones are deleted.
+    newest `keep` checkpoints stay, older ones are deleted. durable=False skips the
+    fsyncs (most of a small save's cost): still whole after a process kill, and a
+    machine crash's damage is refused on load by the checksums.
     """
     os.makedirs(ckpt_dir, exist_ok=True)
     state = jax.device_get(state)
-    name = _new_state_name(ckpt_dir, version)
+    name = _new_state_name(ckpt_dir, version, kind.prefix)
     buffer = io.BytesIO()
     leaves = jax.tree.leaves(state)
     np.savez(buffer, **{f"leaf_{i}": np.asarray(x) for i, x in enumerate(leaves)})
     data = buffer.getvalue()
-    files.write_atomic(os.path.join(ckpt_dir, name), data, durable=True)
+    files.write_atomic(os.path.join(ckpt_dir, name), data, durable=durable)
     manifest = dict(
-        format=FORMAT,
+        format=kind.format,
         version=int(version),
         state_file=name,
         sha256=hashlib.sha256(data).hexdigest(),
@@ -89,9 +116,9 @@ def save(ckpt_dir: str, state, version: int, extra: dict, keep: int = 3) -> str:
     manifest[_SELF_SHA] = _self_sha256(manifest)
     text = _manifest_text(manifest).encode()
     path = os.path.join(ckpt_dir, _manifest_name(name))
-    files.write_atomic(path, text, durable=True)
-    files.write_atomic(os.path.join(ckpt_dir, MANIFEST), text, durable=True)
-    _remove_stale(ckpt_dir, keep)
+    files.write_atomic(path, text, durable=durable)
+    files.write_atomic(os.path.join(ckpt_dir, MANIFEST), text, durable=durable)
+    _remove_stale(ckpt_dir, keep, kind.prefix)
     return path
 
 
@@ -106,13 +133,13 @@ def _manifest_name(state_file: str) -> str:
     return state_file[: -len(".npz")] + ".json"
 
 
-def _new_state_name(ckpt_dir: str, version: int) -> str:
-    """state-<version>-<ms>.npz, unused so far: the file the current manifest names
+def _new_state_name(ckpt_dir: str, version: int, prefix: str) -> str:
+    """<prefix>-<version>-<ms>.npz, unused so far: the file the current manifest names
     is never overwritten, even by a second save of the same version."""
     stamp = time.time_ns() // 1_000_000
-    while os.path.exists(os.path.join(ckpt_dir, f"state-{version:010d}-{stamp}.npz")):
+    while os.path.exists(os.path.join(ckpt_dir, f"{prefix}-{version:010d}-{stamp}.npz")):
         stamp += 1
-    return f"state-{version:010d}-{stamp}.npz"
+    return f"{prefix}-{version:010d}-{stamp}.npz"
 
 
 def _manifest_text(manifest: dict) -> str:
@@ -122,22 +149,23 @@ def _manifest_text(manifest: dict) -> str:
     return f'{head[:-2]},\n "leaves": [\n  {leaves}\n ]\n}}\n'
 
 
-def _candidates(ckpt_dir: str) -> list:
+def _candidates(ckpt_dir: str, kind: Kind = LEARNER) -> list:
     """Manifest paths of the checkpoints in `ckpt_dir`, newest first (a run written
     before checkpoints were kept has only manifest.json)."""
-    paths = sorted(glob.glob(os.path.join(ckpt_dir, "state-*.json")), key=written_ms, reverse=True)
+    pattern = os.path.join(ckpt_dir, f"{kind.prefix}-*.json")
+    paths = sorted(glob.glob(pattern), key=written_ms, reverse=True)
     legacy = os.path.join(ckpt_dir, MANIFEST)
     return paths or ([legacy] if os.path.exists(legacy) else [])
 
 
-def _read_manifest_file(path: str) -> dict:
+def _read_manifest_file(path: str, kind: Kind = LEARNER) -> dict:
     try:
         with open(path) as f:
             manifest = json.load(f)
     except (OSError, ValueError) as err:
         raise CheckpointError(f"checkpoint manifest {path} is unreadable: {err}") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not a distrl learner checkpoint ({FORMAT})")
+    if not isinstance(manifest, dict) or manifest.get("format") != kind.format:
+        raise CheckpointError(f"{path} is not a distrl {kind.noun} ({kind.format})")
     # Manifests written before the field have none; a changed byte in one that has
     # it (a version, a count) is refused, not resumed from.
     if _SELF_SHA in manifest and manifest[_SELF_SHA] != _self_sha256(manifest):
@@ -153,18 +181,38 @@ def _self_sha256(manifest: dict) -> str:
     return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
 
 
-def _no_checkpoint(ckpt_dir: str) -> CheckpointError:
+def _no_checkpoint(ckpt_dir: str, kind: Kind = LEARNER) -> CheckpointError:
     unfinished = glob.glob(os.path.join(ckpt_dir, f"*{_TMP_SUFFIX}"))
     note = f" (an unfinished write, {unfinished[0]}, is ignored)" if unfinished else ""
-    return CheckpointError(f"no complete learner checkpoint in {ckpt_dir}{note}")
+    return CheckpointError(f"no complete {kind.noun} in {ckpt_dir}{note}")
 
 
-def read_manifest(ckpt_dir: str) -> dict:
+def read_manifest(ckpt_dir: str, kind: Kind = LEARNER) -> dict:
     """The newest checkpoint's manifest; CheckpointError when there is no readable one."""
-    candidates = _candidates(ckpt_dir)
+    candidates = _candidates(ckpt_dir, kind)
     if not candidates:
-        raise _no_checkpoint(ckpt_dir)
-    return _read_manifest_file(candidates[0])
+        raise _no_checkpoint(ckpt_dir, kind)
+    return _read_manifest_file(candidates[0], kind)
+
+
+def on_disk(run_dir: str) -> dict | None:
+    """{file, version} of the learner's newest checkpoint (file relative to the run
+    directory), or None when there is no readable one: for result.json."""
+    ckpt_dir = directory(run_dir)
+    try:
+        manifest = read_manifest(ckpt_dir)
+    except CheckpointError:
+        return None
+    file = os.path.join(ckpt_dir, manifest["state_file"])
+    return dict(file=os.path.relpath(file, run_dir), version=manifest["version"])
+
+
+def read_newest(ckpt_dir: str, kind: Kind) -> tuple:
+    """(manifest, leaves) of the newest checkpoint, checksum verified, with no fall back
+    to an older one: CheckpointError naming the file when it fails a check. Numpy
+    only; `check_compatible` then matches it to a pytree."""
+    manifest = read_manifest(ckpt_dir, kind)
+    return manifest, _read_arrays(ckpt_dir, manifest)
 
 
 def newest_usable(ckpt_dir: str, check) -> tuple:
@@ -266,9 +314,10 @@ def _read_arrays(ckpt_dir: str, manifest: dict) -> list:
         return [npz[f"leaf_{i}"] for i in range(len(manifest["leaves"]))]
 
 
-def _remove_stale(ckpt_dir: str, keep: int) -> None:
+def _remove_stale(ckpt_dir: str, keep: int, prefix: str) -> None:
     """Deletes all but the newest `keep` checkpoints, and killed writes' temps."""
-    names = sorted(glob.glob(os.path.join(ckpt_dir, "state-*.npz")), key=written_ms, reverse=True)
+    pattern = os.path.join(ckpt_dir, f"{prefix}-*.npz")
+    names = sorted(glob.glob(pattern), key=written_ms, reverse=True)
     stale = glob.glob(os.path.join(ckpt_dir, f"*{_TMP_SUFFIX}"))
     for npz in names[keep:]:
         stale += [npz, _manifest_name(npz)]

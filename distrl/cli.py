@@ -6,7 +6,9 @@ with `--config.<section>.<field>=<value>`. `run(main)` is absl's `app.run` with 
 flags parser that turns every bad flag into one line on stderr and exit status 2,
 before `main` runs: an unknown flag, a value of the wrong type, a missing or broken
 config file, an unknown config field, and `--config.algorithm` (the config file
-fixes the algorithm, since its agent section holds that preset's defaults).
+fixes the algorithm, since its agent section holds that preset's defaults). A
+command without `--config` (`launch/evaluate.py`, which reads a run directory)
+gets the same one-line flag errors.
 `load(flag)` reads the parsed config (ConfigError for a file that failed to load).
 
 Commands that run several configs (launch/compare.py, the benchmarks) take the same
@@ -89,6 +91,11 @@ def fail(message: str) -> None:
 
 def parse_flags(argv):
     """absl's flags parser, with every failure reported in one line (exit status 2)."""
+    if "config" not in flags.FLAGS:  # a command on a run directory (launch/evaluate.py)
+        try:
+            return flags.FLAGS(argv)
+        except flags.Error as err:
+            fail(f"bad flag: {_last_line(err)}")
     _refuse_algorithm_override(argv)
     given = [a for a in argv[1:] if a == "--config" or a.startswith("--config=")]
     if len(given) > 1:

@@ -101,14 +101,18 @@ def _episode_step(env: GridWorld, act: Callable, params, epsilon, carry: _Episod
     )
 
 
-def run_episodes(
-    env: GridWorld, act: Callable, params, key, num_envs: int, epsilon=0.0, exact=False
-):
-    """One episode per env from S, until all are done -> EvalResult. Jittable.
+class Episodes(NamedTuple):
+    """B finished episodes, one figure each."""
+
+    success: jnp.ndarray  # bool [B]: ended on G
+    episode_return: jnp.ndarray  # float32 [B]
+    length: jnp.ndarray  # int32 [B]
+
+
+def play_episodes(env: GridWorld, act: Callable, params, key, num_envs: int, epsilon=0.0):
+    """One episode per env from S, until all are done -> Episodes. Jittable.
 
     act(params, key, obs [B, O], epsilon) -> actions [B]; see `make_act`.
-    exact: the episodes are deterministic (see `is_deterministic`), so the success
-    rate is the success probability and its interval has zero width.
     """
     reset_keys = jax.random.split(key, num_envs)
     state, _ = jax.vmap(env.reset)(reset_keys)
@@ -119,12 +123,34 @@ def run_episodes(
         lambda c: _episode_step(env, act, params, epsilon, c),
         carry,
     )
+    return Episodes(carry.success, carry.episode_return, carry.episode_length)
+
+
+def mean_interval(values, z: float = WILSON_Z):
+    """(low, high): the normal-approximation 95% interval of the mean of `values` [B].
+    Jittable; zero width for equal values (deterministic episodes)."""
+    n = values.shape[0]
+    mean = jnp.mean(values)
+    half = z * jnp.std(values, ddof=min(1, n - 1)) / jnp.sqrt(n)
+    return mean - half, mean + half
+
+
+def run_episodes(
+    env: GridWorld, act: Callable, params, key, num_envs: int, epsilon=0.0, exact=False
+):
+    """One episode per env from S, until all are done -> EvalResult. Jittable.
+
+    act(params, key, obs [B, O], epsilon) -> actions [B]; see `make_act`.
+    exact: the episodes are deterministic (see `is_deterministic`), so the success
+    rate is the success probability and its interval has zero width.
+    """
+    carry = play_episodes(env, act, params, key, num_envs, epsilon)
     rate = jnp.mean(carry.success.astype(jnp.float32))
     low, high = (rate, rate) if exact else wilson_interval(jnp.sum(carry.success), num_envs)
     return EvalResult(
         success_rate=rate,
         mean_return=jnp.mean(carry.episode_return),
-        mean_length=jnp.mean(carry.episode_length.astype(jnp.float32)),
+        mean_length=jnp.mean(carry.length.astype(jnp.float32)),
         episodes=jnp.float32(num_envs),
         success_low=low,
         success_high=high,

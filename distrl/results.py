@@ -44,7 +44,8 @@ def add(run_dir: str, **fields) -> None:
 
 
 def summary(result, run_dir: str) -> str:
-    """The final report: outcome, evaluation, counts, restarts, grids, where files are."""
+    """The final report: outcome, evaluation, counts, restarts, grids, where files are
+    (the params on disk among them)."""
     counts, ev = result.get("counts", {}), result.get("evaluation")
     lines = [
         f"distrl: run ended ({result['stop_reason']}) after {result.get('wall_seconds', 0.0):.1f} s"
@@ -79,5 +80,25 @@ def summary(result, run_dir: str) -> str:
         lines.append(f"restarted {r['node']} at {r['at_seconds']:.0f} s: {r['cause']}")
     if result.get("grids"):
         lines.append(result["grids"])
+    lines += on_disk(result, run_dir)
     lines.append(f"run directory {run_dir} (plots in {os.path.join(run_dir, rundir.PLOTS_DIR)})")
     return "\n".join(lines)
+
+
+def on_disk(result, run_dir: str) -> list:
+    """Lines naming the params on disk: the reported policy's file and the learner's
+    last checkpoint (files relative to the run directory), each with its version."""
+    saved, last = result.get("policy"), result.get("learner_checkpoint")
+    lines = []
+    if saved:
+        lines.append(
+            f"reported policy (version {saved['version']:,}): {saved['file']}; "
+            f"evaluate it with launch/evaluate.py --run_dir={run_dir}"
+        )
+    if last:
+        other = saved and last["version"] != saved["version"]
+        lines.append(
+            f"learner's last checkpoint (version {last['version']:,}"
+            f"{', another policy' if other else ''}): {last['file']}"
+        )
+    return lines

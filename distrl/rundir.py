@@ -5,8 +5,9 @@ Everything a run writes lands in one directory (default `runs/<algorithm>-<time>
     .lock                   held (flock) by the live launch, which wrote its PID in it
     config.json             the resolved config; `--resume` reads it back
     result.json             the evaluator's outcome: counts, evaluation, value grid,
-                            greedy actions, replay statistics; the launcher adds
-                            the nodes restarted and the failures that ended the run
+                            greedy actions, replay statistics, the reported policy's
+                            file; the launcher adds the nodes restarted, the failures
+                            that ended the run and the learner's last checkpoint
     logs/<node>.csv         metric rows of actor_<i>, learner, evaluator, replay
     logs/nodes/<group>/<i>  each node process's own output (local_mp), and
                             logs/nodes/launcher the launcher's (starts, deaths,
@@ -14,6 +15,9 @@ Everything a run writes lands in one directory (default `runs/<algorithm>-<time>
                             logs/nodes-2/, logs/nodes-3/...
     tb/<node>/              TensorBoard event files of the same metrics
     checkpoints/learner/    learner checkpoints (see distrl.checkpoint)
+    checkpoints/policy/     the params of the policy result.json reports, with their
+                            version, saved by the evaluator (see distrl.policy;
+                            launch/evaluate.py plays them)
     checkpoints/replay/     Reverb's checkpoints of the replay tables (its newest);
                             checkpoints/replay-kept/ the newest few, kept
                             (see distrl.replay_checkpoint)

@@ -169,7 +169,10 @@ def main(argv):
         return 1
     # Node output printed here already holds the evaluator's summary.
     here = launch_type == "test_mt" or _TERMINAL.value == "current_terminal"
-    print(f"distrl: run directory {run_dir}" if here else results.summary(result, run_dir))
+    if here:  # the learner's last checkpoint was written after that summary
+        print("\n".join([*results.on_disk(result, run_dir), f"distrl: run directory {run_dir}"]))
+    else:
+        print(results.summary(result, run_dir))
     return 130 if result["stop_reason"] == "stopped" else 0
 
 

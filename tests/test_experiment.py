@@ -24,7 +24,17 @@ import psutil
 import pytest
 from conftest import ROOT, load_config
 
-from distrl import agents, checkpoint, cli, metrics, replay_checkpoint, rundir
+from distrl import (
+    agents,
+    checkpoint,
+    cli,
+    evaluation,
+    metrics,
+    policy,
+    replay_checkpoint,
+    results,
+    rundir,
+)
 from distrl import config as config_lib
 from distrl.analysis import compare, compare_report
 from distrl.program import launcher as program
@@ -318,6 +328,122 @@ def test_checkpoints_of_another_algorithm_or_shape_are_refused(tmp_path):
     with pytest.raises(checkpoint.CheckpointError, match="does not fit") as info:
         checkpoint.load(ckpt_dir, "dqn", small_state)
     assert "checkpoint (16, 64) float32, config (16, 32) float32" in str(info.value)
+
+
+def test_the_policy_keeper_writes_each_version_once_and_keeps_only_the_newest(tmp_path):
+    _, state = _dqn_state()
+    keeper, ckpt_dir = policy.Keeper(str(tmp_path), "dqn"), policy.directory(str(tmp_path))
+    keeper.offer(state.params, 5, dict(success_rate=np.float32(0.25)))
+    first, names = keeper.on_disk(), sorted(os.listdir(ckpt_dir))
+    assert first["version"] == 5 and first["file"].startswith(
+        "checkpoints/policy/params-0000000005-"
+    )
+    keeper.offer(state.params, 5)  # the same report: nothing is written
+    assert sorted(os.listdir(ckpt_dir)) == names
+    changed = jax.tree.map(lambda x: x + 1.0, state.params)
+    keeper.offer(changed, 9)
+    assert keeper.on_disk()["version"] == 9
+    assert [f for f in os.listdir(ckpt_dir) if f.endswith(".npz")] == [
+        os.path.basename(keeper.on_disk()["file"])
+    ]
+    # The final report's params are written once more, durably (fsynced), then not again.
+    written = keeper.on_disk()
+    keeper.offer(changed, 9, final=True)
+    durable = keeper.on_disk()
+    assert durable != written and durable["version"] == 9
+    keeper.offer(changed, 9, final=True)
+    assert keeper.on_disk() == durable and len(os.listdir(ckpt_dir)) == 3  # npz, json, copy
+    manifest, leaves = checkpoint.read_newest(ckpt_dir, policy.POLICY)
+    assert manifest["format"] == "distrl-policy/1" and manifest["algorithm"] == "dqn"
+    for a, b in zip(jax.tree.leaves(changed), leaves, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), b)
+    # One kind is never read as the other.
+    with pytest.raises(checkpoint.CheckpointError, match="is not a distrl learner checkpoint"):
+        checkpoint.read_manifest(ckpt_dir)
+
+
+def test_result_and_summary_name_the_reported_policy_and_the_learners_last(short_run):
+    result, run_dir, _ = short_run
+    saved, last = result["policy"], checkpoint.read_manifest(checkpoint.directory(str(run_dir)))
+    assert saved["version"] == result["param_version"]
+    assert [p.name for p in (run_dir / "checkpoints/policy").glob("*.npz")] == [
+        os.path.basename(saved["file"])
+    ]
+    manifest = json.loads((run_dir / "checkpoints/policy/manifest.json").read_text())
+    assert manifest["version"] == saved["version"] and manifest["format"] == "distrl-policy/1"
+    learner_file = f"checkpoints/learner/{last['state_file']}"
+    assert result["learner_checkpoint"] == dict(file=learner_file, version=last["version"])
+    text = results.summary(result, str(run_dir))
+    assert f"reported policy (version {saved['version']:,}): {saved['file']}" in text
+    assert f"launch/evaluate.py --run_dir={run_dir}" in text
+    assert f"learner's last checkpoint (version {last['version']:,}" in text
+    assert learner_file in text
+
+
+def _json_line(text: str) -> dict:
+    """The JSON object a --json command printed (other lines: library logs)."""
+    return json.loads(next(line for line in reversed(text.splitlines()) if line.startswith("{")))
+
+
+def test_evaluate_command_scores_the_reported_policy_or_the_learners_last(short_run, warm_python):
+    result, run_dir, _ = short_run
+    code, out = _python(warm_python, "evaluate.py", f"--run_dir={run_dir}", "--json")
+    assert code == 0, out[-2000:]
+    figures = _json_line(out)
+    assert figures["param_version"] == result["param_version"] == figures["reported_version"]
+    assert figures["exact"]["success"] == result["exact"]["success"]  # to the float
+    assert figures["exact"] == result["exact"]
+    assert figures["actions"] == result["actions"] and figures["values"] == result["values"]
+    ev = figures["evaluation"]  # the 4x4 map is deterministic: one episode, exact
+    assert ev["episodes"] == 1 and ev["success_rate"] == result["evaluation"]["success_rate"]
+    code, out = _python(warm_python, "evaluate.py", f"--run_dir={run_dir}", "--episodes=50")
+    assert code == 0, out[-2000:]
+    assert f"reported policy, version {result['param_version']:,}" in out
+    assert evaluation.describe_exact(result["exact"]) in out
+    arrows = evaluation.render_arrows(np.array(result["actions"]), result["map"])
+    assert arrows in out, out[-2000:]
+    code, out = _python(
+        warm_python, "evaluate.py", f"--run_dir={run_dir}", "--checkpoint=latest", "--json"
+    )
+    assert code == 0, out[-2000:]
+    latest = _json_line(out)
+    assert latest["param_version"] == result["learner_checkpoint"]["version"]
+    assert latest["file"] == result["learner_checkpoint"]["file"]
+
+
+def test_evaluate_command_refuses_a_corrupt_or_missing_policy_in_one_line(
+    short_run, tmp_path, warm_python
+):
+    _, run_dir, _ = short_run
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy(run_dir / "config.json", copy)
+    shutil.copytree(run_dir / "checkpoints/policy", copy / "checkpoints/policy")
+    npz = next((copy / "checkpoints/policy").glob("*.npz"))
+    os.truncate(npz, npz.stat().st_size // 2)
+    for args, message in [
+        ([f"--run_dir={copy}"], f"distrl: cannot evaluate: checkpoint {npz} is corrupt"),
+        ([f"--run_dir={tmp_path / 'none'}"], f"run directory {tmp_path / 'none'} does not exist"),
+        ([f"--run_dir={tmp_path}"], f"{tmp_path} is not a run directory (no config.json)"),
+        (["--run_dir=" + str(copy), "--episodes=0"], "bad flag: flag --episodes=0"),
+    ]:
+        code, out = _python(warm_python, "evaluate.py", *args)
+        assert code == 2 and message in out and "Traceback" not in out, out[-2000:]
+        assert len(out.strip().splitlines()) == 1, out
+    shutil.rmtree(copy / "checkpoints/policy")
+    code, out = _python(warm_python, "evaluate.py", f"--run_dir={copy}")
+    assert code == 2 and "holds no saved policy" in out and "--checkpoint=latest" in out, out
+
+
+def test_load_policy_acts_as_the_reported_policy(short_run):
+    result, run_dir, _ = short_run
+    loaded = policy.load_policy(str(run_dir))
+    assert loaded.version == result["param_version"] and loaded.which == policy.REPORTED
+    cells = np.eye(loaded.env.num_cells, dtype=np.float32)  # every cell's observation
+    assert np.asarray(loaded.act(cells)).tolist() == np.ravel(result["actions"]).tolist()
+    latest = policy.load_policy(str(run_dir), policy.LATEST)
+    assert latest.version == result["learner_checkpoint"]["version"]
+    assert np.asarray(latest.act(cells)).shape == (loaded.env.num_cells,)
 
 
 def test_resume_from_a_bad_checkpoint_exits_2_before_any_process(short_run, tmp_path, warm_python):
@@ -675,6 +801,12 @@ def test_local_mp_run_killed_with_sigkill_resumes_and_ends_at_least_as_good(tmp_
     before = checkpoint.read_manifest(ckpt_dir)
     success_before = metrics.last_row(metrics.csv_path(str(run_dir), "evaluator"))["success_rate"]
     assert not (run_dir / "result.json").exists()  # it really was killed, not finished
+    # The killed run kept the policy it would have reported: the best, which solved it.
+    kept_policy = policy.load_policy(str(run_dir))
+    exact_before = evaluation.exact_answer(
+        kept_policy.env, kept_policy.agent, kept_policy.params, kept_policy.agent.config.discount
+    )
+    assert exact_before["success"] == 1.0, (kept_policy.version, exact_before)
     # What the killed launcher could not clean up stayed inside the run directory.
     assert list((run_dir / "tmp").glob("launch-*/learner.pkl"))
     # The newest replay checkpoint cut by one byte: the resume keeps the newest
@@ -711,5 +843,6 @@ def test_local_mp_run_killed_with_sigkill_resumes_and_ends_at_least_as_good(tmp_
     # evaluation, when the checkpointed policy already reaches the target).
     assert result["counts"]["env_steps"] >= before["counts"]["env_steps"] > 0
     assert result["param_version"] >= before["version"] > 0
+    assert result["policy"]["version"] == result["param_version"]
     assert (run_dir / "logs" / "nodes-2" / "learner" / "0").stat().st_size > 0
     assert "success rate 1.000" in out and "[replay/0]" not in out

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import load_config
 
-from distrl import metrics, pipelines, results
+from distrl import evaluation, metrics, pipelines, policy, results
 from distrl.nodes.evaluator import next_mark
 from distrl.program import errors
 from distrl.program import launcher as program
@@ -106,4 +106,9 @@ def test_slippery_result_carries_interval_and_exact_answers(run_dir):
     assert all(later >= mark for later, mark in zip(steps[1:], marks)), (steps, marks)
     text = results.summary(result, out_dir)
     assert "95% Wilson, 5000 episodes" in text and "optimal 0.740" in text
+    # The reported policy is the one on disk, with the same exact figures.
+    loaded = policy.load_policy(out_dir)
+    assert loaded.version == result["param_version"] == result["policy"]["version"]
+    again = evaluation.exact_answer(loaded.env, loaded.agent, loaded.params, answer["discount"])
+    assert again["success"] == answer["success"], (again, answer)
     assert os.path.exists(os.path.join(out_dir, "plots", "curves.png"))

@@ -14,7 +14,9 @@ by `confirm_envs` more episodes first, so one lucky sample never ends a run. Whe
 the target is reached or a budget (env steps, learner steps, wall time) is spent,
 it writes `result.json` (the interval, the exact figures, the value grid and
 greedy actions as arrays), prints the final success rate, value grid and policy
-arrows, and stops the whole program.
+arrows, and stops the whole program. The params of the policy it would report
+are saved each time that policy changes (`distrl.policy.Keeper`), so the policy
+result.json reports is on disk, even after a kill.
 """
 
 import time
@@ -22,7 +24,7 @@ import time
 import jax
 from absl import logging
 
-from distrl import agents, evaluation, metrics, results
+from distrl import agents, evaluation, metrics, policy, results
 from distrl import config as config_lib
 from distrl.envs import exact
 from distrl.nodes.counter import data_summary
@@ -124,6 +126,7 @@ class Evaluator:
         self._run_dir = run_dir
         self._start = start_time
         self._last_params = None
+        self._policy = policy.Keeper(run_dir, config.algorithm)  # the reported policy's file
 
     def run(self) -> None:
         with self._lifecycle.guard("evaluator", self._run_dir):
@@ -151,6 +154,8 @@ class Evaluator:
         else:
             reason, report, counts, kept = "stopped", None, {}, (source.params, source.version)
         answer = judge(kept[0]) if report is not None else None
+        if report is not None:
+            self._policy.offer(*kept, report._asdict(), final=True)
         self._finish(reason, env, agent, kept, report, counts, monitor.summary(), answer)
         log.close()
         monitor.close()
@@ -187,6 +192,10 @@ class Evaluator:
             monitor.maybe_log(row["env_steps"])
             print(progress_line(elapsed, counts, report), flush=True)
             best = better_report(best, (report, source.params, source.version), confirm_envs)
+            # What a budget would end with now (the kept best, else these params): on disk.
+            kept = best is not None and c.evaluator.keep_best
+            reported = best if kept else (report, source.params, source.version)
+            self._policy.offer(reported[1], reported[2], reported[0]._asdict())
             reason = stop_reason(c, report, counts, elapsed, target)
             if reason is None and self._wait_until_due(counts):
                 reason = "stopped"  # a signal, Ctrl-C, or a failed node
@@ -237,6 +246,7 @@ class Evaluator:
             wall_seconds=time.time() - self._start,
             param_version=version,  # the params this result is about
             kept_best=params is not self._last_params,  # not the last evaluated params
+            policy=self._policy.on_disk(),  # the file holding those params (distrl.policy)
             counts=counts,
             evaluation=report._asdict() if report is not None else None,
             exact=answer,

@@ -157,13 +157,15 @@ def _build(config, resume: bool, stack, launch_type: str):
 def _outcome(run_dir: str, restarts: list):
     """(result | None, run_dir) after the program ended; NodeFailure if a node failed.
 
-    The restarts made and the failures that ended the run go into result.json too.
+    The restarts made, the failures that ended the run and the learner's last
+    checkpoint go into result.json too.
     """
     reports = failures.read_failures(run_dir)
     results.add(
         run_dir,
         restarts=restarts,
         failures={name: failures.summary(t) for name, t in reports.items()},
+        learner_checkpoint=checkpoint.on_disk(run_dir),  # written as the learner stopped
     )
     if reports:
         raise NodeFailure(reports, run_dir)

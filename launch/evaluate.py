@@ -1,0 +1,113 @@
+"""Evaluate a run's policy: python launch/evaluate.py --run_dir=runs/<run>
+
+Loads the policy the run's result.json reports (its params, which the evaluator
+saved in <run_dir>/checkpoints/policy/), or with `--checkpoint=latest` the
+learner's last checkpoint; plays `--episodes` greedy episodes from S (one on a
+deterministic map, where they are all alike and the figures exact) and prints the
+success rate and mean return with their 95% intervals (Wilson; normal for the
+return), the exact success and value of the greedy policy against the optimum
+(`distrl.envs.exact`, by DP over the gridworld's tables), and the value and
+greedy-action grids. `--json` prints one JSON object instead: param_version,
+evaluation, exact, values and actions ([rows][cols], row-major, as in result.json).
+Exit status 2, with one line, for a bad flag, a missing run directory or saved
+policy, or a corrupt file.
+"""
+
+import json
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+from absl import flags
+
+from distrl import cli, evaluation, policy, results
+from distrl import config as config_lib
+
+_RUN_DIR = flags.DEFINE_string("run_dir", None, "The run directory whose policy to evaluate.")
+_CHECKPOINT = flags.DEFINE_enum(
+    "checkpoint",
+    policy.REPORTED,
+    [policy.REPORTED, policy.LATEST],
+    "reported: the policy result.json reports (checkpoints/policy/); latest: the "
+    "learner's last checkpoint (checkpoints/learner/).",
+)
+_EPISODES = flags.DEFINE_integer(
+    "episodes", 10_000, "Greedy episodes to play (one on a deterministic map).", lower_bound=1
+)
+_SEED = flags.DEFINE_integer("seed", 0, "Seed of the episodes' slips.")
+_JSON = flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
+flags.mark_flag_as_required("run_dir")
+
+
+def evaluate(loaded: policy.Policy, episodes: int, seed: int) -> dict:
+    """The JSON-ready figures of `loaded`'s greedy policy: episodes, exact, grids."""
+    env, agent = loaded.env, loaded.agent
+    exact = evaluation.is_deterministic(env)
+    n = evaluation.episodes_needed(env, episodes)
+    act = evaluation.make_act(agent)
+    play = jax.jit(lambda params, key: evaluation.play_episodes(env, act, params, key, n))
+    played = jax.device_get(play(loaded.params, jax.random.PRNGKey(seed)))
+    rate = float(played.success.mean())
+    low, high = (rate, rate) if exact else evaluation.wilson_interval(played.success.sum(), n)
+    return_low, return_high = evaluation.mean_interval(jnp.asarray(played.episode_return))
+    values, actions = evaluation.value_grid(env, agent, loaded.params)
+    reported = results.read(loaded.run_dir)
+    return dict(
+        run_dir=loaded.run_dir,
+        checkpoint=loaded.which,
+        file=os.path.relpath(loaded.file, loaded.run_dir),
+        param_version=loaded.version,
+        reported_version=(reported or {}).get("param_version"),  # result.json's, if any
+        evaluation=dict(
+            episodes=n,
+            success_rate=rate,
+            success_low=float(low),
+            success_high=float(high),
+            mean_return=float(played.episode_return.mean()),
+            return_low=float(return_low),
+            return_high=float(return_high),
+            mean_length=float(played.length.mean()),
+        ),
+        exact=evaluation.exact_answer(env, agent, loaded.params, agent.config.discount),
+        map=list(env.desc),
+        values=values.tolist(),
+        actions=actions.tolist(),
+    )
+
+
+def describe(figures: dict, env) -> str:
+    """The text report of `evaluate`'s figures."""
+    ev = figures["evaluation"]
+    which = "reported policy" if figures["checkpoint"] == policy.REPORTED else "learner's last"
+    lines = [f"distrl: {which}, version {figures['param_version']:,} ({figures['file']})"]
+    if figures["checkpoint"] == policy.REPORTED and figures["reported_version"] not in (
+        None,
+        figures["param_version"],
+    ):
+        lines.append(f"note: result.json reports version {figures['reported_version']:,}")
+    lines.append(evaluation.describe_success(ev))
+    lines.append(
+        f"mean return {ev['mean_return']:+.3f} [{ev['return_low']:+.3f}, "
+        f"{ev['return_high']:+.3f}] (95%)  mean length {ev['mean_length']:.1f}  (greedy)"
+    )
+    lines.append(evaluation.describe_exact(figures["exact"]))
+    lines.append(evaluation.report(env, grids=(figures["values"], figures["actions"])))
+    return "\n".join(lines)
+
+
+def main(argv):
+    del argv  # cli.run refuses positional arguments
+    try:
+        loaded = policy.load_policy(_RUN_DIR.value, _CHECKPOINT.value)
+    except config_lib.ConfigError as err:  # a CheckpointError too
+        message = "; ".join(line.strip() for line in str(err).splitlines())
+        print(f"distrl: cannot evaluate: {message}", file=sys.stderr)
+        return cli.BAD_INPUT
+    figures = evaluate(loaded, _EPISODES.value, _SEED.value)
+    print(json.dumps(figures) if _JSON.value else describe(figures, loaded.env), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    cli.run(main)
