@@ -8,7 +8,9 @@ episode is all there is); `confirmed` is the stop rule every trainer uses: the
 interval's lower bound must reach the target. `value_grid` asks the agent for V
 (or max Q) and its greedy
 action in every cell, and `render_values` / `render_arrows` print them the way the
-series did (H and G shown as letters).
+series did (H and G shown as letters). `exact_answer` scores the greedy policy
+exactly and checks the learned value against the exact value of the policy it
+estimates (`value_check`), per cell (`error_grid`).
 """
 
 from collections.abc import Callable
@@ -222,42 +224,124 @@ def render_arrows(actions: np.ndarray, desc) -> str:
     return "\n".join("".join(f"{s:<4}" for s in row).rstrip() for row in cells)
 
 
-def report(env: GridWorld, agent=None, params=None, grids=None) -> str:
-    """Both grids, ready to print; from `grids` = (values, actions) [num_cells] if given."""
+def report(env: GridWorld, agent=None, params=None, grids=None, answer=None) -> str:
+    """Both grids, ready to print; from `grids` = (values, actions) [num_cells] if given.
+    With `answer` (`exact_answer`'s dict) the value-error grid follows (`describe_errors`)."""
     if grids is None:
         values, actions = value_grid(env, agent, params)
     else:
         values, actions = (np.asarray(g).reshape(env.rows, env.cols) for g in grids)
-    return (
-        f"values:\n{render_values(values, env.desc)}\n"
+    untrained = answer is not None and answer.get("learned_policy", "") is None
+    heading = "values (no critic: an untrained head, no learned value)" if untrained else "values"
+    text = (
+        f"{heading}:\n{render_values(values, env.desc)}\n"
         f"greedy policy:\n{render_arrows(actions, env.desc)}"
     )
+    errors = describe_errors(answer, env.desc) if answer is not None else ""
+    return f"{text}\n{errors}" if errors else text
+
+
+# How reports name the policy whose value an agent learns (`agents.base.ValuedPolicy`).
+VALUED_POLICY = {"greedy": "greedy policy", "sampling": "sampling policy"}
+
+
+def cell_probs(agent, params, num_cells: int):
+    """Action probabilities [num_cells, A] of the policy `agent.value` is for. Jittable."""
+    return agent.valued.probs(params, jnp.eye(num_cells, dtype=jnp.float32))
+
+
+_cell_probs_jit = jax.jit(cell_probs, static_argnums=(0, 2))
+
+
+def value_check(env: GridWorld, agent, params, discount: float):
+    """(learned values [S], exact values [S]) of the policy the learned value estimates
+    (`agent.valued`: Q-learning's greedy policy, a critic's sampling policy), or None
+    when the agent learns no value (no critic). Exact: policy evaluation over the env's
+    tables within the time limit (`exact.evaluate_stochastic_policy`), so a wrong
+    critic differs from it and a right one agrees, whatever the greedy policy does."""
+    if agent.valued is None:
+        return None
+    learned, _ = _cell_values_jit(agent, params, env.num_cells)
+    probs = np.asarray(_cell_probs_jit(agent, params, env.num_cells))
+    mine = exact.evaluate_stochastic_policy(env, probs, discount)
+    return np.asarray(learned, np.float64), mine.value
+
+
+def error_grid(env: GridWorld, learned, exact_values) -> list:
+    """learned - exact per cell, [rows][cols] lists; None on H and G, where the episode
+    has ended and no value is learned."""
+    error = (np.asarray(learned) - np.asarray(exact_values)).reshape(env.rows, env.cols)
+    terminal = np.array([[ch in "HG" for ch in row] for row in env.desc])
+    return [[None if t else float(e) for e, t in zip(*row)] for row in zip(error, terminal)]
 
 
 def exact_answer(env: GridWorld, agent, params, discount: float, best=None) -> dict:
-    """The greedy policy's exact figures at S against the optimum's (`envs.exact`).
+    """The greedy policy's exact figures at S against the optimum's (`envs.exact`), and
+    the learned value checked against the exact value of the policy it estimates.
 
-    Returns a JSON-ready dict: `exact.Answer`'s fields, its ratio, the agent's own
-    value estimate V(S) (`learned_value`) and the discount they are for.
+    Returns a JSON-ready dict: `exact.Answer`'s fields (`value`: the greedy policy's
+    V(S)), its ratio, the discount, and the value check: `learned_value` (the agent's
+    V(S) or max_a Q(S)), `learned_policy` ("greedy" or "sampling", the policy that
+    value is for), `learned_policy_value` (that policy's exact V(S)), `learned_error`
+    (their difference) and `value_errors` (the difference per cell, `error_grid`);
+    all None when the agent learns no value.
     """
     values, actions = value_grid(env, agent, params)
     result = exact.answer(env, actions.reshape(-1), discount, best)
-    return dict(
-        result._asdict(),
-        ratio=result.ratio,
-        learned_value=float(values.reshape(-1)[env.start_cell]),
-        discount=float(discount),
+    check = value_check(env, agent, params, discount)
+    s = env.start_cell
+    learned = dict.fromkeys(
+        ("learned_value", "learned_policy", "learned_policy_value", "learned_error", "value_errors")
     )
+    if check is not None:
+        mine, truth = check
+        learned = dict(
+            learned_value=float(mine[s]),
+            learned_policy=agent.valued.name,
+            learned_policy_value=float(truth[s]),
+            learned_error=float(mine[s] - truth[s]),
+            value_errors=error_grid(env, mine, truth),
+        )
+    return dict(result._asdict(), ratio=result.ratio, discount=float(discount), **learned)
 
 
 def describe_exact(answer: dict) -> str:
-    """'exact success 0.874, optimal 0.890: 98.2%; V(S) learned +0.51, exact +0.50, V* +0.53'."""
-    return (
+    """Two lines: the greedy policy's exact figures against the optimum's, and the
+    learned V(S) beside the exact value of the policy it estimates, e.g.
+    'exact success 0.874, optimal 0.890: 98.2% (best any policy: 0.913); greedy policy
+    V(S) +0.500, V*(S) +0.530 (discount 0.99)' and 'V(S) learned +0.350, exact V^pi(S)
+    +0.360 (sampling policy): error -0.010'."""
+    first = (
         f"exact success {answer['success']:.3f}, optimal {answer['optimal_success']:.3f}: "
         f"{100 * answer['ratio']:.1f}% (best any policy: {answer['max_success']:.3f}); "
-        f"V(S) learned {answer['learned_value']:+.3f}, exact {answer['value']:+.3f}, "
-        f"V*(S) {answer['optimal_value']:+.3f} (discount {answer['discount']:g})"
+        f"greedy policy V(S) {answer['value']:+.3f}, V*(S) {answer['optimal_value']:+.3f} "
+        f"(discount {answer['discount']:g})"
     )
+    return f"{first}\n{describe_learned(answer)}"
+
+
+def describe_learned(answer: dict) -> str:
+    """The learned V(S) against the exact value of the policy it estimates (one line)."""
+    if "learned_policy" not in answer:  # a result.json from before the check
+        return f"V(S) learned {answer['learned_value']:+.3f} (not checked: an older result)"
+    if answer["learned_policy"] is None:
+        return "V(S): none learned (no critic), so no value to check"
+    return (
+        f"V(S) learned {answer['learned_value']:+.3f}, exact V^pi(S) "
+        f"{answer['learned_policy_value']:+.3f} ({VALUED_POLICY[answer['learned_policy']]}): "
+        f"error {answer['learned_error']:+.3f}"
+    )
+
+
+def describe_errors(answer: dict, desc) -> str:
+    """The value-error grid as text under a heading naming the policy; "" without one
+    (no critic, which `report`'s values heading and `describe_learned` say)."""
+    if answer.get("value_errors") is None:
+        return ""
+    errors = np.asarray(answer["value_errors"], np.float64)  # None (H, G) -> nan, not shown
+    errors = np.round(errors, 2) + 0.0  # float noise as +0.00, not -0.00 (-0.0 + 0.0 = 0.0)
+    name = VALUED_POLICY[answer["learned_policy"]]
+    return f"value error, learned - exact V^pi ({name}):\n{render_values(errors, desc)}"
 
 
 def describe_success(result) -> str:

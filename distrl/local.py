@@ -9,8 +9,9 @@ that decides when to stop are fused into ONE jitted call (a `lax.while_loop` tha
 The run is solved when the greedy success interval's lower bound reaches the
 target in an evaluation of `evaluator.confirm_envs` episodes, run whenever the
 greedy policy's exact success (a cheap dynamic programme in the loop) reaches it;
-the final figures are a `confirm_envs`-episode evaluation and the exact success
-of the greedy policy against the optimum's (`envs.exact`).
+the final figures are a `confirm_envs`-episode evaluation, the exact success
+of the greedy policy against the optimum's (`envs.exact`), and the learned value
+against the exact value of the policy it estimates (`evaluation.exact_answer`).
 
 It takes the same experiment config as `launch/train.py` (`distrl.config`), and the
 same CLI (absl flags + a config file, `distrl.cli`):
@@ -134,12 +135,12 @@ class TrainResult(NamedTuple):
     mean_return: float
     mean_length: float
     params: Any
-    report: str  # value and arrow grids
+    report: str  # value, arrow and value-error grids
     success_low: float = 0.0  # its 95% Wilson interval
     success_high: float = 0.0
     eval_episodes: int = 0
     target: float = 0.0  # the success the run had to confirm
-    exact: dict | None = None  # evaluation.exact_answer of the final greedy policy
+    exact: dict | None = None  # evaluation.exact_answer of the final params
     history: tuple = ()  # (env steps, seconds, exact success) after each jitted call
 
 
@@ -301,6 +302,7 @@ def train(config, log=None) -> TrainResult:
 
     carry, grids, history = _loop(step, init_fn(init_key), key, cfg, target, log, start, judge)
     ev = _final_evaluation(env, agent, cfg, carry, key)
+    answer = evaluation.exact_answer(env, agent, carry.state.params, discount, best)
     wall_time = time.perf_counter() - start
     return TrainResult(
         solved=bool(evaluation.confirmed(ev, target, cfg.confirm_envs)),
@@ -314,12 +316,12 @@ def train(config, log=None) -> TrainResult:
         mean_return=float(ev.mean_return),
         mean_length=float(ev.mean_length),
         params=carry.state.params,
-        report=evaluation.report(env, grids=grids),
+        report=evaluation.report(env, grids=grids, answer=answer),
         success_low=float(ev.success_low),
         success_high=float(ev.success_high),
         eval_episodes=int(ev.episodes),
         target=float(target),
-        exact=evaluation.exact_answer(env, agent, carry.state.params, discount, best),
+        exact=answer,
         history=tuple(history),
     )
 

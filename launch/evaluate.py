@@ -6,9 +6,12 @@ learner's last checkpoint; plays `--episodes` greedy episodes from S (one on a
 deterministic map, where they are all alike and the figures exact) and prints the
 success rate and mean return with their 95% intervals (Wilson; normal for the
 return), the exact success and value of the greedy policy against the optimum
-(`distrl.envs.exact`, by DP over the gridworld's tables), and the value and
-greedy-action grids. `--json` prints one JSON object instead: param_version,
-evaluation, exact, values and actions ([rows][cols], row-major, as in result.json).
+(`distrl.envs.exact`, by DP over the gridworld's tables), the learned V(S) beside
+the exact value of the policy it estimates (greedy for Q-learning, the sampling
+policy for a critic; none without a critic), and the value, greedy-action and
+value-error grids. `--json` prints one JSON object instead: param_version,
+evaluation, exact (the value check among its fields, `value_errors` per cell), values
+and actions ([rows][cols], row-major, as in result.json).
 Exit status 2, with one line, for a bad flag, a missing run directory or saved
 policy, or a corrupt file.
 """
@@ -92,7 +95,8 @@ def describe(figures: dict, env) -> str:
         f"{ev['return_high']:+.3f}] (95%)  mean length {ev['mean_length']:.1f}  (greedy)"
     )
     lines.append(evaluation.describe_exact(figures["exact"]))
-    lines.append(evaluation.report(env, grids=(figures["values"], figures["actions"])))
+    grids = (figures["values"], figures["actions"])
+    lines.append(evaluation.report(env, grids=grids, answer=figures["exact"]))
     return "\n".join(lines)
 
 

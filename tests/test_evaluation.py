@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from distrl import agents, evaluation
-from distrl.agents.base import Agent
-from distrl.envs import make_env
+from distrl.agents.base import Agent, ValuedPolicy
+from distrl.analysis import plots
+from distrl.envs import exact, make_env
 
 ENV = make_env("4x4")
 ROUTE = np.zeros(16, np.int32)  # 0 -> 1 -> 2 -> 6 -> 10 -> 14 -> 15
@@ -204,3 +205,120 @@ def test_env_step_cadence_marks_skip_what_an_evaluation_overran():
     assert next_mark(99_999, 100_000) == 100_000
     assert next_mark(100_000, 100_000) == 200_000  # a count on the mark waits for the next
     assert next_mark(351_000, 100_000) == 400_000  # marks passed meanwhile are not caught up
+
+
+# -- the learned value checked against the exact value of the policy it estimates ----
+
+
+def _cell_table(values):
+    table = jnp.asarray(values, jnp.float32)
+    return lambda params, obs: table[jnp.argmax(obs, -1)]
+
+
+def critic_agent(probs, values):
+    """An Agent that samples from probs [S, A] and whose critic says values [S]."""
+    sample = _cell_table(probs)
+
+    def greedy(params, obs):
+        return jnp.argmax(sample(params, obs), -1)
+
+    valued = ValuedPolicy("sampling", sample)
+    return Agent(None, None, None, greedy, _cell_table(values), None, None, None, valued)
+
+
+def test_a_right_critic_shows_as_right_and_a_wrong_one_as_wrong():
+    probs = 0.8 * np.eye(4)[ROUTE] + 0.05  # a soft ROUTE, as PPO samples it
+    truth = exact.evaluate_stochastic_policy(ENV, probs, 0.9).value
+    greedy_value = exact.evaluate_policy(ENV, ROUTE, 0.9).value[0]  # 0.9^5
+    assert truth[0] < greedy_value - 0.2  # the two policies' values differ a lot
+    right = evaluation.exact_answer(ENV, critic_agent(probs, truth), None, 0.9)
+    assert right["learned_policy"] == "sampling"
+    assert right["value"] == pytest.approx(greedy_value)  # the greedy figures stay
+    assert right["learned_value"] == pytest.approx(truth[0], abs=1e-6)
+    assert right["learned_policy_value"] == pytest.approx(truth[0], abs=1e-6)  # float32 probs
+    assert abs(right["learned_error"]) < 1e-6
+    errors = np.array(right["value_errors"], float)  # None on H and G -> nan
+    terminal = np.array([[ch in "HG" for ch in row] for row in ENV.desc])
+    np.testing.assert_array_equal(np.isnan(errors), terminal)
+    assert np.nanmax(np.abs(errors)) < 1e-6
+    wrong_values = truth.copy()
+    wrong_values[[0, 6]] += [0.3, -0.2]
+    wrong = evaluation.exact_answer(ENV, critic_agent(probs, wrong_values), None, 0.9)
+    assert wrong["learned_error"] == pytest.approx(0.3, abs=1e-6)
+    errors = np.nan_to_num(np.array(wrong["value_errors"], float)).reshape(-1)
+    np.testing.assert_allclose(errors, np.eye(16)[0] * 0.3 - np.eye(16)[6] * 0.2, atol=1e-6)
+    text = evaluation.describe_exact(wrong)
+    assert f"V(S) learned {truth[0] + 0.3:+.3f}, exact V^pi(S) {truth[0]:+.3f}" in text
+    assert "(sampling policy): error +0.300" in text
+    assert f"greedy policy V(S) {greedy_value:+.3f}" in text
+    grid = evaluation.report(
+        ENV, grids=evaluation.value_grid(ENV, critic_agent(probs, truth), None), answer=wrong
+    )
+    heading = "value error, learned - exact V^pi (sampling policy):"
+    assert grid.splitlines()[-5] == heading
+    assert grid.splitlines()[-4] == "+0.30  +0.00  +0.00  +0.00"
+    assert grid.splitlines()[-3] == "+0.00      H  -0.20      H"
+
+
+def test_dqn_value_is_checked_against_its_greedy_policy():
+    """A tabular Q whose max is the greedy policy's exact value everywhere: error 0."""
+    agent = agents.make_agent(agents.make_config("tabular"), ENV)
+    truth = exact.evaluate_policy(ENV, ROUTE, 0.9).value
+    table = np.full((16, 4), -1.0)
+    table[np.arange(16), ROUTE] = truth
+    answer = evaluation.exact_answer(ENV, agent, {"table": {"w": jnp.asarray(table)}}, 0.9)
+    assert answer["learned_policy"] == "greedy"
+    assert answer["learned_policy_value"] == answer["value"] == pytest.approx(0.9**5)
+    assert abs(answer["learned_error"]) < 1e-6
+    assert np.nanmax(np.abs(np.array(answer["value_errors"], float))) < 1e-6
+    assert "(greedy policy): error" in evaluation.describe_exact(answer)
+
+
+def test_ppo_value_is_checked_against_its_sampling_policy():
+    agent = agents.make_agent(agents.make_config("ppo"), ENV)
+    params = agent.init(jax.random.PRNGKey(0)).params
+    answer = evaluation.exact_answer(ENV, agent, params, 0.9)
+    obs = jnp.eye(16)
+    logits, values = agent.network.apply(params, obs)
+    probs = np.asarray(jax.nn.softmax(logits), np.float64)
+    truth = exact.evaluate_stochastic_policy(ENV, probs, 0.9).value
+    assert answer["learned_policy"] == "sampling"
+    assert answer["learned_policy_value"] == pytest.approx(truth[0], abs=1e-6)
+    assert answer["learned_value"] == pytest.approx(float(values[0]), abs=1e-6)
+    errors = np.array(answer["value_errors"], float).reshape(-1)
+    live = ~np.isnan(errors)
+    np.testing.assert_allclose(errors[live], (np.asarray(values) - truth)[live], atol=1e-6)
+    assert "exact V^pi(S)" in evaluation.describe_exact(answer)
+
+
+@pytest.mark.parametrize("preset", ["reinforce", "grpo"])
+def test_critic_free_agents_report_no_learned_value(preset):
+    agent = agents.make_agent(agents.make_config(preset), ENV)
+    params = agent.init(jax.random.PRNGKey(0)).params
+    answer = evaluation.exact_answer(ENV, agent, params, 0.9)
+    for key in ("learned_value", "learned_policy", "learned_policy_value", "value_errors"):
+        assert answer[key] is None
+    assert "none learned (no critic)" in evaluation.describe_exact(answer)
+    grid = evaluation.report(ENV, agent, params, answer=answer)
+    assert grid.startswith("values (no critic") and "value error" not in grid
+
+
+def test_policy_plot_draws_the_value_error_panel(tmp_path):
+    probs = 0.8 * np.eye(4)[ROUTE] + 0.05
+    truth = exact.evaluate_stochastic_policy(ENV, probs, 0.9).value
+    agent = critic_agent(probs, truth + 0.1)
+    values, actions = evaluation.value_grid(ENV, agent, None)
+    result = dict(
+        map=list(ENV.desc),
+        values=values.tolist(),
+        actions=actions.tolist(),
+        exact=evaluation.exact_answer(ENV, agent, None, 0.9),
+        evaluation=dict(success_rate=1.0),
+    )
+    both = plots.plot_policy(result, str(tmp_path / "both.png"))
+    result["exact"] = dict(result["exact"], value_errors=None, learned_policy=None)
+    one = plots.plot_policy(result, str(tmp_path / "one.png"))
+    import matplotlib.image  # noqa: PLC0415 - only this test reads a PNG back
+
+    (h2, w2), (h1, w1) = (matplotlib.image.imread(p).shape[:2] for p in (both, one))
+    assert h2 == h1 and w2 > 1.7 * w1  # the error panel beside the values

@@ -129,3 +129,77 @@ def test_jax_policy_stats_match_numpy(map_name):
     det = make_env(map_name)  # deterministic: the route's length exactly
     stats = exact.make_policy_stats(det)(jnp.asarray(exact.optimum(det, 0.9).policy))
     assert float(stats[0]) == 1.0 and float(stats[2]) == (6.0 if map_name == "4x4" else 14.0)
+
+
+# -- stochastic policies: the value a critic estimates -------------------------------
+
+
+@pytest.mark.parametrize("limit", [1, 4, 9])
+def test_tiny_slippery_map_stochastic_policy_by_hand(limit):
+    """TINY from S under UP or RIGHT, 1/2 each: UP reaches G with 1/3 and stays with 2/3;
+    RIGHT reaches G, H or stays with 1/3 each. So P(G) = 1/3, P(H) = 1/6, P(stay) = 1/2:
+    success_k = (1/3) sum_{t<k} (1/2)^t, value_k = (1/3 - 1/6) sum_{t<k} (gamma/2)^t."""
+    env, gamma = make_env(TINY, slippery=True, time_limit=limit), 0.9
+    probs = np.full((4, 4), 0.25)
+    probs[0] = [0.0, 0.0, 0.5, 0.5]  # LEFT DOWN RIGHT UP
+    mine = exact.evaluate_stochastic_policy(env, probs, gamma)
+    success = sum(0.5**t for t in range(limit)) / 3
+    value = sum((gamma / 2) ** t for t in range(limit)) / 6
+    assert mine.success[0] == pytest.approx(success, abs=1e-12)
+    assert mine.value[0] == pytest.approx(value, abs=1e-12)
+    assert mine.value[1] == mine.value[2] == 0.0  # G and H end the episode
+
+
+def _old_evaluate_policy(env, actions, discount):
+    """The deterministic evaluation as it was before it became the one-hot case."""
+    d = exact.dynamics(env)
+    cells = np.arange(env.num_cells)
+    value, success = np.zeros(env.num_cells), np.zeros(env.num_cells)
+    for _ in range(env.time_limit):
+        q_value, q_success = exact._backup(d, discount, value, success)
+        value, success = q_value[cells, actions], q_success[cells, actions]
+        value[d.terminal], success[d.terminal] = 0.0, 0.0
+    return value, success
+
+
+@pytest.mark.parametrize("map_name,slippery", [("4x4", False), ("8x8", True)])
+def test_one_hot_distribution_is_the_deterministic_policy(map_name, slippery):
+    """The greedy case: one-hot probabilities give the deterministic evaluation, to the bit."""
+    env = make_env(map_name, slippery=slippery)
+    rng = np.random.default_rng(0)
+    for actions in (exact.optimum(env, 0.99).policy, rng.integers(0, 4, env.num_cells)):
+        value, success = _old_evaluate_policy(env, actions, 0.99)
+        mine = exact.evaluate_stochastic_policy(env, np.eye(4)[actions], 0.99)
+        np.testing.assert_array_equal(mine.value, value)
+        np.testing.assert_array_equal(mine.success, success)
+        np.testing.assert_array_equal(exact.evaluate_policy(env, actions, 0.99).value, value)
+
+
+def test_stochastic_policy_refuses_what_is_no_distribution():
+    env = make_env("4x4")
+    for probs in (np.full((16, 4), 0.3), -np.eye(4)[np.zeros(16, int)], np.full((15, 4), 0.25)):
+        with pytest.raises(ValueError):
+            exact.evaluate_stochastic_policy(env, probs, 0.9)
+
+
+def _sampled_act(probs):
+    """act(params, key, obs, epsilon): an action drawn from probs [S, A] in the obs's cell."""
+    logits = jnp.log(jnp.asarray(probs, jnp.float32))
+    return lambda params, key, obs, epsilon: jax.random.categorical(key, obs @ logits)
+
+
+@pytest.mark.parametrize("slippery", [False, True])
+def test_stochastic_policy_agrees_with_sampled_episodes(slippery):
+    """20,000 episodes drawing each action from the distribution: success and mean return
+    (gamma 1) within 5 standard errors of the exact figures."""
+    env = make_env("4x4", slippery=slippery)
+    best = np.eye(4)[exact.optimum(env, 0.99).policy]
+    probs = 0.7 * best + 0.075  # a soft pi*: the kind of policy PPO samples from
+    mine = exact.evaluate_stochastic_policy(env, probs, 1.0)
+    n = 20_000
+    run = jax.jit(lambda key: evaluation.run_episodes(env, _sampled_act(probs), None, key, n))
+    mc = jax.device_get(run(jax.random.PRNGKey(11)))
+    p = mine.success[env.start_cell]
+    assert 0.1 < p < 0.9  # neither certain nor hopeless: the test can tell
+    assert abs(mc.success_rate - p) < 5 * np.sqrt(p * (1 - p) / n)
+    assert abs(mc.mean_return - mine.value[env.start_cell]) < 5 / np.sqrt(n)

@@ -68,6 +68,18 @@ def test_solves_4x4(algo, budget):
     assert 0 < result.env_steps <= budget + steps_per_iteration
     assert result.updates > 0 and result.episodes > 0
     assert result.report.splitlines()[-1].endswith("G")
+    # The learned value is checked against the policy it is for (none without a critic).
+    learned = {"dqn": "greedy", "tabular": "greedy", "a2c": "sampling", "ppo": "sampling"}
+    answer = result.exact
+    assert answer["learned_policy"] == learned.get(algo)
+    if algo == "grpo":
+        assert answer["learned_value"] is None and answer["value_errors"] is None
+    else:
+        error = answer["learned_value"] - answer["learned_policy_value"]
+        assert answer["learned_error"] == pytest.approx(error)
+        assert answer["value_errors"][0][0] == pytest.approx(error)  # S is the top-left cell
+    if algo in ("dqn", "tabular"):  # Q-learning's max_a Q is the greedy policy's value
+        assert answer["learned_policy_value"] == answer["value"]
 
 
 def test_settings_map_the_experiment_config():

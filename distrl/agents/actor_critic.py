@@ -58,6 +58,11 @@ class ActorCriticConfig:
         checks.check(self, RULES)
 
     @property
+    def has_critic(self) -> bool:
+        """True when V is trained (A2C, V-trace); REINFORCE learns no value."""
+        return self.use_critic
+
+    @property
     def pipeline(self) -> base.PipelineKind:
         """Chunks; REINFORCE (no critic) needs whole episodes for its returns."""
         return base.PipelineKind.CHUNKS if self.use_critic else base.PipelineKind.EPISODES
@@ -154,7 +159,7 @@ def loss_fn(network, config: ActorCriticConfig, params, batch: Transition, step=
 
 
 def make_policy_fns(net):
-    """(policy, greedy, value) shared by the softmax-policy agents (A2C, PPO)."""
+    """(policy, greedy, value, probs) shared by the softmax-policy agents (A2C, PPO)."""
 
     def policy(params, key, observations, epsilon):
         """Samples from the softmax; epsilon is ignored. extras: log_prob, value [B]."""
@@ -170,7 +175,11 @@ def make_policy_fns(net):
     def value(params, observations):
         return net.apply(params, observations)[1]
 
-    return policy, greedy, value
+    def probs(params, observations):
+        """The softmax the actors sample from [B, A]: the policy the critic's V is for."""
+        return jax.nn.softmax(net.apply(params, observations)[0], axis=-1)
+
+    return policy, greedy, value, probs
 
 
 def _update(net, optimizer, config, state: base.TrainingState, batch: Transition):
@@ -201,7 +210,7 @@ def make_policy_gradient_agent(config, env_spec, update_impl) -> base.Agent:
     optimizer = base.optimizer_of(config)
     init = base.make_init(net, optimizer, env_spec.obs_size, with_target=False)
     update = jax.jit(functools.partial(update_impl, net, optimizer, config))
-    policy, greedy, value = make_policy_fns(net)
+    policy, greedy, value, probs = make_policy_fns(net)
     return base.Agent(
         init=init,
         update=update,
@@ -211,4 +220,5 @@ def make_policy_gradient_agent(config, env_spec, update_impl) -> base.Agent:
         epsilon=base.zero_epsilon,
         network=net,
         config=config,
+        valued=base.ValuedPolicy("sampling", probs) if config.has_critic else None,
     )

@@ -56,6 +56,18 @@ class TrainingState(NamedTuple):
     step: jnp.ndarray  # int32 [], updates applied so far
 
 
+class ValuedPolicy(NamedTuple):
+    """The policy whose value `Agent.value` estimates: the one its exact value is for.
+
+    name: "greedy" (Q-learning: max_a Q is the greedy policy's value) or "sampling"
+      (a critic: V is the value of the softmax policy the actors sample from).
+    probs: (params, observations [B, O]) -> action probabilities [B, A].
+    """
+
+    name: str
+    probs: Callable
+
+
 class Agent(NamedTuple):
     """The pure functions an algorithm exposes (see WORKSPACE.md).
 
@@ -70,6 +82,8 @@ class Agent(NamedTuple):
     network: the hk.Transformed network (apply(params, obs)).
     config: the algorithm's config dataclass; `config.pipeline` says which batches
       `update` takes (`PipelineKind`).
+    valued: the `ValuedPolicy` whose value `value` estimates; None when no value is
+      learned (REINFORCE, GRPO: no critic, so `value` is an untrained head).
     """
 
     init: Callable
@@ -80,6 +94,7 @@ class Agent(NamedTuple):
     epsilon: Callable
     network: hk.Transformed
     config: Any
+    valued: ValuedPolicy | None = None
 
 
 def make_init(net: hk.Transformed, optimizer, obs_size: int, with_target: bool) -> Callable:

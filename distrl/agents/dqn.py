@@ -162,6 +162,11 @@ def make_agent(config: DQNConfig, env_spec) -> base.Agent:
     def value(params, observations):
         return jnp.max(net.apply(params, observations), axis=-1)
 
+    def greedy_probs(params, observations):
+        """One-hot greedy actions [B, A]: Q-learning's target max_a Q is the greedy
+        policy's value, whatever epsilon the actors explore with."""
+        return jax.nn.one_hot(greedy(params, observations), env_spec.num_actions)
+
     return base.Agent(
         init=init,
         update=update,
@@ -171,4 +176,5 @@ def make_agent(config: DQNConfig, env_spec) -> base.Agent:
         epsilon=epsilon_fn,
         network=net,
         config=config,
+        valued=base.ValuedPolicy("greedy", greedy_probs),
     )

@@ -59,6 +59,11 @@ class PPOConfig:
         checks.check(self, RULES)
 
     @property
+    def has_critic(self) -> bool:
+        """True when V is trained (GAE); GRPO's group-relative advantages need none."""
+        return self.advantage != "grpo"
+
+    @property
     def pipeline(self) -> base.PipelineKind:
         """Chunks; GRPO's group-relative advantages need whole episodes."""
         return base.PipelineKind.EPISODES if self.advantage == "grpo" else base.PipelineKind.CHUNKS

@@ -7,7 +7,8 @@ finished or killed run):
   env steps and against wall time, from `logs/evaluator.csv`; a resumed run's launches are
   drawn as separate segments with the resume points marked.
 - `plots/policy.png`: the value estimate of every cell as a heat map, the greedy
-  action as an arrow, holes and the goal marked, from `result.json`.
+  action as an arrow, holes and the goal marked, and beside it the value error per
+  cell (learned minus the exact value of the policy it estimates), from `result.json`.
 `plot_comparison` overlays several configs' curves with their spread across seeds
 (mean line, min-max band) for `distrl.analysis.compare`.
 
@@ -115,24 +116,34 @@ MAX_INCHES = 14.0
 
 
 def plot_policy(result, path: str) -> str:
-    """The value heat map with greedy-action arrows; H and G drawn as squares.
+    """The value heat map with greedy-action arrows; H and G drawn as squares. Beside it,
+    where result.json has one, the value error per cell: the learned value minus the
+    exact value of the policy it estimates (`evaluation.exact_answer`).
 
     Big maps: arrows and letters only up to ARROW_CELLS cells on a side, the heat
     map subsampled to MAX_PIXELS_SIDE; the title says what was left out.
     """
     desc = result["map"]
     values, actions = np.asarray(result["values"], float), np.asarray(result["actions"])
+    answer = result.get("exact") or {}
+    errors = answer.get("value_errors")
     terminal = np.array([[ch in "HG" for ch in row] for row in desc])
     rows, cols = values.shape
     stride = max(1, -(-max(rows, cols) // MAX_PIXELS_SIDE))
     scale = min(1.2, MAX_INCHES / max(rows, cols))
-    fig = Figure(figsize=(scale * cols + 1.6, scale * rows + 0.6), layout="constrained")
-    ax = fig.subplots()
+    panels = 2 if errors is not None else 1
+    fig = Figure(figsize=(panels * (scale * cols + 1.6), scale * rows + 1.0), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, panels))
+    ax = axes[0]
     shown = np.ma.masked_where(terminal, values)[::stride, ::stride]
-    image = ax.imshow(shown, cmap="viridis", extent=(-0.5, cols - 0.5, rows - 0.5, -0.5))
-    fig.colorbar(image, ax=ax, label="value estimate (max Q or V)")
+    extent = (-0.5, cols - 0.5, rows - 0.5, -0.5)
+    image = ax.imshow(shown, cmap="viridis", extent=extent)
+    untrained = answer.get("learned_policy", "") is None  # no critic: the head is untrained
+    label = "untrained value head (no critic)" if untrained else "value estimate (max Q or V)"
+    fig.colorbar(image, ax=ax, label=label, shrink=0.8)
     notes = []
-    if max(rows, cols) <= ARROW_CELLS:
+    arrows = max(rows, cols) <= ARROW_CELLS
+    if arrows:
         for r, row in enumerate(desc):
             for c, ch in enumerate(row):
                 _draw_cell(ax, r, c, ch, int(actions[r, c]))
@@ -143,15 +154,57 @@ def plot_policy(result, path: str) -> str:
         notes.append(f"every {stride}th cell shown")
     success = (result.get("evaluation") or {}).get("success_rate")
     note = f" (success {success:.3f})" if success is not None else ""
-    answer = result.get("exact")
     if answer:
         note += (
             f"\nexact {answer['success']:.3f} of optimal {answer['optimal_success']:.3f}"
-            f" ({100 * answer['ratio']:.1f}%); V(S) {answer['learned_value']:+.3f},"
-            f" V*(S) {answer['optimal_value']:+.3f}"
+            f" ({100 * answer['ratio']:.1f}%); V*(S) {answer['optimal_value']:+.3f}"
         )
     ax.set_title("greedy policy and values" + note + "".join(f"\n{n}" for n in notes))
+    if errors is not None:
+        _error_panel(fig, axes[1], desc, np.asarray(errors, float), answer, stride, arrows)
     return _save(fig, path)
+
+
+# How the error panel names the policy whose value was learned (`agents.base.ValuedPolicy`).
+_VALUED = {"greedy": "greedy policy", "sampling": "sampling policy"}
+
+
+def _error_panel(fig, ax, desc, errors, answer, stride: int, numbers: bool) -> None:
+    """Learned minus exact value per cell on a diverging scale centred on 0 (H and G,
+    None in result.json, are left blank), the numbers written in where cells are big."""
+    rows, cols = errors.shape
+    limit = max(np.nanmax(np.abs(errors)) if np.isfinite(errors).any() else 0.0, 0.05)
+    shown = np.ma.masked_invalid(errors)[::stride, ::stride]
+    image = ax.imshow(
+        shown,
+        cmap="RdBu_r",
+        vmin=-limit,
+        vmax=limit,
+        extent=(-0.5, cols - 0.5, rows - 0.5, -0.5),
+    )
+    fig.colorbar(image, ax=ax, label="learned - exact value", shrink=0.8)
+    if numbers:
+        for r, row in enumerate(desc):
+            for c, ch in enumerate(row):
+                if ch in "HG":
+                    _draw_cell(ax, r, c, ch, 0)
+                else:
+                    dark = abs(errors[r, c]) > 0.6 * limit
+                    ax.text(
+                        c,
+                        r,
+                        f"{errors[r, c]:+.2f}",
+                        ha="center",
+                        va="center",
+                        fontsize=10,
+                        color="white" if dark else "black",
+                    )
+        ax.set(xticks=range(cols), yticks=range(rows))
+    name = _VALUED.get(answer["learned_policy"], answer["learned_policy"])
+    ax.set_title(
+        f"value error: learned - exact V^pi ({name})\n"
+        f"V(S) learned {answer['learned_value']:+.3f}, exact {answer['learned_policy_value']:+.3f}"
+    )
 
 
 def _draw_cell(ax, r: int, c: int, ch: str, action: int) -> None:

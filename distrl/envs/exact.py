@@ -12,8 +12,11 @@ Conventions, for discount gamma and k steps left (k = H at the start):
   success_k(s) = P(reaching G within k steps)
 
 `evaluate_policy` scores a stationary deterministic policy (one action per cell, e.g.
-the greedy policy of a learned Q or logits table). `optimum` gives the reference a
-learned policy is measured against and two bounds beside it:
+the greedy policy of a learned Q or logits table), `evaluate_stochastic_policy` one
+that samples its action from a distribution per cell (an actor-critic's softmax: the
+policy its critic V estimates); the first is the second over one-hot distributions.
+`optimum` gives the reference a learned policy is measured against and two bounds
+beside it:
   - pi* (`policy`, `success`, `value`): the optimal stationary policy of the discounted
     problem (value iteration to convergence), scored exactly within the time limit.
     An agent sees only its cell and bootstraps through the time limit, so this is
@@ -79,13 +82,29 @@ def _backup(d: Dynamics, gamma: float, value: np.ndarray, success: np.ndarray):
 
 def evaluate_policy(env: gridworld.GridWorld, actions, discount: float) -> PolicyValue:
     """Exact success probability and discounted value of `actions` [S] (one per cell)."""
-    d = dynamics(env)
     actions = np.asarray(actions, np.int64).reshape(env.num_cells)
-    cells = np.arange(env.num_cells)
+    # A deterministic policy is the one-hot distribution: one programme for both.
+    return evaluate_stochastic_policy(env, np.eye(gridworld.NUM_ACTIONS)[actions], discount)
+
+
+def evaluate_stochastic_policy(env: gridworld.GridWorld, probs, discount: float) -> PolicyValue:
+    """Exact success probability and discounted value of a stochastic policy.
+
+    probs [S, A]: the probability of each action in each cell (a softmax policy's, as
+    sampled by an actor), rows summing to 1 within 1e-4 (float32 softmax) and
+    renormalized. Policy evaluation over the env's tables: each backup takes the
+    expectation over the policy's actions of the one-step lookahead, H times.
+    """
+    probs = np.asarray(probs, np.float64).reshape(env.num_cells, gridworld.NUM_ACTIONS)
+    sums = probs.sum(-1)
+    if np.any(probs < 0) or not np.allclose(sums, 1.0, atol=1e-4):
+        raise ValueError(f"probs must be [S, A] distributions; row sums {sums}")
+    probs = probs / sums[:, None]
+    d = dynamics(env)
     value, success = np.zeros(env.num_cells), np.zeros(env.num_cells)
     for _ in range(env.time_limit):
         q_value, q_success = _backup(d, discount, value, success)
-        value, success = q_value[cells, actions], q_success[cells, actions]
+        value, success = np.sum(probs * q_value, -1), np.sum(probs * q_success, -1)
         value[d.terminal], success[d.terminal] = 0.0, 0.0
     return PolicyValue(success, value)
 

@@ -256,7 +256,7 @@ class Evaluator:
         )
         if report is not None:
             values, actions = evaluation.value_grid(env, agent, params)
-            grids = evaluation.report(env, grids=(values, actions))
+            grids = evaluation.report(env, grids=(values, actions), answer=answer)
             result.update(grids=grids, values=values.tolist(), actions=actions.tolist())
         result = jax.tree.map(_plain, result)
         print(results.summary(result, self._run_dir), flush=True)
