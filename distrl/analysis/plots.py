@@ -130,8 +130,8 @@ def plot_policy(result, path: str) -> str:
     terminal = np.array([[ch in "HG" for ch in row] for row in desc])
     rows, cols = values.shape
     stride = max(1, -(-max(rows, cols) // MAX_PIXELS_SIDE))
-    scale = min(1.2, MAX_INCHES / max(rows, cols))
     panels = 2 if errors is not None else 1
+    scale = min(1.2, MAX_INCHES / max(rows, panels * cols))  # both panels within MAX_INCHES
     fig = Figure(figsize=(panels * (scale * cols + 1.6), scale * rows + 1.0), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, panels))
     ax = axes[0]
@@ -193,7 +193,7 @@ def _error_panel(fig, ax, desc, errors, answer, stride: int, numbers: bool) -> N
                     ax.text(
                         c,
                         r,
-                        f"{errors[r, c]:+.2f}",
+                        f"{np.round(errors[r, c], 2) + 0.0:+.2f}",  # noise as +0.00
                         ha="center",
                         va="center",
                         fontsize=10,
