@@ -9,6 +9,11 @@ interval's lower bound must reach the target. `value_grid` asks the agent for V
 (or max Q) and its greedy
 action in every cell, and `render_values` / `render_arrows` print them the way the
 series did (H and G shown as letters).
+
+It needs only the env interface (`distrl.envs.interface`): the success rate counts
+episodes that succeed (all fail without a success signal), one episode is exact
+only for an env that declares itself deterministic, and the grids and exact
+figures (`has_grids`, `exact_answer`) exist only for a tabular env on a grid.
 """
 
 from collections.abc import Callable
@@ -18,7 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from distrl.envs import GridWorld, exact
+from distrl import envs, rollout
+from distrl.envs import exact
 
 ARROWS = "<v>^"  # indexed by action: 0=LEFT 1=DOWN 2=RIGHT 3=UP
 
@@ -29,7 +35,7 @@ WILSON_Z = 1.96  # the 95% two-sided normal quantile
 class EvalResult(NamedTuple):
     """Statistics over B evaluation episodes (scalars)."""
 
-    success_rate: jnp.ndarray  # fraction of episodes that ended on G
+    success_rate: jnp.ndarray  # fraction of episodes that succeeded (on G in the gridworld)
     mean_return: jnp.ndarray
     mean_length: jnp.ndarray
     episodes: jnp.ndarray  # B, the episodes behind these figures
@@ -51,9 +57,10 @@ def wilson_interval(successes, n, z: float = WILSON_Z):
     return jnp.clip(centre - half, 0.0, 1.0), jnp.clip(centre + half, 0.0, 1.0)
 
 
-def is_deterministic(env: GridWorld, greedy: bool = True) -> bool:
-    """True when every evaluation episode is the same: no slip and a greedy policy."""
-    return greedy and not env.slippery
+def is_deterministic(env: envs.Environment, greedy: bool = True) -> bool:
+    """True when every evaluation episode is the same: a deterministic env (the
+    non-slippery gridworld) and a greedy policy."""
+    return greedy and envs.is_deterministic(env)
 
 
 def confirmed(result, target: float, min_episodes: int = 0):
@@ -81,22 +88,21 @@ class _EpisodeCarry(NamedTuple):
     key: jax.Array
 
 
-def _episode_step(env: GridWorld, act: Callable, params, epsilon, carry: _EpisodeCarry):
+def _episode_step(env: envs.Environment, act: Callable, params, epsilon, carry: _EpisodeCarry):
     """One step of the still-running envs; finished ones are frozen."""
     key, policy_key, env_key = jax.random.split(carry.key, 3)
-    obs = jax.vmap(env.observe)(carry.env_state)  # [B, O]
+    obs = jax.vmap(env.observe)(carry.env_state)  # [B, *obs_shape]
     actions = act(params, policy_key, obs, epsilon)  # [B]
     env_keys = jax.random.split(env_key, actions.shape[0])
     state, ts = jax.vmap(env.step)(carry.env_state, actions, env_keys)
     running = ~carry.done
-    goal = jnp.asarray(env.goal_mask().reshape(-1), jnp.float32)
     keep = lambda new, old: jnp.where(running, new, old)
     return _EpisodeCarry(
         env_state=jax.tree.map(keep, state, carry.env_state),
         done=carry.done | ts.last,
         episode_return=carry.episode_return + jnp.where(running, ts.reward, 0.0),
         episode_length=carry.episode_length + running.astype(jnp.int32),
-        success=carry.success | (running & ts.last & (ts.observation @ goal > 0)),
+        success=carry.success | (running & rollout.ended_in_success(env, ts)),
         key=key,
     )
 
@@ -104,15 +110,15 @@ def _episode_step(env: GridWorld, act: Callable, params, epsilon, carry: _Episod
 class Episodes(NamedTuple):
     """B finished episodes, one figure each."""
 
-    success: jnp.ndarray  # bool [B]: ended on G
+    success: jnp.ndarray  # bool [B]: succeeded (ended on G in the gridworld)
     episode_return: jnp.ndarray  # float32 [B]
     length: jnp.ndarray  # int32 [B]
 
 
-def play_episodes(env: GridWorld, act: Callable, params, key, num_envs: int, epsilon=0.0):
-    """One episode per env from S, until all are done -> Episodes. Jittable.
+def play_episodes(env: envs.Environment, act: Callable, params, key, num_envs: int, epsilon=0.0):
+    """One episode per env from its reset, until all are done -> Episodes. Jittable.
 
-    act(params, key, obs [B, O], epsilon) -> actions [B]; see `make_act`.
+    act(params, key, obs [B, *obs_shape], epsilon) -> actions [B]; see `make_act`.
     """
     reset_keys = jax.random.split(key, num_envs)
     state, _ = jax.vmap(env.reset)(reset_keys)
@@ -136,11 +142,11 @@ def mean_interval(values, z: float = WILSON_Z):
 
 
 def run_episodes(
-    env: GridWorld, act: Callable, params, key, num_envs: int, epsilon=0.0, exact=False
+    env: envs.Environment, act: Callable, params, key, num_envs: int, epsilon=0.0, exact=False
 ):
-    """One episode per env from S, until all are done -> EvalResult. Jittable.
+    """One episode per env from its reset, until all are done -> EvalResult. Jittable.
 
-    act(params, key, obs [B, O], epsilon) -> actions [B]; see `make_act`.
+    act(params, key, obs [B, *obs_shape], epsilon) -> actions [B]; see `make_act`.
     exact: the episodes are deterministic (see `is_deterministic`), so the success
     rate is the success probability and its interval has zero width.
     """
@@ -157,7 +163,7 @@ def run_episodes(
     )
 
 
-def episodes_needed(env: GridWorld, num_envs: int, greedy: bool = True) -> int:
+def episodes_needed(env: envs.Environment, num_envs: int, greedy: bool = True) -> int:
     """Episodes per evaluation: one where they are all alike, else `num_envs`."""
     return 1 if is_deterministic(env, greedy) else num_envs
 
@@ -169,7 +175,7 @@ def make_act(agent, greedy: bool = True) -> Callable:
     return lambda params, key, obs, epsilon: agent.policy(params, key, obs, epsilon)[0]
 
 
-def make_evaluator(env: GridWorld, agent, num_envs: int, greedy: bool = True) -> Callable:
+def make_evaluator(env: envs.Environment, agent, num_envs: int, greedy: bool = True) -> Callable:
     """Jitted `evaluate(params, key, epsilon=0.0) -> EvalResult` on `num_envs` envs.
 
     On a deterministic map with a greedy policy it plays one episode: it is exact.
@@ -184,16 +190,24 @@ def make_evaluator(env: GridWorld, agent, num_envs: int, greedy: bool = True) ->
     return jax.jit(evaluate)
 
 
-def cell_values(agent, params, num_cells: int):
-    """(values [num_cells], greedy actions [num_cells]) for every one-hot obs. Jittable."""
-    obs = jnp.eye(num_cells, dtype=jnp.float32)
+def has_grids(env) -> bool:
+    """Whether the env has cells to value and a grid to draw them on (the gridworld)."""
+    return envs.grid_of(env) is not None
+
+
+def cell_values(agent, params, env):
+    """(values [num_cells], greedy actions [num_cells]) for every cell's observation of a
+    tabular env (`envs.tabular_model`). Jittable (env is static)."""
+    obs = jnp.asarray(envs.tabular_model(env).cell_observations())
     return agent.value(params, obs), agent.greedy(params, obs)
 
 
-def value_grid(env: GridWorld, agent, params) -> tuple[np.ndarray, np.ndarray]:
-    """(values [rows, cols] float, greedy actions [rows, cols] int) for every cell."""
-    values, actions = _cell_values_jit(agent, params, env.num_cells)
-    shape = (env.rows, env.cols)
+def value_grid(env, agent, params) -> tuple[np.ndarray, np.ndarray]:
+    """(values [rows, cols] float, greedy actions [rows, cols] int) for every cell of an
+    env with grids (`has_grids`)."""
+    grid = envs.grid_of(env)
+    values, actions = _cell_values_jit(agent, params, env)
+    shape = (grid.rows, grid.cols)
     return np.asarray(values).reshape(shape), np.asarray(actions).reshape(shape)
 
 
@@ -222,30 +236,34 @@ def render_arrows(actions: np.ndarray, desc) -> str:
     return "\n".join("".join(f"{s:<4}" for s in row).rstrip() for row in cells)
 
 
-def report(env: GridWorld, agent=None, params=None, grids=None) -> str:
-    """Both grids, ready to print; from `grids` = (values, actions) [num_cells] if given."""
+def report(env, agent=None, params=None, grids=None) -> str:
+    """Both grids, ready to print; from `grids` = (values, actions) [num_cells] if given.
+    An env with grids only (`has_grids`)."""
+    grid = envs.grid_of(env)
     if grids is None:
         values, actions = value_grid(env, agent, params)
     else:
-        values, actions = (np.asarray(g).reshape(env.rows, env.cols) for g in grids)
+        values, actions = (np.asarray(g).reshape(grid.rows, grid.cols) for g in grids)
     return (
-        f"values:\n{render_values(values, env.desc)}\n"
-        f"greedy policy:\n{render_arrows(actions, env.desc)}"
+        f"values:\n{render_values(values, grid.desc)}\n"
+        f"greedy policy:\n{render_arrows(actions, grid.desc)}"
     )
 
 
-def exact_answer(env: GridWorld, agent, params, discount: float, best=None) -> dict:
-    """The greedy policy's exact figures at S against the optimum's (`envs.exact`).
+def exact_answer(env, agent, params, discount: float, best=None) -> dict:
+    """The greedy policy's exact figures at S against the optimum's (`envs.exact`), for
+    a tabular env (`envs.tabular_model`).
 
     Returns a JSON-ready dict: `exact.Answer`'s fields, its ratio, the agent's own
     value estimate V(S) (`learned_value`) and the discount they are for.
     """
-    values, actions = value_grid(env, agent, params)
-    result = exact.answer(env, actions.reshape(-1), discount, best)
+    model = envs.tabular_model(env)
+    values, actions = (np.asarray(x) for x in _cell_values_jit(agent, params, env))
+    result = exact.answer(model, actions, discount, best)
     return dict(
         result._asdict(),
         ratio=result.ratio,
-        learned_value=float(values.reshape(-1)[env.start_cell]),
+        learned_value=float(values[model.start_cell]),
         discount=float(discount),
     )
 
