@@ -3,7 +3,9 @@
 `GridWorld.reset` and `GridWorld.step` are pure functions of an explicit `EnvState`
 and PRNG key, written for one environment; callers batch them with `jax.vmap` and
 unroll them with `lax.scan` (see `distrl/rollout.py`). The dynamics are those of
-Gymnasium's FrozenLake-v1; the TimeStep a step returns is what actors record.
+Gymnasium's FrozenLake-v1; the TimeStep a step returns is what actors record. It
+implements `envs.interface` with every optional capability (a success signal, a
+declared determinism, a tabular model, a grid); only `distrl/envs/` names it.
 
 `GridWorld` holds only hashable Python data, so it can be a static jit argument or a
 closure constant; its lookup tables are built on the host once per map and enter
