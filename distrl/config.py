@@ -161,8 +161,8 @@ def slippery_8x8_to_optimum(algorithm: str) -> ml_collections.ConfigDict:
     return c
 
 
-def make_env(config) -> envs.GridWorld:
-    """The GridWorld of `config.env`; map errors surface as ConfigError."""
+def make_env(config) -> envs.Environment:
+    """The env of `config.env` (the built-in gridworld); map errors surface as ConfigError."""
     e = config.env
     _check_map_size(e.map)
     try:
@@ -212,7 +212,7 @@ def make_agent_config(config):
 
 def make_agent(config) -> agents.Agent:
     """The agent of the config's algorithm on its env."""
-    return agents.make_agent(make_agent_config(config), make_env(config))
+    return agents.make_agent(make_agent_config(config), make_env(config).spec)
 
 
 def pipeline(config) -> pipelines.Pipeline:
@@ -343,8 +343,34 @@ def validate(config) -> None:
     _check_ranges(config)
     pipelines.of(agent_config).validate(config, agent_config, env)
     _validate_budget_and_evaluator(config)
+    check_env(config, env)
     _validate_ray(config)
     _validate_restart(config)
+
+
+def check_env(config, env) -> None:
+    """ConfigError when the run needs what `env` lacks (`distrl.envs.interface`): a
+    success target needs the env's success signal, a target of the optimum its
+    tabular model (for the exact optimum) as well. The gridworld has both."""
+    _check(
+        isinstance(env, envs.Environment),
+        f"{type(env).__name__} is not an environment: need spec, reset, step and observe "
+        f"(distrl.envs.interface)",
+    )
+    e = config.evaluator
+    kind = type(env).__name__
+    _check(
+        not e.target_success or envs.success_signal(env) is not None,
+        f"config.evaluator.target_success={e.target_success}: the env ({kind}) has no "
+        f"success signal; set it to 0 and stop on a budget (config.budget)",
+    )
+    _check(
+        not e.target_of_optimal
+        or (envs.tabular_model(env) is not None and envs.success_signal(env) is not None),
+        f"config.evaluator.target_of_optimal={e.target_of_optimal}: the env ({kind}) has no "
+        f"tabular model with a success signal, so no exact optimum; set it to 0 and stop "
+        f"on a budget (config.budget)",
+    )
 
 
 def _validate_restart(config) -> None:

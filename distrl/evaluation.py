@@ -11,6 +11,11 @@ action in every cell, and `render_values` / `render_arrows` print them the way t
 series did (H and G shown as letters). `exact_answer` scores the greedy policy
 exactly and checks the learned value against the exact value of the policy it
 estimates (`value_check`), per cell (`error_grid`).
+
+It needs only the env interface (`distrl.envs.interface`): the success rate counts
+episodes that succeed (all fail without a success signal), one episode is exact
+only for an env that declares itself deterministic, and the grids and exact
+figures (`has_grids`, `exact_answer`) exist only for a tabular env on a grid.
 """
 
 from collections.abc import Callable
@@ -20,7 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from distrl.envs import GridWorld, exact
+from distrl import envs, rollout
+from distrl.envs import exact
 
 ARROWS = "<v>^"  # indexed by action: 0=LEFT 1=DOWN 2=RIGHT 3=UP
 
@@ -31,7 +37,7 @@ WILSON_Z = 1.96  # the 95% two-sided normal quantile
 class EvalResult(NamedTuple):
     """Statistics over B evaluation episodes (scalars)."""
 
-    success_rate: jnp.ndarray  # fraction of episodes that ended on G
+    success_rate: jnp.ndarray  # fraction of episodes that succeeded (on G in the gridworld)
     mean_return: jnp.ndarray
     mean_length: jnp.ndarray
     episodes: jnp.ndarray  # B, the episodes behind these figures
@@ -53,9 +59,10 @@ def wilson_interval(successes, n, z: float = WILSON_Z):
     return jnp.clip(centre - half, 0.0, 1.0), jnp.clip(centre + half, 0.0, 1.0)
 
 
-def is_deterministic(env: GridWorld, greedy: bool = True) -> bool:
-    """True when every evaluation episode is the same: no slip and a greedy policy."""
-    return greedy and not env.slippery
+def is_deterministic(env: envs.Environment, greedy: bool = True) -> bool:
+    """True when every evaluation episode is the same: a deterministic env (the
+    non-slippery gridworld) and a greedy policy."""
+    return greedy and envs.is_deterministic(env)
 
 
 def confirmed(result, target: float, min_episodes: int = 0):
@@ -83,22 +90,21 @@ class _EpisodeCarry(NamedTuple):
     key: jax.Array
 
 
-def _episode_step(env: GridWorld, act: Callable, params, epsilon, carry: _EpisodeCarry):
+def _episode_step(env: envs.Environment, act: Callable, params, epsilon, carry: _EpisodeCarry):
     """One step of the still-running envs; finished ones are frozen."""
     key, policy_key, env_key = jax.random.split(carry.key, 3)
-    obs = jax.vmap(env.observe)(carry.env_state)  # [B, O]
+    obs = jax.vmap(env.observe)(carry.env_state)  # [B, *obs_shape]
     actions = act(params, policy_key, obs, epsilon)  # [B]
     env_keys = jax.random.split(env_key, actions.shape[0])
     state, ts = jax.vmap(env.step)(carry.env_state, actions, env_keys)
     running = ~carry.done
-    goal = jnp.asarray(env.goal_mask().reshape(-1), jnp.float32)
     keep = lambda new, old: jnp.where(running, new, old)
     return _EpisodeCarry(
         env_state=jax.tree.map(keep, state, carry.env_state),
         done=carry.done | ts.last,
         episode_return=carry.episode_return + jnp.where(running, ts.reward, 0.0),
         episode_length=carry.episode_length + running.astype(jnp.int32),
-        success=carry.success | (running & ts.last & (ts.observation @ goal > 0)),
+        success=carry.success | (running & rollout.ended_in_success(env, ts)),
         key=key,
     )
 
@@ -106,15 +112,15 @@ def _episode_step(env: GridWorld, act: Callable, params, epsilon, carry: _Episod
 class Episodes(NamedTuple):
     """B finished episodes, one figure each."""
 
-    success: jnp.ndarray  # bool [B]: ended on G
+    success: jnp.ndarray  # bool [B]: succeeded (ended on G in the gridworld)
     episode_return: jnp.ndarray  # float32 [B]
     length: jnp.ndarray  # int32 [B]
 
 
-def play_episodes(env: GridWorld, act: Callable, params, key, num_envs: int, epsilon=0.0):
-    """One episode per env from S, until all are done -> Episodes. Jittable.
+def play_episodes(env: envs.Environment, act: Callable, params, key, num_envs: int, epsilon=0.0):
+    """One episode per env from its reset, until all are done -> Episodes. Jittable.
 
-    act(params, key, obs [B, O], epsilon) -> actions [B]; see `make_act`.
+    act(params, key, obs [B, *obs_shape], epsilon) -> actions [B]; see `make_act`.
     """
     reset_keys = jax.random.split(key, num_envs)
     state, _ = jax.vmap(env.reset)(reset_keys)
@@ -138,11 +144,11 @@ def mean_interval(values, z: float = WILSON_Z):
 
 
 def run_episodes(
-    env: GridWorld, act: Callable, params, key, num_envs: int, epsilon=0.0, exact=False
+    env: envs.Environment, act: Callable, params, key, num_envs: int, epsilon=0.0, exact=False
 ):
-    """One episode per env from S, until all are done -> EvalResult. Jittable.
+    """One episode per env from its reset, until all are done -> EvalResult. Jittable.
 
-    act(params, key, obs [B, O], epsilon) -> actions [B]; see `make_act`.
+    act(params, key, obs [B, *obs_shape], epsilon) -> actions [B]; see `make_act`.
     exact: the episodes are deterministic (see `is_deterministic`), so the success
     rate is the success probability and its interval has zero width.
     """
@@ -159,7 +165,7 @@ def run_episodes(
     )
 
 
-def episodes_needed(env: GridWorld, num_envs: int, greedy: bool = True) -> int:
+def episodes_needed(env: envs.Environment, num_envs: int, greedy: bool = True) -> int:
     """Episodes per evaluation: one where they are all alike, else `num_envs`."""
     return 1 if is_deterministic(env, greedy) else num_envs
 
@@ -171,7 +177,7 @@ def make_act(agent, greedy: bool = True) -> Callable:
     return lambda params, key, obs, epsilon: agent.policy(params, key, obs, epsilon)[0]
 
 
-def make_evaluator(env: GridWorld, agent, num_envs: int, greedy: bool = True) -> Callable:
+def make_evaluator(env: envs.Environment, agent, num_envs: int, greedy: bool = True) -> Callable:
     """Jitted `evaluate(params, key, epsilon=0.0) -> EvalResult` on `num_envs` envs.
 
     On a deterministic map with a greedy policy it plays one episode: it is exact.
@@ -186,16 +192,29 @@ def make_evaluator(env: GridWorld, agent, num_envs: int, greedy: bool = True) ->
     return jax.jit(evaluate)
 
 
-def cell_values(agent, params, num_cells: int):
-    """(values [num_cells], greedy actions [num_cells]) for every one-hot obs. Jittable."""
-    obs = jnp.eye(num_cells, dtype=jnp.float32)
+def has_grids(env) -> bool:
+    """Whether the env has cells to value and a grid to draw them on (the gridworld)."""
+    return envs.grid_of(env) is not None
+
+
+def cell_observations(env) -> jnp.ndarray:
+    """Every cell's observation [num_cells, *obs_shape] of a tabular env."""
+    return jnp.asarray(envs.tabular_model(env).cell_observations())
+
+
+def cell_values(agent, params, env):
+    """(values [num_cells], greedy actions [num_cells]) for every cell's observation of a
+    tabular env (`envs.tabular_model`). Jittable (env is static)."""
+    obs = cell_observations(env)
     return agent.value(params, obs), agent.greedy(params, obs)
 
 
-def value_grid(env: GridWorld, agent, params) -> tuple[np.ndarray, np.ndarray]:
-    """(values [rows, cols] float, greedy actions [rows, cols] int) for every cell."""
-    values, actions = _cell_values_jit(agent, params, env.num_cells)
-    shape = (env.rows, env.cols)
+def value_grid(env, agent, params) -> tuple[np.ndarray, np.ndarray]:
+    """(values [rows, cols] float, greedy actions [rows, cols] int) for every cell of an
+    env with grids (`has_grids`)."""
+    grid = envs.grid_of(env)
+    values, actions = _cell_values_jit(agent, params, env)
+    shape = (grid.rows, grid.cols)
     return np.asarray(values).reshape(shape), np.asarray(actions).reshape(shape)
 
 
@@ -224,20 +243,22 @@ def render_arrows(actions: np.ndarray, desc) -> str:
     return "\n".join("".join(f"{s:<4}" for s in row).rstrip() for row in cells)
 
 
-def report(env: GridWorld, agent=None, params=None, grids=None, answer=None) -> str:
+def report(env, agent=None, params=None, grids=None, answer=None) -> str:
     """Both grids, ready to print; from `grids` = (values, actions) [num_cells] if given.
-    With `answer` (`exact_answer`'s dict) the value-error grid follows (`describe_errors`)."""
+    With `answer` (`exact_answer`'s dict) the value-error grid follows (`describe_errors`).
+    An env with grids only (`has_grids`)."""
+    grid = envs.grid_of(env)
     if grids is None:
         values, actions = value_grid(env, agent, params)
     else:
-        values, actions = (np.asarray(g).reshape(env.rows, env.cols) for g in grids)
+        values, actions = (np.asarray(g).reshape(grid.rows, grid.cols) for g in grids)
     untrained = answer is not None and answer.get("learned_policy", "") is None
     heading = "values (no critic: an untrained head, no learned value)" if untrained else "values"
     text = (
-        f"{heading}:\n{render_values(values, env.desc)}\n"
-        f"greedy policy:\n{render_arrows(actions, env.desc)}"
+        f"{heading}:\n{render_values(values, grid.desc)}\n"
+        f"greedy policy:\n{render_arrows(actions, grid.desc)}"
     )
-    errors = describe_errors(answer, env.desc) if answer is not None else ""
+    errors = describe_errors(answer, grid.desc) if answer is not None else ""
     return f"{text}\n{errors}" if errors else text
 
 
@@ -245,15 +266,16 @@ def report(env: GridWorld, agent=None, params=None, grids=None, answer=None) -> 
 VALUED_POLICY = {"greedy": "greedy policy", "sampling": "sampling policy"}
 
 
-def cell_probs(agent, params, num_cells: int):
-    """Action probabilities [num_cells, A] of the policy `agent.value` is for. Jittable."""
-    return agent.valued.probs(params, jnp.eye(num_cells, dtype=jnp.float32))
+def cell_probs(agent, params, env):
+    """Action probabilities [num_cells, A] of the policy `agent.value` is for, in every
+    cell of a tabular env. Jittable (env is static)."""
+    return agent.valued.probs(params, cell_observations(env))
 
 
 _cell_probs_jit = jax.jit(cell_probs, static_argnums=(0, 2))
 
 
-def value_check(env: GridWorld, agent, params, discount: float):
+def value_check(env, agent, params, discount: float):
     """(learned values [S], exact values [S]) of the policy the learned value estimates
     (`agent.valued`: Q-learning's greedy policy, a critic's sampling policy), or None
     when the agent learns no value (no critic). Exact: policy evaluation over the env's
@@ -261,23 +283,27 @@ def value_check(env: GridWorld, agent, params, discount: float):
     critic differs from it and a right one agrees, whatever the greedy policy does."""
     if agent.valued is None:
         return None
-    learned, _ = _cell_values_jit(agent, params, env.num_cells)
-    probs = np.asarray(_cell_probs_jit(agent, params, env.num_cells))
-    mine = exact.evaluate_stochastic_policy(env, probs, discount)
+    learned, _ = _cell_values_jit(agent, params, env)
+    probs = np.asarray(_cell_probs_jit(agent, params, env))
+    mine = exact.evaluate_stochastic_policy(envs.tabular_model(env), probs, discount)
     return np.asarray(learned, np.float64), mine.value
 
 
-def error_grid(env: GridWorld, learned, exact_values) -> list:
-    """learned - exact per cell, [rows][cols] lists; None on H and G, where the episode
-    has ended and no value is learned."""
-    error = (np.asarray(learned) - np.asarray(exact_values)).reshape(env.rows, env.cols)
-    terminal = np.array([[ch in "HG" for ch in row] for row in env.desc])
+def error_grid(env, learned, exact_values) -> list:
+    """learned - exact per cell, [rows][cols] lists on a grid (None on H and G, where
+    the episode has ended and no value is learned), else one list over the cells."""
+    grid = envs.grid_of(env)
+    if grid is None:
+        return [float(e) for e in np.asarray(learned) - np.asarray(exact_values)]
+    error = (np.asarray(learned) - np.asarray(exact_values)).reshape(grid.rows, grid.cols)
+    terminal = np.array([[ch in "HG" for ch in row] for row in grid.desc])
     return [[None if t else float(e) for e, t in zip(*row)] for row in zip(error, terminal)]
 
 
-def exact_answer(env: GridWorld, agent, params, discount: float, best=None) -> dict:
+def exact_answer(env, agent, params, discount: float, best=None) -> dict:
     """The greedy policy's exact figures at S against the optimum's (`envs.exact`), and
-    the learned value checked against the exact value of the policy it estimates.
+    the learned value checked against the exact value of the policy it estimates, for a
+    tabular env on a grid (`has_grids`).
 
     Returns a JSON-ready dict: `exact.Answer`'s fields (`value`: the greedy policy's
     V(S)), its ratio, the discount, and the value check: `learned_value` (the agent's
@@ -286,10 +312,11 @@ def exact_answer(env: GridWorld, agent, params, discount: float, best=None) -> d
     (their difference) and `value_errors` (the difference per cell, `error_grid`);
     all None when the agent learns no value.
     """
-    values, actions = value_grid(env, agent, params)
-    result = exact.answer(env, actions.reshape(-1), discount, best)
+    model = envs.tabular_model(env)
+    _, actions = (np.asarray(x) for x in _cell_values_jit(agent, params, env))
+    result = exact.answer(model, actions, discount, best)
     check = value_check(env, agent, params, discount)
-    s = env.start_cell
+    s = model.start_cell
     learned = dict.fromkeys(
         ("learned_value", "learned_policy", "learned_policy_value", "learned_error", "value_errors")
     )

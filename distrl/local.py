@@ -12,6 +12,10 @@ greedy policy's exact success (a cheap dynamic programme in the loop) reaches it
 the final figures are a `confirm_envs`-episode evaluation, the exact success
 of the greedy policy against the optimum's (`envs.exact`), and the learned value
 against the exact value of the policy it estimates (`evaluation.exact_answer`).
+The exact parts (the screen, the optimum, the exact figures) and the grids are
+taken only for an env that has them (`envs.tabular_model`, `evaluation.has_grids`:
+the gridworld does); `train(config, env=...)` runs any env of the interface
+(`distrl.envs.interface`).
 
 It takes the same experiment config as `launch/train.py` (`distrl.config`), and the
 same CLI (absl flags + a config file, `distrl.cli`):
@@ -50,7 +54,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from distrl import agents, evaluation, pipelines, resources, rollout
+from distrl import agents, envs, evaluation, pipelines, resources, rollout
 from distrl import config as config_lib
 from distrl.envs import exact
 
@@ -135,13 +139,13 @@ class TrainResult(NamedTuple):
     mean_return: float
     mean_length: float
     params: Any
-    report: str  # value, arrow and value-error grids
+    report: str  # value, arrow and value-error grids ("" for an env without a grid)
     success_low: float = 0.0  # its 95% Wilson interval
     success_high: float = 0.0
     eval_episodes: int = 0
     target: float = 0.0  # the success the run had to confirm
-    exact: dict | None = None  # evaluation.exact_answer of the final params
-    history: tuple = ()  # (env steps, seconds, exact success) after each jitted call
+    exact: dict | None = None  # evaluation.exact_answer of the final params (tabular env)
+    history: tuple = ()  # (env steps, seconds, exact success or nan) after each jitted call
 
 
 def _iteration(env, agent, cfg: Settings, c: TrainCarry, key) -> TrainCarry:
@@ -165,13 +169,22 @@ def _iteration(env, agent, cfg: Settings, c: TrainCarry, key) -> TrainCarry:
 
 def _evaluate(env, agent, cfg: Settings, target: float, params, key):
     """The greedy evaluation: eval_envs episodes, or confirm_envs episodes once the greedy
-    policy's exact success (`exact.make_policy_stats`, cheap) reaches the target."""
+    policy's exact success (`exact.make_policy_stats`, cheap) reaches the target; an env
+    without a tabular model screens by eval_envs episodes instead."""
     act = evaluation.make_act(agent, greedy=True)
     if evaluation.is_deterministic(env):  # one episode is exact
         return evaluation.run_episodes(env, act, params, key, 1, exact=True)
     screen_key, confirm_key = jax.random.split(key)
-    actions = agent.greedy(params, jnp.eye(env.num_cells, dtype=jnp.float32))
-    success, _, _ = exact.make_policy_stats(env)(actions)
+    model = envs.tabular_model(env)
+    if model is None:
+        screen = evaluation.run_episodes(env, act, params, screen_key, cfg.eval_envs)
+        return jax.lax.cond(
+            evaluation.touches(screen, target, cfg.confirm_envs),
+            lambda: evaluation.run_episodes(env, act, params, confirm_key, cfg.confirm_envs),
+            lambda: screen,
+        )
+    actions = agent.greedy(params, jnp.asarray(model.cell_observations()))
+    success, _, _ = exact.make_policy_stats(model)(actions)
     return jax.lax.cond(
         success >= target,
         lambda: evaluation.run_episodes(env, act, params, confirm_key, cfg.confirm_envs),
@@ -182,8 +195,8 @@ def _evaluate(env, agent, cfg: Settings, target: float, params, key):
 def _train_call(env, agent, cfg: Settings, target: float, carry: TrainCarry, key):
     """Up to `iterations_per_call` iterations; stops early on budget or confirmed success.
 
-    Returns (carry, (values [O], greedy actions [O])) - the grids ride along so that
-    the report needs no extra compile.
+    Returns (carry, (values [S], greedy actions [S]) of every cell, or None without a
+    grid) - the grids ride along so that the report needs no extra compile.
     """
     stop_at = carry.iterations + cfg.iterations_per_call
 
@@ -205,7 +218,9 @@ def _train_call(env, agent, cfg: Settings, target: float, carry: TrainCarry, key
         )
 
     carry = jax.lax.while_loop(running, body, carry)
-    return carry, evaluation.cell_values(agent, carry.state.params, env.num_cells)
+    if not evaluation.has_grids(env):
+        return carry, None
+    return carry, evaluation.cell_values(agent, carry.state.params, env)
 
 
 def init_carry(env, agent, cfg: Settings, key) -> TrainCarry:
@@ -268,25 +283,29 @@ def _loop(step, carry: TrainCarry, key, cfg: Settings, target, log, start: float
             return carry, grids, history
 
 
-def train(config, log=None) -> TrainResult:
+def train(config, log=None, env=None) -> TrainResult:
     """Trains until the success interval's lower bound reaches the target or a budget ends.
 
     config: an experiment config (`distrl.config.base_config`, `configs/*.py`);
     ConfigError before anything is compiled when it cannot work here (including
-    the memory estimate). log: optional callable(str) for a line per jitted call.
+    the memory estimate and a target the env cannot score). log: optional
+    callable(str) for a line per jitted call. env: an env of the interface to train
+    on instead of `config.env`'s gridworld.
     """
     start = time.perf_counter()
     cfg = Settings.of(config)
-    warning = resources.check_memory(config, local=True)
+    env = config_lib.make_env(config) if env is None else env
+    config_lib.check_env(config, env)
+    warning = resources.check_memory(config, local=True, env=env)
     if warning and log:
         log(warning)
-    env = config_lib.make_env(config)
-    agent = agents.make_agent(config_lib.make_agent_config(config), env)
+    agent = agents.make_agent(config_lib.make_agent_config(config), env.spec)
     discount = agent.config.discount
-    best = exact.optimum(env, discount)
+    model = envs.tabular_model(env)
+    best = exact.optimum(model, discount) if model is not None else None
     target = cfg.target_success
     if cfg.target_of_optimal:
-        target = cfg.target_of_optimal * float(best.success[env.start_cell])
+        target = cfg.target_of_optimal * float(best.success[model.start_cell])
     init_key, key = jax.random.split(jax.random.PRNGKey(cfg.seed))
     init_fn, step = _compile(
         functools.partial(init_carry, env, agent, cfg),
@@ -298,11 +317,15 @@ def train(config, log=None) -> TrainResult:
     compile_time = time.perf_counter() - start
 
     def judge(params):
+        if model is None:
+            return float("nan")
         return evaluation.exact_answer(env, agent, params, discount, best)["success"]
 
     carry, grids, history = _loop(step, init_fn(init_key), key, cfg, target, log, start, judge)
     ev = _final_evaluation(env, agent, cfg, carry, key)
-    answer = evaluation.exact_answer(env, agent, carry.state.params, discount, best)
+    answer = None
+    if model is not None:
+        answer = evaluation.exact_answer(env, agent, carry.state.params, discount, best)
     wall_time = time.perf_counter() - start
     return TrainResult(
         solved=bool(evaluation.confirmed(ev, target, cfg.confirm_envs)),
@@ -316,7 +339,7 @@ def train(config, log=None) -> TrainResult:
         mean_return=float(ev.mean_return),
         mean_length=float(ev.mean_length),
         params=carry.state.params,
-        report=evaluation.report(env, grids=grids, answer=answer),
+        report=evaluation.report(env, grids=grids, answer=answer) if grids is not None else "",
         success_low=float(ev.success_low),
         success_high=float(ev.success_high),
         eval_episodes=int(ev.episodes),
@@ -348,8 +371,10 @@ def main(config, quiet: bool = False) -> TrainResult:
         f"target={result.target:.3f} return={result.mean_return:+.2f} "
         f"length={result.mean_length:.1f}"
     )
-    print(evaluation.describe_exact(result.exact))
-    print(result.report)
+    if result.exact:
+        print(evaluation.describe_exact(result.exact))
+    if result.report:
+        print(result.report)
     return result
 
 

@@ -2,7 +2,9 @@
 
 Every factory returns `hk.without_apply_rng(hk.transform(f))`, so params are plain
 pytrees and `apply(params, obs)` is a pure function that the agents vmap and jit.
-Inputs are the gridworld's one-hot observations [..., O]; leading dims are free.
+Inputs are observations [..., *obs_shape] of any dtype (the env's spec): the last
+`obs_ndim` dims are flattened and cast to float32 first (a no-op for the gridworld's
+float32 one-hot vectors [..., O]); leading dims are free.
 """
 
 from collections.abc import Callable, Sequence
@@ -20,6 +22,13 @@ def _activation(name: str) -> Callable:
     return ACTIVATIONS[name]
 
 
+def _flat(obs, obs_ndim: int):
+    """[..., *obs_shape] of any dtype -> float32 [..., prod(obs_shape)]."""
+    obs = jnp.asarray(obs)
+    lead = obs.shape[: obs.ndim - obs_ndim]
+    return obs.reshape(lead + (-1,)).astype(jnp.float32)
+
+
 def _torso(hidden_sizes: Sequence[int], activation: str, name: str) -> Callable:
     """A Linear+activation stack (layers `<name>_<i>`); no sizes: the identity."""
     layers = []
@@ -29,19 +38,19 @@ def _torso(hidden_sizes: Sequence[int], activation: str, name: str) -> Callable:
 
 
 def make_q_network(
-    hidden_sizes: Sequence[int], num_actions: int, activation: str = "relu"
+    hidden_sizes: Sequence[int], num_actions: int, activation: str = "relu", obs_ndim: int = 1
 ) -> hk.Transformed:
-    """MLP torso with a Q head: apply(params, obs [..., O]) -> q [..., A]."""
+    """MLP torso with a Q head: apply(params, obs [..., *obs_shape]) -> q [..., A]."""
     hidden_sizes = tuple(hidden_sizes)
 
     def forward(obs):
-        h = _torso(hidden_sizes, activation, "torso")(obs)
+        h = _torso(hidden_sizes, activation, "torso")(_flat(obs, obs_ndim))
         return hk.Linear(num_actions, name="q_head")(h)
 
     return hk.without_apply_rng(hk.transform(forward))
 
 
-def make_table_network(num_actions: int) -> hk.Transformed:
+def make_table_network(num_actions: int, obs_ndim: int = 1) -> hk.Transformed:
     """Tabular Q: one bias-free linear layer on the one-hot obs, zero-initialised.
 
     apply(params, obs [..., O]) -> q [..., A]; params['table']['w'] is the Q table
@@ -50,7 +59,7 @@ def make_table_network(num_actions: int) -> hk.Transformed:
 
     def forward(obs):
         layer = hk.Linear(num_actions, with_bias=False, w_init=jnp.zeros, name="table")
-        return layer(obs)
+        return layer(_flat(obs, obs_ndim))
 
     return hk.without_apply_rng(hk.transform(forward))
 
@@ -60,8 +69,10 @@ def make_actor_critic_network(
     num_actions: int,
     shared_torso: bool = False,
     activation: str = "tanh",
+    obs_ndim: int = 1,
 ) -> hk.Transformed:
-    """Policy logits and state value: apply(params, obs [..., O]) -> (logits [..., A], v [...]).
+    """Policy logits and state value: apply(params, obs [..., *obs_shape]) -> (logits
+    [..., A], v [...]).
 
     With `shared_torso` one MLP feeds both heads; otherwise the actor and the critic
     have separate torsos of the same sizes. Empty `hidden_sizes` gives linear
@@ -70,6 +81,7 @@ def make_actor_critic_network(
     hidden_sizes = tuple(hidden_sizes)
 
     def forward(obs) -> tuple[jnp.ndarray, jnp.ndarray]:
+        obs = _flat(obs, obs_ndim)
         if shared_torso:
             h_pi = h_v = _torso(hidden_sizes, activation, "torso")(obs)
         else:
@@ -86,11 +98,15 @@ def make_actor_critic_network(
 
 
 def make_dqn_network(
-    network: str, hidden_sizes: Sequence[int], num_actions: int, activation: str = "relu"
+    network: str,
+    hidden_sizes: Sequence[int],
+    num_actions: int,
+    activation: str = "relu",
+    obs_ndim: int = 1,
 ) -> hk.Transformed:
     """Picks the Q network by config name: "mlp" or "table"."""
     if network == "mlp":
-        return make_q_network(hidden_sizes, num_actions, activation)
+        return make_q_network(hidden_sizes, num_actions, activation, obs_ndim)
     if network == "table":
-        return make_table_network(num_actions)
+        return make_table_network(num_actions, obs_ndim)
     raise ValueError(f"unknown network {network!r}; use 'mlp' or 'table'")

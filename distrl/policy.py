@@ -77,7 +77,7 @@ class Policy(NamedTuple):
 
     run_dir: str
     config: Any  # the run's config (ml_collections.ConfigDict, from config.json)
-    env: envs.GridWorld
+    env: envs.Environment
     agent: agents.Agent
     params: Any
     version: int  # the learner's parameter version
@@ -85,7 +85,7 @@ class Policy(NamedTuple):
     which: str  # REPORTED or LATEST
 
     def act(self, observations):
-        """Greedy actions [B] int32 for observations [B, O] (one-hot cells)."""
+        """Greedy actions [B] int32 for observations [B, *obs_shape] (the env's spec)."""
         return _greedy(self.agent, self.params, observations)
 
 
@@ -121,7 +121,7 @@ def load_policy(run_dir: str, which: str = REPORTED) -> Policy:
     # The files are checked first, so a bad one is named before JAX starts a backend.
     manifest, leaves = checkpoint.read_newest(ckpt_dir, kind)
     env = config_lib.make_env(config)
-    agent = agents.make_agent(config_lib.make_agent_config(config), env)
+    agent = agents.make_agent(config_lib.make_agent_config(config), env.spec)
     template = jax.eval_shape(agent.init, jax.random.PRNGKey(0))
     template = template.params if which == REPORTED else template
     checkpoint.check_compatible(manifest, config.algorithm, template, ckpt_dir)

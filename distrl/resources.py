@@ -13,6 +13,8 @@ tell a run that fits from num_actors=10**6 or a replay of 10**15 transitions.
 import dataclasses
 import os
 
+import numpy as np
+
 from distrl import agents, pipelines
 from distrl import config as config_lib
 
@@ -59,16 +61,21 @@ def _mlp(sizes) -> int:
     return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
 
 
-def estimate_memory(config, local: bool = False) -> Estimate:
-    """Bytes the run needs: distributed (a process per node) or `local` (one process)."""
+def estimate_memory(config, local: bool = False, env=None) -> Estimate:
+    """Bytes the run needs: distributed (a process per node) or `local` (one process).
+
+    env: the env to size for (its `spec`); None: `config.env`'s.
+    """
     agent_config = config_lib.make_agent_config(config)
-    env = config_lib.make_env(config)
+    env = config_lib.make_env(config) if env is None else env
     pipeline = pipelines.of(agent_config)
-    obs, a = env.obs_size, config.actor
-    step = 8 * obs + 32  # Transition of a chunk: two observations, scalars, policy extras
+    spec, a = env.spec, config.actor
+    obs = spec.obs_size
+    obs_bytes = obs * np.dtype(spec.observation_dtype).itemsize
+    step = 2 * obs_bytes + 32  # Transition of a chunk: two observations, scalars, extras
     envs = a.num_envs * (config.num_actors if local else 1)
     rows = pipeline.batch_rows(config)
-    params = param_count(agent_config, obs)
+    params = param_count(agent_config, obs, spec.num_actions)
     act_width = sum(agent_config.hidden_sizes) if agent_config.hidden_sizes else obs
     learner = params * _FLOAT * _OPTIMIZER_COPIES + rows * (act_width * _FLOAT * 6 + step) * (
         config.learner.prefetch + 2
@@ -109,10 +116,10 @@ def machine_memory() -> tuple:
     return total, info.get("MemAvailable", total)
 
 
-def check_memory(config, local: bool = False):
+def check_memory(config, local: bool = False, env=None):
     """ConfigError when the estimate exceeds this machine's memory; a warning line
-    (or None) when it exceeds the memory available now."""
-    estimate = estimate_memory(config, local)
+    (or None) when it exceeds the memory available now. env: as `estimate_memory`."""
+    estimate = estimate_memory(config, local, env)
     total, available = machine_memory()
     if estimate.total > total:
         raise config_lib.ConfigError(

@@ -3,7 +3,9 @@
 Shared by the actors, the evaluator and the single-process trainer. One call runs
 `lax.scan` over T steps of `jax.vmap`ped `auto_reset_step`, so Python overhead is
 paid once per chunk. It returns the chunk as `Transition` [T, B] plus episode
-statistics, and a carry to continue from in the next call.
+statistics, and a carry to continue from in the next call. It needs only the env
+interface (`distrl.envs.interface`); successes are counted where the env has a
+success signal, and are 0 otherwise.
 """
 
 from collections.abc import Callable
@@ -11,17 +13,16 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from distrl.envs import EnvState, GridWorld, auto_reset_step
+from distrl import envs
 from distrl.types import Transition
 
 
 class RolloutCarry(NamedTuple):
     """What continues between chunks; every field has a leading [B]."""
 
-    env_state: EnvState  # position, t: int32 [B]
-    observation: jnp.ndarray  # float32 [B, O], the policy's next input
+    env_state: object  # the env's state pytree [B]
+    observation: jnp.ndarray  # [B, *observation_shape] (spec's dtype), the policy's next input
     episode_return: jnp.ndarray  # float32 [B], running return of the current episode
     episode_length: jnp.ndarray  # int32 [B]
 
@@ -33,10 +34,10 @@ class RolloutStats(NamedTuple):
     episodes: jnp.ndarray  # int32 [], episodes completed in the chunk
     return_sum: jnp.ndarray  # float32 [], summed return of those episodes
     length_sum: jnp.ndarray  # int32 [], summed length of those episodes
-    successes: jnp.ndarray  # int32 [], those that ended on G
+    successes: jnp.ndarray  # int32 [], those that succeeded (0 without a success signal)
 
 
-def init_carry(env: GridWorld, key: jax.Array, batch_size: int) -> RolloutCarry:
+def init_carry(env: envs.Environment, key: jax.Array, batch_size: int) -> RolloutCarry:
     """Resets B envs (env i with fold_in(key, i)) -> RolloutCarry [B]."""
     keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(batch_size))
     state, timestep = jax.vmap(env.reset)(keys)
@@ -48,17 +49,22 @@ def init_carry(env: GridWorld, key: jax.Array, batch_size: int) -> RolloutCarry:
     )
 
 
-def goal_cells(env: GridWorld) -> jnp.ndarray:
-    """float32 [O]: 1 on G cells, so obs @ goal_cells says "this obs is a goal"."""
-    return jnp.asarray(np.asarray(env.goal_mask(), np.float32).reshape(-1))
+def ended_in_success(env: envs.Environment, timesteps: envs.TimeStep) -> jnp.ndarray:
+    """bool [B]: the steps that end an episode in success (all False without a signal)."""
+    success = envs.success_signal(env)
+    if success is None:
+        return jnp.zeros_like(timesteps.last)
+    return timesteps.last & jax.vmap(success)(timesteps)
 
 
-def _env_step(env: GridWorld, policy: Callable, params, epsilon, carry: RolloutCarry, key):
+def _env_step(env: envs.Environment, policy: Callable, params, epsilon, carry: RolloutCarry, key):
     """One step of B envs: returns (carry, (Transition [B], per-env end stats))."""
     policy_key, env_key = jax.random.split(key)
     actions, extras = policy(params, policy_key, carry.observation, epsilon)  # [B]
     env_keys = jax.random.split(env_key, actions.shape[0])
-    state, ts = jax.vmap(auto_reset_step, (None, 0, 0, 0))(env, carry.env_state, actions, env_keys)
+    state, ts = jax.vmap(envs.auto_reset_step, (None, 0, 0, 0))(
+        env, carry.env_state, actions, env_keys
+    )
     transition = Transition(
         observation=carry.observation,
         action=actions,
@@ -70,7 +76,7 @@ def _env_step(env: GridWorld, policy: Callable, params, epsilon, carry: RolloutC
     )
     ep_return = carry.episode_return + ts.reward
     ep_length = carry.episode_length + 1
-    success = ts.last & (ts.observation @ goal_cells(env) > 0)
+    success = ended_in_success(env, ts)
     ends = (ts.last, jnp.where(ts.last, ep_return, 0.0), jnp.where(ts.last, ep_length, 0), success)
     new_carry = RolloutCarry(
         env_state=state,
@@ -81,7 +87,7 @@ def _env_step(env: GridWorld, policy: Callable, params, epsilon, carry: RolloutC
     return new_carry, (transition, ends)
 
 
-def unroll(env: GridWorld, policy: Callable, num_steps: int, params, carry, key, epsilon):
+def unroll(env: envs.Environment, policy: Callable, num_steps: int, params, carry, key, epsilon):
     """Un-jitted body of `make_rollout` (for fusing into larger jitted steps)."""
 
     def body(c, k):
@@ -99,10 +105,10 @@ def unroll(env: GridWorld, policy: Callable, num_steps: int, params, carry, key,
     return carry, traj, stats
 
 
-def make_rollout(env: GridWorld, policy: Callable, num_steps: int) -> Callable:
+def make_rollout(env: envs.Environment, policy: Callable, num_steps: int) -> Callable:
     """Returns jitted `rollout(params, carry, key, epsilon) -> (carry, Transition [T, B], stats)`.
 
-    `policy(params, key, obs [B, O], epsilon) -> (actions [B], extras)` is an
+    `policy(params, key, obs [B, *obs_shape], epsilon) -> (actions [B], extras)` is an
     agent's acting policy; B is taken from the carry (see `init_carry`).
     """
 

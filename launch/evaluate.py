@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from absl import flags
 
-from distrl import cli, evaluation, policy, results
+from distrl import cli, envs, evaluation, policy, results
 from distrl import config as config_lib
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "The run directory whose policy to evaluate.")
@@ -54,9 +54,8 @@ def evaluate(loaded: policy.Policy, episodes: int, seed: int) -> dict:
     rate = float(played.success.mean())
     low, high = (rate, rate) if exact else evaluation.wilson_interval(played.success.sum(), n)
     return_low, return_high = evaluation.mean_interval(jnp.asarray(played.episode_return))
-    values, actions = evaluation.value_grid(env, agent, loaded.params)
     reported = results.read(loaded.run_dir)
-    return dict(
+    figures = dict(
         run_dir=loaded.run_dir,
         checkpoint=loaded.which,
         file=os.path.relpath(loaded.file, loaded.run_dir),
@@ -72,11 +71,16 @@ def evaluate(loaded: policy.Policy, episodes: int, seed: int) -> dict:
             return_high=float(return_high),
             mean_length=float(played.length.mean()),
         ),
-        exact=evaluation.exact_answer(env, agent, loaded.params, agent.config.discount),
-        map=list(env.desc),
-        values=values.tolist(),
-        actions=actions.tolist(),
     )
+    if evaluation.has_grids(env):  # the exact figures and grids of a tabular env on a grid
+        values, actions = evaluation.value_grid(env, agent, loaded.params)
+        figures.update(
+            exact=evaluation.exact_answer(env, agent, loaded.params, agent.config.discount),
+            map=list(envs.grid_of(env).desc),
+            values=values.tolist(),
+            actions=actions.tolist(),
+        )
+    return figures
 
 
 def describe(figures: dict, env) -> str:
@@ -94,9 +98,10 @@ def describe(figures: dict, env) -> str:
         f"mean return {ev['mean_return']:+.3f} [{ev['return_low']:+.3f}, "
         f"{ev['return_high']:+.3f}] (95%)  mean length {ev['mean_length']:.1f}  (greedy)"
     )
-    lines.append(evaluation.describe_exact(figures["exact"]))
-    grids = (figures["values"], figures["actions"])
-    lines.append(evaluation.report(env, grids=grids, answer=figures["exact"]))
+    if "exact" in figures:
+        lines.append(evaluation.describe_exact(figures["exact"]))
+        grids = (figures["values"], figures["actions"])
+        lines.append(evaluation.report(env, grids=grids, answer=figures["exact"]))
     return "\n".join(lines)
 
 

@@ -54,8 +54,9 @@ def make_config(name: str, **overrides: Any):
 
 
 def make_agent(config, env_spec) -> Agent:
-    """Builds the agent of any config dataclass above."""
-    return _MAKERS[type(config)](config, env_spec)
+    """Builds the agent of any config dataclass above for an env spec (`EnvSpec`, an
+    env's `distrl.envs.EnvSpec`, or an env, whose `spec` is taken)."""
+    return _MAKERS[type(config)](config, getattr(env_spec, "spec", env_spec))
 
 
 __all__ = [

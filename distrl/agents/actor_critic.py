@@ -194,7 +194,7 @@ def _update(net, optimizer, config, state: base.TrainingState, batch: Transition
 
 
 def make_agent(config: ActorCriticConfig, env_spec) -> base.Agent:
-    """Builds the A2C / REINFORCE agent for an env with `obs_size` and `num_actions`."""
+    """Builds the A2C / REINFORCE agent for an env spec (`base.EnvSpec` or the env's)."""
     return make_policy_gradient_agent(config, env_spec, _update)
 
 
@@ -204,11 +204,16 @@ def make_policy_gradient_agent(config, env_spec, update_impl) -> base.Agent:
     Shared by A2C and PPO, which differ only in their update:
     `update_impl(net, optimizer, config, state, batch) -> (state, metrics)`.
     """
+    obs_shape = base.observation_shape(env_spec)
     net = networks.make_actor_critic_network(
-        config.hidden_sizes, env_spec.num_actions, config.shared_torso, config.activation
+        config.hidden_sizes,
+        env_spec.num_actions,
+        config.shared_torso,
+        config.activation,
+        len(obs_shape),
     )
     optimizer = base.optimizer_of(config)
-    init = base.make_init(net, optimizer, env_spec.obs_size, with_target=False)
+    init = base.make_init(net, optimizer, obs_shape, with_target=False)
     update = jax.jit(functools.partial(update_impl, net, optimizer, config))
     policy, greedy, value, probs = make_policy_fns(net)
     return base.Agent(

@@ -40,10 +40,16 @@ class PipelineKind(enum.Enum):
 
 
 class EnvSpec(NamedTuple):
-    """What an agent needs to know about the env (a GridWorld fits too)."""
+    """What an agent needs to know about the env (an env's `distrl.envs.EnvSpec` fits too)."""
 
-    obs_size: int
+    obs_size: int  # elements of one observation (the network flattens it to this width)
     num_actions: int
+    observation_shape: tuple | None = None  # of one observation; None: (obs_size,)
+
+
+def observation_shape(env_spec) -> tuple:
+    """The shape of one observation the agent's network takes."""
+    return tuple(env_spec.observation_shape or (env_spec.obs_size,))
 
 
 class TrainingState(NamedTuple):
@@ -75,9 +81,10 @@ class Agent(NamedTuple):
     update: (TrainingState, batch) -> (TrainingState, metrics); one jax.jit. metrics are
       scalars, except DQN's `priorities` [N] (|TD| per transition, for prioritized
       replay), whose update also takes `weights` [N] (importance sampling).
-    policy: (params, key, observations [B, O], epsilon []) -> (actions [B] int32, extras).
-    greedy: (params, observations [B, O]) -> actions [B] int32.
-    value: (params, observations [B, O]) -> values [B] (max_a Q or V).
+    policy: (params, key, observations [B, *obs_shape], epsilon []) -> (actions [B] int32,
+      extras).
+    greedy: (params, observations [B, *obs_shape]) -> actions [B] int32.
+    value: (params, observations [B, *obs_shape]) -> values [B] (max_a Q or V).
     epsilon: (env_steps) -> [] exploration rate (0 for policy-gradient agents).
     network: the hk.Transformed network (apply(params, obs)).
     config: the algorithm's config dataclass; `config.pipeline` says which batches
@@ -97,13 +104,13 @@ class Agent(NamedTuple):
     valued: ValuedPolicy | None = None
 
 
-def make_init(net: hk.Transformed, optimizer, obs_size: int, with_target: bool) -> Callable:
+def make_init(net: hk.Transformed, optimizer, obs_shape: tuple, with_target: bool) -> Callable:
     """Jitted `init(key) -> TrainingState` (target_params = params if with_target)."""
 
     @jax.jit
     def init(key):
         key, init_key = jax.random.split(key)
-        params = net.init(init_key, jnp.zeros((obs_size,), jnp.float32))
+        params = net.init(init_key, jnp.zeros(obs_shape, jnp.float32))
         target = params if with_target else None
         return TrainingState(params, target, optimizer.init(params), key, jnp.zeros((), jnp.int32))
 

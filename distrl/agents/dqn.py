@@ -140,15 +140,16 @@ def _update(
 
 
 def make_agent(config: DQNConfig, env_spec) -> base.Agent:
-    """Builds the DQN agent for an env with `obs_size` and `num_actions`."""
+    """Builds the DQN agent for an env spec (`base.EnvSpec` or the env's)."""
+    obs_shape = base.observation_shape(env_spec)
     net = networks.make_dqn_network(
-        config.network, config.hidden_sizes, env_spec.num_actions, config.activation
+        config.network, config.hidden_sizes, env_spec.num_actions, config.activation, len(obs_shape)
     )
     optimizer = base.optimizer_of(config)
     epsilon_fn = optax.linear_schedule(
         config.epsilon_init, config.epsilon_final, config.epsilon_decay_steps
     )
-    init = base.make_init(net, optimizer, env_spec.obs_size, with_target=True)
+    init = base.make_init(net, optimizer, obs_shape, with_target=True)
     update = jax.jit(functools.partial(_update, net, optimizer, config))
 
     def policy(params, key, observations, epsilon):

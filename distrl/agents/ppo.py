@@ -201,5 +201,5 @@ def _update(net, optimizer, config: PPOConfig, state: base.TrainingState, batch:
 
 
 def make_agent(config: PPOConfig, env_spec) -> base.Agent:
-    """Builds the PPO / GRPO agent for an env with `obs_size` and `num_actions`."""
+    """Builds the PPO / GRPO agent for an env spec (`base.EnvSpec` or the env's)."""
     return actor_critic.make_policy_gradient_agent(config, env_spec, _update)

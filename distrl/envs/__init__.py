@@ -1,7 +1,10 @@
-"""Pure-JAX gridworld (FrozenLake-v1 dynamics): layer 1, where transitions start.
+"""Layer 1, where transitions start: the environment interface (`interface`) and the
+built-in gridworld (FrozenLake-v1 dynamics), one implementation of it.
 
-The dm_env adapter lives in `distrl.envs.dm_env_adapter` and is not imported here,
-so that importing the pure environment needs only jax and numpy.
+Callers outside this package use the interface (`EnvSpec`, `TimeStep`,
+`auto_reset_step`, the capability queries) and never name `GridWorld`. The dm_env
+adapter lives in `distrl.envs.dm_env_adapter` and is not imported here, so that
+importing the pure environment needs only jax and numpy.
 """
 
 from distrl.envs.gridworld import (
@@ -13,10 +16,24 @@ from distrl.envs.gridworld import (
     UP,
     EnvState,
     GridWorld,
-    TimeStep,
-    auto_reset_step,
     default_time_limit,
     make_env,
+)
+from distrl.envs.interface import (
+    Deterministic,
+    Dynamics,
+    Environment,
+    EnvSpec,
+    Grid,
+    Success,
+    Tabular,
+    TimeStep,
+    auto_reset_step,
+    grid_of,
+    is_deterministic,
+    success_signal,
+    tabular_model,
+    timestep,
 )
 from distrl.envs.maps import (
     MAPS,
@@ -36,16 +53,28 @@ __all__ = [
     "NUM_ACTIONS",
     "RIGHT",
     "UP",
+    "Deterministic",
+    "Dynamics",
+    "EnvSpec",
     "EnvState",
+    "Environment",
+    "Grid",
     "GridWorld",
+    "Success",
+    "Tabular",
     "TimeStep",
     "auto_reset_step",
     "bfs_distances",
     "default_time_limit",
+    "grid_of",
     "has_path",
+    "is_deterministic",
     "make_env",
     "parse_map",
     "random_map",
     "shortest_path_length",
+    "success_signal",
+    "tabular_model",
+    "timestep",
     "validate_map",
 ]

@@ -1,4 +1,5 @@
-"""Exact answers for a GridWorld by dynamic programming over its own transition tables.
+"""Exact answers for a tabular env (`interface.Tabular`: the gridworld) by dynamic
+programming over its own transition tables.
 
 The gridworld is tabular, so the success probability and the discounted value of a
 policy, and the best achievable ones, can be computed exactly instead of estimated
@@ -36,19 +37,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from distrl.envs import gridworld
+from distrl.envs.interface import Dynamics, Tabular
 
 _TIE = 1e-9  # values this close count as tied (float64 sums of a few hundred terms)
-
-
-class Dynamics(NamedTuple):
-    """One step from every (cell, action): K equally-likely outcomes (K = 3 slippery, else 1)."""
-
-    next_cell: np.ndarray  # int64 [S, A, K]
-    prob: np.ndarray  # float64 [S, A, K]
-    reward: np.ndarray  # float64 [S, A, K]: reward for the cell landed on
-    terminal: np.ndarray  # bool [S]: H or G (the episode ends on landing there)
-    goal: np.ndarray  # bool [S]: G
 
 
 class PolicyValue(NamedTuple):
@@ -58,18 +49,9 @@ class PolicyValue(NamedTuple):
     value: np.ndarray  # float64 [S]
 
 
-def dynamics(env: gridworld.GridWorld) -> Dynamics:
-    """The env's transition tables as outcome arrays (see `Dynamics`)."""
-    tables = gridworld._build_tables(env.desc, env.rewards)
-    moves = tables.next_cell.reshape(env.num_cells, gridworld.NUM_ACTIONS)
-    rewards = tables.reward.reshape(env.num_cells, gridworld.NUM_ACTIONS)
-    actions = np.arange(gridworld.NUM_ACTIONS)
-    offsets = (-1, 0, 1) if env.slippery else (0,)
-    directions = np.stack([(actions + o) % gridworld.NUM_ACTIONS for o in offsets], -1)  # [A, K]
-    next_cell = moves[:, directions].astype(np.int64)  # [S, A, K]
-    reward = rewards[:, directions].astype(np.float64)
-    prob = np.full(next_cell.shape, 1.0 / len(offsets))
-    return Dynamics(next_cell, prob, reward, np.asarray(tables.terminal), env.goal_mask().ravel())
+def dynamics(env: Tabular) -> Dynamics:
+    """The env's transition tables as outcome arrays (see `interface.Dynamics`)."""
+    return env.dynamics()
 
 
 def _backup(d: Dynamics, gamma: float, value: np.ndarray, success: np.ndarray):
@@ -80,14 +62,15 @@ def _backup(d: Dynamics, gamma: float, value: np.ndarray, success: np.ndarray):
     return q_value, q_success
 
 
-def evaluate_policy(env: gridworld.GridWorld, actions, discount: float) -> PolicyValue:
+def evaluate_policy(env: Tabular, actions, discount: float) -> PolicyValue:
     """Exact success probability and discounted value of `actions` [S] (one per cell)."""
     actions = np.asarray(actions, np.int64).reshape(env.num_cells)
+    num_actions = dynamics(env).prob.shape[1]
     # A deterministic policy is the one-hot distribution: one programme for both.
-    return evaluate_stochastic_policy(env, np.eye(gridworld.NUM_ACTIONS)[actions], discount)
+    return evaluate_stochastic_policy(env, np.eye(num_actions)[actions], discount)
 
 
-def evaluate_stochastic_policy(env: gridworld.GridWorld, probs, discount: float) -> PolicyValue:
+def evaluate_stochastic_policy(env: Tabular, probs, discount: float) -> PolicyValue:
     """Exact success probability and discounted value of a stochastic policy.
 
     probs [S, A]: the probability of each action in each cell (a softmax policy's, as
@@ -95,12 +78,12 @@ def evaluate_stochastic_policy(env: gridworld.GridWorld, probs, discount: float)
     renormalized. Policy evaluation over the env's tables: each backup takes the
     expectation over the policy's actions of the one-step lookahead, H times.
     """
-    probs = np.asarray(probs, np.float64).reshape(env.num_cells, gridworld.NUM_ACTIONS)
+    d = dynamics(env)
+    probs = np.asarray(probs, np.float64).reshape(env.num_cells, d.prob.shape[1])
     sums = probs.sum(-1)
     if np.any(probs < 0) or not np.allclose(sums, 1.0, atol=1e-4):
         raise ValueError(f"probs must be [S, A] distributions; row sums {sums}")
     probs = probs / sums[:, None]
-    d = dynamics(env)
     value, success = np.zeros(env.num_cells), np.zeros(env.num_cells)
     for _ in range(env.time_limit):
         q_value, q_success = _backup(d, discount, value, success)
@@ -127,7 +110,7 @@ def _best(q_value: np.ndarray, q_success: np.ndarray) -> np.ndarray:
 
 
 def stationary_optimum(
-    env: gridworld.GridWorld, discount: float, tol: float = 1e-12, max_iterations: int = 100_000
+    env: Tabular, discount: float, tol: float = 1e-12, max_iterations: int = 100_000
 ) -> np.ndarray:
     """pi* [S]: value iteration to convergence over the infinite-horizon discounted problem.
 
@@ -149,7 +132,7 @@ def stationary_optimum(
     return action
 
 
-def _horizon_optimum(env: gridworld.GridWorld, discount: float):
+def _horizon_optimum(env: Tabular, discount: float):
     """Finite-horizon value iteration: (value [S], its success [S], max success [S])."""
     d = dynamics(env)
     cells = np.arange(env.num_cells)
@@ -165,7 +148,7 @@ def _horizon_optimum(env: gridworld.GridWorld, discount: float):
     return value, success, best
 
 
-def optimum(env: gridworld.GridWorld, discount: float) -> Optimum:
+def optimum(env: Tabular, discount: float) -> Optimum:
     """pi* and its exact figures, the time-aware optimum and the max success (all [S])."""
     policy = stationary_optimum(env, discount)
     mine = evaluate_policy(env, policy, discount)
@@ -197,9 +180,7 @@ class Answer(NamedTuple):
         )
 
 
-def answer(
-    env: gridworld.GridWorld, actions, discount: float, best: Optimum | None = None
-) -> Answer:
+def answer(env: Tabular, actions, discount: float, best: Optimum | None = None) -> Answer:
     """The exact figures at S for `actions` [S]; pass `best` to reuse a computed optimum."""
     best = optimum(env, discount) if best is None else best
     mine = evaluate_policy(env, actions, discount)
@@ -214,7 +195,7 @@ def answer(
     )
 
 
-def make_policy_stats(env: gridworld.GridWorld):
+def make_policy_stats(env: Tabular):
     """Jittable `stats(actions [S] int) -> (success, mean return, mean length)` at S.
 
     The same dynamic programme as `evaluate_policy` (undiscounted: the mean return

@@ -3,7 +3,9 @@
 `GridWorld.reset` and `GridWorld.step` are pure functions of an explicit `EnvState`
 and PRNG key, written for one environment; callers batch them with `jax.vmap` and
 unroll them with `lax.scan` (see `distrl/rollout.py`). The dynamics are those of
-Gymnasium's FrozenLake-v1; the TimeStep a step returns is what actors record.
+Gymnasium's FrozenLake-v1; the TimeStep a step returns is what actors record. It
+implements `envs.interface` with every optional capability (a success signal, a
+declared determinism, a tabular model, a grid); only `distrl/envs/` names it.
 
 `GridWorld` holds only hashable Python data, so it can be a static jit argument or a
 closure constant; its lookup tables are built on the host once per map and enter
@@ -25,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from distrl.envs import maps
+from distrl.envs.interface import Dynamics, EnvSpec, TimeStep, timestep
 
 LEFT, DOWN, RIGHT, UP = 0, 1, 2, 3
 ACTION_NAMES = ("LEFT", "DOWN", "RIGHT", "UP")
@@ -38,15 +41,6 @@ class EnvState(NamedTuple):
 
     position: jax.Array  # int32 []: cell index row * cols + col.
     t: jax.Array  # int32 []: steps taken so far this episode.
-
-
-class TimeStep(NamedTuple):
-    """What one step tells the agent (leading [B] when vmapped)."""
-
-    observation: jax.Array  # float32 [num_cells]: one-hot of the current cell.
-    reward: jax.Array  # float32 []
-    discount: jax.Array  # float32 []: 0 only on termination (H or G), else 1.
-    last: jax.Array  # bool []: terminated or truncated at the time limit.
 
 
 class _Tables(NamedTuple):
@@ -160,6 +154,40 @@ class GridWorld:
         """Cell index of S."""
         return "".join(self.desc).index("S")
 
+    # -- the interface (`envs.interface`): spec and capabilities ------------------
+    @property
+    def spec(self) -> EnvSpec:
+        """A float32 one-hot observation of the cell, 4 actions, the time limit."""
+        return EnvSpec((self.num_cells,), "float32", NUM_ACTIONS, self.time_limit)
+
+    @property
+    def deterministic(self) -> bool:
+        """Episodes start at S; without slip every step is determined by the action."""
+        return not self.slippery
+
+    def success(self, timestep: TimeStep) -> jax.Array:
+        """bool []: the step ends its episode on G."""
+        goal = jnp.asarray(self.goal_mask().reshape(-1), jnp.float32)
+        return timestep.last & (timestep.observation @ goal > 0)
+
+    def dynamics(self) -> Dynamics:
+        """The transition tables as outcome arrays, K = 3 equally likely slips or 1."""
+        tables = _build_tables(self.desc, self.rewards)
+        moves = tables.next_cell.reshape(self.num_cells, NUM_ACTIONS)
+        rewards = tables.reward.reshape(self.num_cells, NUM_ACTIONS)
+        actions = np.arange(NUM_ACTIONS)
+        offsets = (-1, 0, 1) if self.slippery else (0,)
+        directions = np.stack([(actions + o) % NUM_ACTIONS for o in offsets], -1)  # [A, K]
+        next_cell = moves[:, directions].astype(np.int64)  # [S, A, K]
+        reward = rewards[:, directions].astype(np.float64)
+        prob = np.full(next_cell.shape, 1.0 / len(offsets))
+        goal = self.goal_mask().ravel()
+        return Dynamics(next_cell, prob, reward, np.asarray(tables.terminal), goal)
+
+    def cell_observations(self) -> np.ndarray:
+        """float32 [num_cells, num_cells]: the one-hot observation of every cell."""
+        return np.eye(self.num_cells, dtype=np.float32)
+
     # -- helpers for tables, value grids and renderers (numpy, host side) --------
     def cell_kinds(self) -> np.ndarray:
         """Map letters as a '<U1' array [rows, cols]."""
@@ -194,10 +222,7 @@ class GridWorld:
         """
         del key
         state = EnvState(jnp.int32(self.start_cell), jnp.int32(0))
-        timestep = TimeStep(
-            self.observe(state), jnp.float32(0.0), jnp.float32(1.0), jnp.bool_(False)
-        )
-        return state, timestep
+        return state, timestep(self.observe(state), 0.0, False, False)
 
     def step(self, state: EnvState, action, key: jax.Array) -> tuple[EnvState, TimeStep]:
         """Moves one environment by one step.
@@ -227,13 +252,9 @@ class GridWorld:
         terminated = jnp.asarray(tables.terminal)[position]
         t = state.t + 1
         next_state = EnvState(position, t)
-        timestep = TimeStep(
-            observation=self.observe(next_state),
-            reward=reward,
-            discount=jnp.where(terminated, 0.0, 1.0).astype(jnp.float32),
-            last=terminated | (t >= self.time_limit),
-        )
-        return next_state, timestep
+        # Terminated on H or G (discount 0); truncated at the time limit (bootstrapped).
+        truncated = t >= self.time_limit
+        return next_state, timestep(self.observe(next_state), reward, terminated, truncated)
 
 
 def make_env(
@@ -255,32 +276,3 @@ def make_env(
       GridWorld with obs_size = rows * cols and num_actions = 4.
     """
     return GridWorld(maps.parse_map(map_name), slippery, time_limit, tuple(rewards))
-
-
-def auto_reset_step(
-    env: GridWorld, state: EnvState, action, key: jax.Array
-) -> tuple[EnvState, TimeStep]:
-    """Steps one environment and resets it in place when the episode ends.
-
-    Jittable and vmappable; the choice is a select over the state pytree, not a
-    Python branch.
-
-    Args:
-      env: the GridWorld (static).
-      state: EnvState of scalars.
-      action: int32 [].
-      key: PRNG key.
-
-    Returns:
-      (state, timestep): timestep is the true transition (observation = cell reached,
-      before any reset); state is the reset state when timestep.last, else the
-      stepped state. The policy's next input is env.observe(state).
-    """
-    # Separate keys keep step and reset independent; XLA drops whatever is unused.
-    step_key, reset_key = jax.random.split(key)
-    next_state, timestep = env.step(state, action, step_key)
-    reset_state, _ = env.reset(reset_key)
-    state = jax.tree.map(
-        lambda reset, stepped: jnp.where(timestep.last, reset, stepped), reset_state, next_state
-    )
-    return state, timestep

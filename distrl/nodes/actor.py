@@ -113,7 +113,7 @@ class Actor:
         """Builds what acting needs (`_Acting`); None when the program stopped first."""
         c, should_stop = self._config, self._should_stop
         env = config_lib.make_env(c)
-        agent = agents.make_agent(config_lib.make_agent_config(c), env)
+        agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
         params = ParamsClient(self._learner, c.actor.params_update_period)
         if not replay.wait_for_server(self._replay, should_stop):
             return None

@@ -16,7 +16,8 @@ it writes `result.json` (the interval, the exact figures, the value grid and
 greedy actions as arrays), prints the final success rate, value grid and policy
 arrows, and stops the whole program. The params of the policy it would report
 are saved each time that policy changes (`distrl.policy.Keeper`), so the policy
-result.json reports is on disk, even after a kill.
+result.json reports is on disk, even after a kill. The exact figures and the grids
+are those of an env that has them (`envs.tabular_model`, `evaluation.has_grids`).
 """
 
 import time
@@ -24,7 +25,7 @@ import time
 import jax
 from absl import logging
 
-from distrl import agents, evaluation, metrics, policy, results
+from distrl import agents, envs, evaluation, metrics, policy, results
 from distrl import config as config_lib
 from distrl.envs import exact
 from distrl.nodes.counter import data_summary
@@ -33,15 +34,17 @@ from distrl.nodes.replay_monitor import ReplayMonitor
 from distrl.nodes.variables import ParamsClient
 
 
-def target_for(config, best) -> float:
+def target_for(config, best, env=None) -> float:
     """The success the run stops at: a fraction of the optimum's, or target_success.
 
-    best: `exact.Optimum` for the agent's discount (None: target_success alone).
+    best: `exact.Optimum` for the agent's discount (None: target_success alone), of
+    `env`'s tabular model (None: config.env's).
     """
     e = config.evaluator
     fraction = e.target_of_optimal
     if fraction and best is not None:
-        return float(fraction * best.success[config_lib.make_env(config).start_cell])
+        model = envs.tabular_model(config_lib.make_env(config) if env is None else env)
+        return float(fraction * best.success[model.start_cell])
     return float(e.target_success)
 
 
@@ -135,25 +138,29 @@ class Evaluator:
     def _run(self) -> None:
         c = self._config
         env = config_lib.make_env(c)
-        agent = agents.make_agent(config_lib.make_agent_config(c), env)
+        agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
         greedy = not c.evaluator.sampled
         evaluate = evaluation.make_evaluator(env, agent, c.evaluator.num_envs, greedy)
         confirm = evaluation.make_evaluator(env, agent, c.evaluator.confirm_envs, greedy)
-        best = exact.optimum(env, agent.config.discount)
-        judge = lambda params: evaluation.exact_answer(  # noqa: E731
-            env, agent, params, agent.config.discount, best
-        )
+        model = envs.tabular_model(env)  # the exact figures need one; None: no judge
+        best = exact.optimum(model, agent.config.discount) if model is not None else None
+
+        def judge(params):
+            if model is None:
+                return None
+            return evaluation.exact_answer(env, agent, params, agent.config.discount, best)
+
         source = ParamsClient(self._learner)
         log = metrics.MetricsLogger(self._run_dir, "evaluator")
         monitor = ReplayMonitor(self._replay, self._run_dir, c.log.every_seconds)
-        target = target_for(c, best)
+        target = target_for(c, best, env)
         if source.wait_first(self._lifecycle.should_stop):
             reason, report, counts, kept = self._loop(
                 (evaluate, confirm, judge), source, log, monitor, target
             )
         else:
             reason, report, counts, kept = "stopped", None, {}, (source.params, source.version)
-        answer = judge(kept[0]) if report is not None else None
+        answer = judge(kept[0]) if report is not None else None  # None without a model
         if report is not None:
             self._policy.offer(*kept, report._asdict(), final=True)
         self._finish(reason, env, agent, kept, report, counts, monitor.summary(), answer)
@@ -252,9 +259,10 @@ class Evaluator:
             exact=answer,
             replay=replay_summary,
             data=data_summary(counts),
-            map=list(env.desc),
         )
-        if report is not None:
+        if evaluation.has_grids(env):
+            result.update(map=list(envs.grid_of(env).desc))
+        if report is not None and evaluation.has_grids(env):
             values, actions = evaluation.value_grid(env, agent, params)
             grids = evaluation.report(env, grids=(values, actions), answer=answer)
             result.update(grids=grids, values=values.tolist(), actions=actions.tolist())

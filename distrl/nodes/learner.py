@@ -143,7 +143,7 @@ class Learner:
         """Publishes the initial state and builds the update loop's parts."""
         c = self._config
         env = config_lib.make_env(c)
-        agent = agents.make_agent(config_lib.make_agent_config(c), env)
+        agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
         pipeline = pipelines.of(agent.config)
         state, version, counts = self.initial_state(agent)
         with self._lock:  # published only now: a resumed run never serves fresh params

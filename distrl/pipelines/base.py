@@ -7,8 +7,9 @@ A pipeline owns its config fields (with their defaults, merged into
 table that holds it, the actor's jitted item function and how its items are
 written, how the learner reads and reshapes a batch, and the single-process
 trainer's data step (`distrl.local`). Methods take the experiment config, the agent
-config and the env (anything with `obs_size` and `time_limit`) they need; none
-imports the config module, which imports this package.
+config and the env (of the interface, `distrl.envs.interface`: items take the shape
+and dtype of their observations from its `spec`) they need; none imports the config
+module, which imports this package.
 """
 
 import abc

@@ -72,7 +72,8 @@ class Chunks(Pipeline):
 
     def example_item(self, config, env) -> Versioned:
         b = config.actor.num_envs
-        obs = zeros((b, env.obs_size), np.float32)
+        spec = env.spec
+        obs = zeros((b, *spec.observation_shape), spec.observation_dtype)
         scalar = lambda dtype=np.float32: zeros((b,), dtype)  # noqa: E731
         step = Transition(
             observation=obs,

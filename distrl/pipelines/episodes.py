@@ -58,4 +58,4 @@ def episode_window(config, env) -> int:
     env's time limit) fits: ceil(limit / T) + 1."""
     if config.actor.episode_window:
         return int(config.actor.episode_window)
-    return -(-env.time_limit // config.actor.unroll_length) + 1
+    return -(-env.spec.time_limit // config.actor.unroll_length) + 1

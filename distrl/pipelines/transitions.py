@@ -120,7 +120,8 @@ class Transitions(Pipeline):
     # -- items and their table
     def example_item(self, config, env) -> Versioned:
         lead = item_shape(config)
-        obs = zeros(lead + (env.obs_size,), np.float32)
+        spec = env.spec
+        obs = zeros(lead + tuple(spec.observation_shape), spec.observation_dtype)
         action, scalar = zeros(lead, np.int32), zeros(lead, np.float32)
         return Versioned(QTransition(obs, action, scalar, scalar, obs), zeros((), np.int32))
 
@@ -226,7 +227,8 @@ class Transitions(Pipeline):
                 env, agent.policy, n - 1, state.params, rollout_carry, key, agent.epsilon(0)
             )
             env_steps = (n - 1) * cfg.num_envs
-        obs0 = jnp.zeros((env.obs_size,), jnp.float32)
+        spec = env.spec
+        obs0 = jnp.zeros(spec.observation_shape, spec.observation_dtype)
         example = QTransition(obs0, jnp.int32(0), jnp.float32(0), jnp.float32(0), obs0)
         return rollout_carry, (replay_init(example, cfg.replay_capacity), tail), env_steps
 
