@@ -24,6 +24,7 @@ import importlib.util
 import os
 import re
 import sys
+import traceback
 
 from absl import app, flags
 from ml_collections import config_dict, config_flags
@@ -47,11 +48,48 @@ def load_file(name_or_path: str):
         path = os.path.join(CONFIGS_DIR, f"{path}.py")
     if not os.path.isfile(path):
         raise config_lib.ConfigError(f"config {name_or_path!r}: {path} does not exist")
-    name = os.path.basename(path)[:-3]
+    return _get_config(path, arg)
+
+
+def _get_config(path: str, arg: str = ""):
+    """The ConfigDict the config file at `path` returns from get_config(arg); ConfigError
+    saying what the file did instead (raised, with the line; returned something else)."""
+    name = os.path.basename(path).rpartition(".")[0]
     spec = importlib.util.spec_from_file_location(f"distrl_config_{name}", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(*([arg] if arg else []))
+    try:
+        spec.loader.exec_module(module)
+        get_config = getattr(module, "get_config", None)
+        config = get_config(*([arg] if arg else [])) if callable(get_config) else get_config
+    except config_lib.ConfigError:
+        raise  # distrl's own check, already one line naming the value (from_json.py)
+    except Exception as err:  # noqa: BLE001 - a config file may raise anything
+        raise config_lib.ConfigError(_raised(path, err)) from None
+    if not callable(get_config):
+        raise config_lib.ConfigError(
+            f"config file {path} defines no get_config(); it must define one that returns "
+            f"a ConfigDict (as configs/dqn.py does)"
+        )
+    if not isinstance(config, config_dict.ConfigDict):
+        what = "None" if config is None else f"a {type(config).__name__}"
+        raise config_lib.ConfigError(
+            f"config file {path}: get_config() returned {what} instead of a ConfigDict; "
+            f"return distrl.config.base_config(<algorithm>) with fields set, as configs/dqn.py does"
+        )
+    return config
+
+
+def _raised(path: str, err: Exception) -> str:
+    """'config file F raised KeyError: 'X' at line N' (the file's last line in the traceback)."""
+    here = os.path.realpath(path)
+    lines = [
+        f.lineno
+        for f in traceback.extract_tb(err.__traceback__)
+        if os.path.realpath(f.filename) == here
+    ]
+    at = f" at line {lines[-1]}" if lines else ""
+    text = " ".join(str(err).split()) or "(no message)"
+    return f"config file {path} raised {type(err).__name__}: {text}{at}"
 
 
 def apply_overrides(config, overrides: dict) -> None:
@@ -102,6 +140,7 @@ def parse_flags(argv):
         fail(f"bad flag: --config is given {len(given)} times ({', '.join(given)}); give one")
     default = flags.FLAGS["config"].default_as_str.strip("'")
     _refuse_missing_file(argv, default)
+    _refuse_broken_file(argv, default)
     try:
         return flags.FLAGS(argv)
     except flags.Error as err:
@@ -312,6 +351,16 @@ def _refuse_missing_file(argv, default: str) -> None:
             f"bad config: config file {file!r} does not exist (--config={path}); "
             f"e.g. --config=configs/dqn.py, or configs/preset.py:<algorithm>"
         )
+
+
+def _refuse_broken_file(argv, default: str) -> None:
+    """Exits 2 naming what the config file did when it does not give a ConfigDict (else
+    ml_collections' error would name a symptom: an override's field unknown, a key)."""
+    file, _, arg = _config_path(argv, default).partition(":")
+    try:
+        _get_config(file, arg)
+    except config_lib.ConfigError as err:
+        fail(f"bad config: {err}")
 
 
 def _unknown_field(argv, default: str) -> str:

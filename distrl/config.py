@@ -35,6 +35,9 @@ MAX_TIME_LIMIT = 1_000_000  # env steps; an evaluation episode may last that lon
 # Cells of a map: a 1000x1000 random map takes a minute to draw and check, and its
 # one-hot observations (8 MB per transition) fit no replay here.
 MAX_MAP_CELLS = 250_000
+# Episodes of one evaluation: 10**6 puts the Wilson interval within +-0.001; more only
+# fills the evaluator's memory (its envs are stepped together, in one jit).
+MAX_EVAL_EPISODES = 1_000_000
 
 
 def agent_section(algorithm: str) -> ml_collections.ConfigDict:
@@ -118,10 +121,12 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             keep=3,  # learner and replay checkpoints kept (resume falls back to older ones)
         )
     )
-    # What the launcher does when a node process dies (distrl.program.supervisor).
+    # What the launcher does when a node process dies (distrl.program.supervisor): a run
+    # survives the death of any one node by default; launch/train.py --fail_fast sets
+    # max_per_node=0 for debugging. A saved run keeps the value it ran with.
     c.restart = ml_collections.ConfigDict(
         dict(
-            max_per_node=0,  # restarts of each node; 0: a node's death stops the run
+            max_per_node=3,  # restarts of each node; 0: a node's death stops the run
             backoff_seconds=1.0,  # wait before a node's first restart, doubled per restart
         )
     )
@@ -466,7 +471,12 @@ def _validate_budget_and_evaluator(config) -> None:
         f"config.evaluator.every_env_steps={e.every_env_steps!r}; need an integer >= 0 "
         f"(0 = every every_seconds of wall time)",
     )
-    _check(e.confirm_envs >= 1, f"config.evaluator.confirm_envs={e.confirm_envs}; need >= 1")
+    for name in ("num_envs", "confirm_envs"):
+        _check(
+            1 <= e[name] <= MAX_EVAL_EPISODES,
+            f"config.evaluator.{name}={e[name]:,} episodes; need 1 .. {MAX_EVAL_EPISODES:,} "
+            f"(10**6 put the 95% interval within +-0.001)",
+        )
     _check(
         0.0 <= e.target_of_optimal <= 1.0,
         f"config.evaluator.target_of_optimal={e.target_of_optimal}; need 0..1 (0 disables)",

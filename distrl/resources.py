@@ -3,11 +3,12 @@
 `estimate_memory(config, local=False)` sums the big parts of a run from its config
 alone (nothing is built): the replay table or queue (size x item bytes), each
 node process's baseline and the actors' rollouts (num_actors x num_envs x T), the
-network's parameters and optimizer state, and the learner's batches and
-activations. `check_memory` refuses (ConfigError) a config whose estimate exceeds
-this machine's memory and returns a warning line when it exceeds what is
-available now. The figures are estimates, within a factor of about two: enough to
-tell a run that fits from num_actors=10**6 or a replay of 10**15 transitions.
+network's parameters and optimizer state, the learner's batches and activations,
+and the evaluator's episodes (all of one evaluation step together). `check_memory`
+refuses (ConfigError) a config whose estimate exceeds this machine's memory and
+returns a warning line when it exceeds what is available now. The figures are
+estimates, within a factor of about two: enough to tell a run that fits from
+num_actors=10**6 or a replay of 10**15 transitions.
 """
 
 import dataclasses
@@ -15,7 +16,7 @@ import os
 
 import numpy as np
 
-from distrl import agents, pipelines
+from distrl import agents, evaluation, pipelines
 from distrl import config as config_lib
 
 GB = 1024**3
@@ -84,6 +85,16 @@ def estimate_memory(config, local: bool = False, env=None) -> Estimate:
     stored = pipeline.stored(config, env, local)
     sizes = f"hidden_sizes={tuple(agent_config.hidden_sizes)}: {params:,} parameters"
     parts = {"replay": stored, "learner": (learner, f"{sizes}, batch of {rows} rows")}
+    # Every episode of an evaluation steps at once (evaluation.play_episodes): its
+    # state, observations and activations, in and out of the loop's carry.
+    e = config.evaluator
+    greedy = not e.sampled
+    episodes = evaluation.episodes_needed(env, max(e.num_envs, e.confirm_envs), greedy)
+    per_episode = obs * _FLOAT * 3 + act_width * _FLOAT * 2 + 64
+    parts["evaluator"] = (
+        episodes * per_episode,
+        f"evaluator.num_envs={e.num_envs:,}, confirm_envs={e.confirm_envs:,} episodes at once",
+    )
     if local:
         parts["rollout"] = (rollout, f"unroll_length={a.unroll_length} x {envs} envs")
         parts["process"] = (PROCESS_BYTES, "one process")

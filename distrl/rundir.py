@@ -27,7 +27,8 @@ Everything a run writes lands in one directory (default `runs/<algorithm>-<time>
                             traceback or last output; failures/restarted/ the same
                             for each node restart
     tmp/                    temp files of launchpad and the nodes (local_mp); empty
-                            after a clean exit, leftovers of a killed launch
+                            after a clean exit; tmp/launch-<pid>/ of a killed
+                            launcher is removed by the next launch there
 
 A resumed run must keep the config it started with; only the stop criteria and
 bookkeeping periods (`RESUMABLE`) may change, e.g. a larger budget to train on.
@@ -36,6 +37,9 @@ bookkeeping periods (`RESUMABLE`) may change, e.g. a larger budget to train on.
 import contextlib
 import fcntl
 import os
+import re
+import shutil
+import tempfile
 import time
 
 import ml_collections
@@ -118,6 +122,15 @@ def check_writable(run_dir: str) -> None:
         raise config_lib.ConfigError(
             f"run directory {run_dir}: {path} is not writable; choose another --run_dir"
         )
+    # access() answers from permission bits alone (always yes for root); /proc, /sys or
+    # a read-only mount refuse a real directory: make one there, and remove it at once.
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".distrl-probe-", dir=path))
+    except OSError as err:
+        raise config_lib.ConfigError(
+            f"run directory {run_dir}: cannot create a directory in {path} ({err.strerror}); "
+            f"choose a --run_dir on a writable file system"
+        ) from None
 
 
 def check_resume(config, run_dir: str) -> None:
@@ -178,6 +191,33 @@ def node_output_dir(run_dir: str) -> str:
     return path
 
 
+_LAUNCH_DIR = re.compile(r"launch-(\d+)")  # tmp/launch-<launcher pid>/ (program.supervisor)
+
+
+def remove_dead_launches(run_dir: str) -> list:
+    """Removes tmp/launch-<pid>/ of launchers no longer alive (a SIGKILLed launcher leaves
+    its node pickles there); returns the paths removed. Called with the run directory's
+    lock held: no other launcher of it runs, and a live pid (this one, or one reused by
+    another process) is kept anyway."""
+    tmp, removed = os.path.join(run_dir, TMP_DIR), []
+    for name in sorted(os.listdir(tmp)) if os.path.isdir(tmp) else []:
+        match = _LAUNCH_DIR.fullmatch(name)
+        if match and not _alive(int(match.group(1))):
+            shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+            removed.append(os.path.join(tmp, name))
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 class RunDirBusy(config_lib.ConfigError):
     """The run directory is held by another live launch."""
 
@@ -190,17 +230,24 @@ def locked(run_dir: str):
     ends, so a killed launch leaves no stale lock); RunDirBusy, naming the holder's
     PID, while another launch holds it.
     """
-    os.makedirs(run_dir, exist_ok=True)
-    fd = os.open(os.path.join(run_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    path = os.path.join(run_dir, LOCK_FILE)
+    try:
+        os.makedirs(run_dir, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise config_lib.ConfigError(
+            f"run directory {run_dir}: cannot create its lock file {path} ({err.strerror}); "
+            f"choose another --run_dir"
+        ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+    except OSError as err:
+        if isinstance(err, BlockingIOError):
+            raise _busy(run_dir, fd) from None
         os.close(fd)
-        raise RunDirBusy(
-            f"run directory {run_dir} is in use by a live launch (launcher pid {holder}); "
-            f"wait for it to end or stop it (kill {holder}) before launching or resuming "
-            f"there again"
+        raise config_lib.ConfigError(
+            f"run directory {run_dir}: cannot lock {path} ({err.strerror}); choose a --run_dir "
+            f"on a file system that supports flock"
         ) from None
     try:
         os.ftruncate(fd, 0)
@@ -208,3 +255,14 @@ def locked(run_dir: str):
         yield
     finally:
         os.close(fd)
+
+
+def _busy(run_dir: str, fd: int) -> RunDirBusy:
+    """The refusal of a run directory whose lock another launch holds (`fd` is closed)."""
+    holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+    os.close(fd)
+    return RunDirBusy(
+        f"run directory {run_dir} is in use by a live launch (launcher pid {holder}); "
+        f"wait for it to end or stop it (kill {holder}) before launching or resuming "
+        f"there again"
+    )

@@ -10,9 +10,11 @@ Ray cluster at `--ray_address`; test_mt: threads in this process) and `--termina
 (local_mp: output_to_files keeps each node's output in
 <run_dir>/logs/nodes/ and shows one progress line here; current_terminal prints
 every node's output here, for debugging). The config, and a checkpoint to
-resume, are checked before any node starts. Exit status: 0 when the run ends
-on its target or a budget, 1 when it stopped otherwise (a node failed), 2 for a
-bad config, flag or checkpoint, 130 when interrupted.
+resume, are checked before any node starts. A node that dies is restarted
+(`config.restart`: 3 times each, by default); `--fail_fast` stops the run at the
+first death instead. Exit status: 0 when the run ends on its target or a budget, 1
+when it stopped otherwise (a node failed beyond its restarts), 2 for a bad config,
+flag or checkpoint, 130 when interrupted.
 """
 
 import os
@@ -53,6 +55,7 @@ _start_preloaded_parent(sys.argv)
 # The launcher's own imports (TensorFlow and JAX, via rlax and Reverb), after the start.
 import launchpad  # noqa: E402, F401 - defines --lp_launch_type
 from absl import flags  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
 
 from distrl import checkpoint, cli, results, rundir  # noqa: E402
 from distrl import config as config_lib  # noqa: E402
@@ -82,6 +85,14 @@ _CONFIG = cli.define_config(_default_config(_resume_arg(sys.argv)))
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "Run directory (same as --config.run_dir).")
 _RESUME = flags.DEFINE_string(
     "resume", None, "Continue the run in this directory from its last checkpoint."
+)
+# Restarts are on by default (config.restart); debugging wants the first death to stop
+# the run, with its traceback, at once: one flag rather than a field to look up.
+_FAIL_FAST = flags.DEFINE_bool(
+    "fail_fast",
+    False,
+    "Stop the run at the first node death, without restarts (for debugging): the same as "
+    "--config.restart.max_per_node=0.",
 )
 _TERMINAL = flags.DEFINE_enum(
     "terminal",
@@ -130,6 +141,14 @@ def _config():
         if config.run_dir and os.path.abspath(config.run_dir) != os.path.abspath(_RUN_DIR.value):
             raise config_lib.ConfigError("--run_dir and --config.run_dir differ; give one")
         config.run_dir = _RUN_DIR.value
+    if _FAIL_FAST.value:
+        given = config_flags.get_override_values(flags.FLAGS["config"]).get("restart.max_per_node")
+        if given:
+            raise config_lib.ConfigError(
+                f"--fail_fast and --config.restart.max_per_node={given} contradict; give one "
+                f"(--fail_fast is --config.restart.max_per_node=0)"
+            )
+        config.restart.max_per_node = 0  # recorded so in config.json: what ran
     return config, bool(resume)
 
 

@@ -482,7 +482,7 @@ def _endless(run_dir):
 @pytest.mark.cluster
 def test_a_killed_node_is_reported_with_its_host_and_stops_the_program(ray_cluster, tmp_path):
     run_dir = tmp_path / "run"
-    proc = _train_on(ray_cluster, _endless(run_dir))
+    proc = _train_on(ray_cluster, _endless(run_dir) + ["--fail_fast"])  # no restarts
     where = _wait_for_training(run_dir, proc)
     psutil.Process(where["actor/1"]["pid"]).kill()
     out = _finish(proc)

@@ -2,10 +2,12 @@
 recorded; saved configs read back strictly; the memory estimate; run directories;
 and the policy plot bounded on big maps. Pure checks, no processes."""
 
+import contextlib
 import dataclasses
 import inspect
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -113,6 +115,13 @@ BAD_VALUES = [
     ("env.map", "random:100000x100000:seed=1", "10,000,000,000 cells; need at most 250,000"),
     ("actor.num_envs", 0, "config.actor.num_envs=0; need >= 1"),
     ("evaluator.num_envs", 0, "config.evaluator.num_envs=0; need >= 1"),
+    (
+        "evaluator.num_envs",
+        10**9,
+        "config.evaluator.num_envs=1,000,000,000 episodes; need 1 .. 1,000,000",
+    ),
+    ("evaluator.confirm_envs", 0, "config.evaluator.confirm_envs=0 episodes; need 1 .. 1,0"),
+    ("evaluator.confirm_envs", 10**7, "config.evaluator.confirm_envs=10,000,000 episodes; need"),
     ("budget.seconds", math.inf, "config.budget.seconds=inf; need a finite number"),
     ("replay.max_size", 1000, "config.replay.max_size=1000 transitions; need a multiple of"),
     ("replay.min_size", 10, "config.replay.min_size=10 transitions; need a multiple of"),
@@ -237,6 +246,27 @@ def test_a_config_saved_before_item_steps_reads_back_as_one_step_items(tmp_path)
         config_lib.from_dict(saved)
 
 
+def test_restarts_are_on_by_default_and_a_saved_run_keeps_its_own_policy(tmp_path):
+    """Every preset survives a node's death (3 restarts each); a run saved when the
+    default was 0 (fail-fast) reads back, and resumes, with its 0, and a resume may
+    change it either way (restart.* is resumable)."""
+    files = [
+        p.stem for p in (ROOT / "configs").glob("*.py") if p.stem not in ("from_json", "preset")
+    ]
+    for name in files + [f"preset:{algorithm}" for algorithm in agents.PRESETS]:
+        restart = load_config(name).restart.to_dict()
+        assert restart == {"max_per_node": 3, "backoff_seconds": 1.0}, name
+    config = load_config("dqn")
+    rundir.write_config(config, str(tmp_path))
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved["restart"]["max_per_node"] = 0
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    back = rundir.load_config(str(tmp_path))
+    assert back.restart.max_per_node == 0
+    back.restart.max_per_node = 3
+    rundir.check_resume(back, str(tmp_path))
+
+
 def test_on_policy_checks():
     config = load_config("ppo")
     config.learner.updates_in_flight = 1
@@ -347,6 +377,20 @@ def test_runs_the_machine_cannot_hold_are_refused_with_the_estimate(key, value, 
     assert f"; {part} " in message or f": {part} " in message, message
 
 
+def test_the_evaluators_episodes_count_in_the_estimate():
+    """An evaluation steps all its episodes at once: 10**6 of them on a big slippery map
+    is refused by name; on a deterministic map one episode is played, whatever num_envs."""
+    config = load_config("dqn")
+    config.env.update(dict(map="random:200x200:seed=0", slippery=True))
+    config.evaluator.num_envs = 10**6
+    config_lib.validate(config)  # within the bound
+    with pytest.raises(config_lib.ConfigError) as info:
+        resources.check_memory(config)
+    assert ": evaluator " in str(info.value) and "evaluator.num_envs=1,000,000," in str(info.value)
+    config.env.slippery = False
+    assert resources.estimate_memory(config).parts["evaluator"][0] < 1024**2
+
+
 def test_default_configs_fit_in_a_few_gigabytes():
     for name in CONFIG_FILES:
         config = load_config(name)
@@ -377,6 +421,32 @@ def test_run_dir_that_is_a_file_or_not_writable_is_refused(tmp_path):
         rundir.check_writable("/proc/1/run")
     rundir.check_writable(str(tmp_path / "new" / "run"))
     assert not (tmp_path / "new").exists()
+    # Permission bits allow it (always, for root), the file system does not: refused
+    # before the lock is taken, and nothing is left behind by the probe.
+    with pytest.raises(config_lib.ConfigError, match="cannot create a directory in /proc"):
+        rundir.check_writable("/proc/x")
+    assert os.listdir(tmp_path) == ["file"]
+
+
+def test_only_the_folders_of_dead_launchers_are_removed(tmp_path):
+    """A SIGKILLed launcher leaves tmp/launch-<pid>/; the next launch there removes it,
+    never the folder of a live launcher, nor anything else in tmp/."""
+    import subprocess
+    import sys
+
+    from distrl.program import launcher
+
+    dead = subprocess.Popen([sys.executable, "-c", ""])  # a launcher's pid, no longer alive
+    dead.wait()
+    tmp = tmp_path / "run" / "tmp"
+    for name in (f"launch-{dead.pid}", f"launch-{os.getpid()}", "other"):
+        (tmp / name).mkdir(parents=True)
+        (tmp / name / "node.pkl").write_text("x")
+    config = load_config("dqn")
+    config.run_dir = str(tmp_path / "run")
+    with contextlib.ExitStack() as stack:
+        launcher.prepare(config, resume=False, stack=stack)
+    assert sorted(os.listdir(tmp)) == sorted([f"launch-{os.getpid()}", "other"])
 
 
 def test_policy_plot_of_a_big_map_stays_small(tmp_path):

@@ -82,6 +82,23 @@ BAD_INPUTS = [
         "(hidden_sizes=(100000, 100000): 10,002,200,004 parameters",
     ),
     (["positional"], "unexpected arguments ['positional']"),
+    # Passed the permission bits (root), then failed at the lock with a traceback.
+    (["--run_dir=/proc/x"], "run directory /proc/x: cannot create a directory in /proc (No such"),
+    (
+        ["--config.evaluator.num_envs=1000000000"],
+        "config.evaluator.num_envs=1,000,000,000 episodes; need 1 .. 1,000,000",
+    ),
+    # Config files that give no ConfigDict: what the file did, not a symptom of it.
+    (
+        ["--config={tmp}/none.py", "--config.budget.seconds=5"],
+        "none.py: get_config() returned None instead of a ConfigDict",
+    ),
+    (["--config={tmp}/a_dict.py"], "a_dict.py: get_config() returned a dict instead of a Conf"),
+    (["--config={tmp}/raises.py"], "raises.py raised KeyError: 'X' at line 2"),
+    (
+        ["--fail_fast", "--config.restart.max_per_node=2"],
+        "--fail_fast and --config.restart.max_per_node=2 contradict; give one",
+    ),
 ]
 
 
@@ -90,6 +107,9 @@ def bad_input_runs(tmp_path_factory, warm_python):
     """{case index: (exit status, output, run dir written?)} for every BAD_INPUTS case."""
     tmp = tmp_path_factory.mktemp("bad")
     (tmp / "broken.py").write_text("def get_config(:\n")
+    (tmp / "none.py").write_text("def get_config():\n    pass\n")
+    (tmp / "a_dict.py").write_text("def get_config():\n    return {'seed': 0}\n")
+    (tmp / "raises.py").write_text("fields = {}\nX = fields['X']  # at import\n")
     (tmp / "file").write_text("x")
     for name, text in (("corrupt", "{not json"), ("older", '{"algorithm": "dqn", "seed": 0}')):
         (tmp / name).mkdir()

@@ -62,6 +62,7 @@ def test_a_failing_node_stops_the_program_and_is_named(run_dir, monkeypatch):
     monkeypatch.setattr(pipelines.Chunks, "learner_batch", broken_update)
     config = load_config("ppo")
     config.run_dir = run_dir
+    config.restart.max_per_node = 0  # fail-fast, as this test relies on (test_mt never restarts)
     with pytest.raises(errors.NodeFailure, match="learner") as info:
         program.run(config, "test_mt")
     assert "injected learner failure" in info.value.failures["learner"]

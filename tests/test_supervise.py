@@ -42,7 +42,7 @@ def test_each_death_is_named_and_the_node_restarted_within_the_policy(tmp_path):
 
 def test_a_death_beyond_the_policy_stops_every_node_and_is_named(tmp_path):
     run_dir = tmp_path / "run"
-    out, outcome = _run(run_dir, "fatal", 0)
+    out, outcome = _run(run_dir, "fatal", 0)  # fail-fast: max_per_node=0
     assert outcome["restarts"] == []
     assert outcome["failures"] == {"victim": "exited with code -9 (killed by SIGKILL)"}, outcome
     assert "victim exited with code -9 (killed by SIGKILL); stopping the program" in out
@@ -223,14 +223,45 @@ def test_chaos_one_node_of_every_group_killed_in_turn_and_the_run_still_solves(t
 
 
 @pytest.mark.slow
-def test_a_killed_node_of_a_real_run_is_named_in_one_line_and_the_learner_checkpoints(tmp_path):
-    """The default policy (no restarts): SIGKILL of the replay node ends the run with
+def test_the_default_program_survives_an_actor_killed_with_sigkill(tmp_path):
+    """`make run`'s program as it comes (restarts on): actor/0 SIGKILLed as soon as it
+    runs is restarted, and the run still ends on its target, exit 0, with its result."""
+    run_dir = tmp_path / "run"
+    proc = launch_train(["--config=configs/dqn.py", f"--run_dir={run_dir}"])
+    try:
+        deadline = time.time() + 300
+        while (victim := _node_process(proc.pid, run_dir, "actor/0")) is None:
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()[0][-3000:]
+            time.sleep(0.1)
+        victim.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    cause = "exited with code -9 (killed by SIGKILL)"
+    assert f"distrl: actor/0 {cause}; restarting it in 1.0 s (restart 1 of 3)" in out, out[-3000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["stop_reason"] == "target_reached", result
+    assert [(r["node"], r["cause"]) for r in result["restarts"]] == [("actor/0", cause)]
+    assert result["failures"] == {}
+    assert "actor/0 restarted, pid" in (run_dir / "logs" / "nodes" / "launcher").read_text()
+    assert "restarted actor/0 at" in out and "Traceback" not in out, out[-3000:]
+    assert_nothing_left(proc)
+
+
+@pytest.mark.slow
+def test_a_killed_node_of_a_fail_fast_run_is_named_in_one_line_and_the_learner_checkpoints(
+    tmp_path,
+):
+    """Fail-fast (--fail_fast: no restarts): SIGKILL of the replay node ends the run with
     exit 1, one line naming the node and its cause, result.json naming it, the learner's
     final checkpoint written after the fault (it does not wait on Reverb), nothing left."""
     run_dir = tmp_path / "run"
     proc = launch_train(
         [
             "--config=configs/dqn.py",
+            "--fail_fast",
             f"--config.run_dir={run_dir}",
             "--config.budget.seconds=600",
             "--config.evaluator.target_success=0",
@@ -258,6 +289,8 @@ def test_a_killed_node_of_a_real_run_is_named_in_one_line_and_the_learner_checkp
     assert (run_dir / "failures" / "replay.txt").read_text().startswith(cause.split(" ", 1)[1])
     newest = json.loads((run_dir / "checkpoints" / "learner" / "manifest.json").read_text())
     assert newest["written_at"] > killed_at, "the learner's final checkpoint is missing"
+    saved = json.loads((run_dir / "config.json").read_text())
+    assert saved["restart"]["max_per_node"] == 0  # what ran, as --fail_fast set it
     assert_nothing_left(proc)
 
 

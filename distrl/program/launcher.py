@@ -65,6 +65,7 @@ def prepare(config, resume: bool, stack: contextlib.ExitStack, launch_type: str 
         rundir.check_fresh(run_dir)
     if warning:
         print(f"distrl: {warning}", file=sys.stderr)
+    rundir.remove_dead_launches(run_dir)
     rundir.write_config(config, run_dir)
     # A resumed run must not report an earlier launch's outcome or failures.
     shutil.rmtree(os.path.join(run_dir, failures.FAILURES_DIR), ignore_errors=True)
