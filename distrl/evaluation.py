@@ -122,7 +122,10 @@ def _episode_step(env: envs.Environment, act: Callable, params, epsilon, carry: 
     env_keys = jax.random.split(env_key, actions.shape[0])
     state, ts = jax.vmap(env.step)(carry.env_state, actions, env_keys)
     running = ~carry.done
-    keep = lambda new, old: jnp.where(running, new, old)
+
+    def keep(new, old):  # state leaves may have dims of their own beyond [B]
+        return jnp.where(running.reshape(running.shape + (1,) * (new.ndim - 1)), new, old)
+
     return _EpisodeCarry(
         env_state=jax.tree.map(keep, state, carry.env_state),
         done=carry.done | ts.last,

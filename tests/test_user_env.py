@@ -6,6 +6,8 @@ result.json reports only what the env has."""
 
 import json
 import os
+import pathlib
+import shlex
 
 import numpy as np
 import pytest
@@ -109,3 +111,24 @@ def test_mt_run_on_a_user_env_reports_the_return_only(tmp_path):
     assert "success_rate" not in rows and np.all(rows["return_low"] <= rows["mean_return"])
     plots = os.listdir(os.path.join(out_dir, "plots"))
     assert "curves.png" in plots and "policy.png" not in plots
+
+
+def test_the_readme_example_trains_to_its_return_target(tmp_path, monkeypatch):
+    """README's "Your own environment": its module and its command's settings."""
+    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("## Your own environment")[1].split("\n## ")[0]
+    code = section.split("```python\n")[1].split("```")[0]
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "envs.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = load_config("ppo")
+    command = shlex.split(section.split("```sh\n")[1].split("```")[0].replace("\\\n", " "))
+    assert "--config=configs/ppo.py" in command
+    for flag in (f for f in command if f.startswith("--config.")):
+        key, value = flag.removeprefix("--config.").split("=", 1)
+        section_name, field = key.split(".")
+        config[section_name][field] = type(config[section_name][field])(value)
+    assert config.env.name == "mypkg.envs:make" and config.evaluator.target_return == 9.5
+    result = local.train(config)
+    assert result.solved and result.return_low >= 9.5 and not result.has_success

@@ -1,4 +1,5 @@
-"""A user's own environment, built by name: `module.path:factory` with keyword arguments.
+"""A user's own environment, built by name: `module.path:factory` with keyword arguments
+(or `gymnax:<id>`, gymnax's env of that id: `envs/gymnax_env.py`).
 
 `build("mypkg.envs:make", {"size": 8})` imports `mypkg.envs`, calls `make(size=8)` and
 checks that the answer is an environment of the interface (`envs.interface`) that a
@@ -12,6 +13,7 @@ import json
 
 import numpy as np
 
+from distrl.envs import gymnax_env
 from distrl.envs.interface import Environment, EnvSpec
 
 
@@ -57,7 +59,10 @@ def resolve(name: str):
 
 
 def build(name: str, kwargs: dict) -> Environment:
-    """The env `name`'s factory returns for `kwargs`, checked (FactoryError)."""
+    """The env `name`'s factory returns for `kwargs`, checked (FactoryError); a name
+    'gymnax:<id>' is gymnax's env of that id, its params overridden by `kwargs`."""
+    if name.startswith(gymnax_env.PREFIX):
+        return _gymnax(name[len(gymnax_env.PREFIX) :], kwargs)
     factory = resolve(name)
     try:
         env = factory(**kwargs)
@@ -65,6 +70,17 @@ def build(name: str, kwargs: dict) -> Environment:
         raise FactoryError(f"the factory raised {type(err).__name__}: {err}") from None
     check(env)
     return env
+
+
+def _gymnax(env_id: str, kwargs: dict) -> Environment:
+    try:
+        return gymnax_env.make(env_id, **kwargs)
+    except ImportError as err:
+        raise FactoryError(
+            f"cannot import gymnax ({err}); it is pinned in requirements.lock: run make setup"
+        ) from None
+    except (ValueError, TypeError) as err:
+        raise FactoryError(str(err)) from None
 
 
 def check(env) -> None:
