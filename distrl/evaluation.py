@@ -420,8 +420,8 @@ def describe_return(result) -> str:
     if "return_low" not in r:  # a result.json from before the interval was recorded
         return f"mean return {mean:+.3f}"
     low, high = float(r["return_low"]), float(r["return_high"])
-    if low == high:
-        return f"mean return {mean:+.3f} (exact: deterministic, {episodes} episode)"
+    if episodes == 1:  # an exact evaluation (zero width by construction)
+        return f"mean return {mean:+.3f} (exact: deterministic, 1 episode)"
     return f"mean return {mean:+.3f} [{low:+.3f}, {high:+.3f}] (95%, {episodes} episodes)"
 
 

@@ -14,7 +14,7 @@ import pytest
 from conftest import load_config
 
 from distrl import config as config_lib
-from distrl import local, metrics
+from distrl import local, metrics, results
 from distrl.program import launcher as program
 from tests.user_envs import Contexts  # the module as its config name imports it
 
@@ -109,6 +109,9 @@ def test_mt_run_on_a_user_env_reports_the_return_only(tmp_path):
         assert json.load(f)["evaluation"] == ev
     rows = metrics.read_csv(metrics.csv_path(out_dir, "evaluator"))
     assert "success_rate" not in rows and np.all(rows["return_low"] <= rows["mean_return"])
+    summary = results.summary(result, out_dir)
+    assert "mean return +" in summary and "(95%, 2000 episodes)" in summary
+    assert "success" not in summary
     plots = os.listdir(os.path.join(out_dir, "plots"))
     assert "curves.png" in plots and "policy.png" not in plots
 

@@ -284,8 +284,10 @@ def _title(run_dir: str) -> str:
         return os.path.basename(run_dir)
     with open(path) as f:
         c = json.load(f)
+    name = c["env"].get("name", "gridworld")  # configs saved before env.name: gridworld
+    env = c["env"]["map"] if name == "gridworld" else name
     return (
-        f"{c['algorithm']} on {c['env']['map']}, {c['num_actors']} actors, seed {c['seed']}"
+        f"{c['algorithm']} on {env}, {c['num_actors']} actors, seed {c['seed']}"
         f" (greedy evaluation, {c['evaluator']['num_envs']} episodes)"
     )
 
