@@ -382,7 +382,8 @@ def check_env(config, env) -> None:
     _check(
         not e.target_success or envs.success_signal(env) is not None,
         f"config.evaluator.target_success={e.target_success}: the env ({kind}) has no "
-        f"success signal; set it to 0 and stop on a budget (config.budget)",
+        f"success signal; set it to 0 and stop on config.evaluator.target_return (the "
+        f"mean return) or a budget (config.budget)",
     )
     _check(
         not e.target_of_optimal

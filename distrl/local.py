@@ -6,9 +6,11 @@ buffer held in JAX arrays (`distrl.agents.replay_buffer`) and take a few updates
 or (AC/PPO) update on the chunk itself. Iterations, updates and the greedy evaluation
 that decides when to stop are fused into ONE jitted call (a `lax.while_loop` that runs up to
 `iterations_per_call` iterations); Python only loops over those calls and logs.
-The run is solved when the greedy success interval's lower bound reaches the
-target in an evaluation of `evaluator.confirm_envs` episodes, run whenever the
-greedy policy's exact success (a cheap dynamic programme in the loop) reaches it;
+The run is solved when the lower bounds of the greedy success interval and/or mean
+return interval reach their targets (those set) in an evaluation of
+`evaluator.confirm_envs` episodes, run whenever the greedy policy's exact success (a
+cheap dynamic programme in the loop) reaches a success target, else whenever a
+routine evaluation touches the targets;
 the final figures are a `confirm_envs`-episode evaluation, the exact success
 of the greedy policy against the optimum's (`envs.exact`), and the learned value
 against the exact value of the policy it estimates (`evaluation.exact_answer`).
