@@ -91,3 +91,16 @@ def test_ppo_on_cartpole_learns_in_the_single_process_trainer():
     agent = config_lib.make_agent(config)
     untrained = evaluation.make_evaluator(env, agent, 256)(agent.init(KEY).params, KEY)
     assert float(untrained.mean_return) < 100.0
+
+
+@pytest.mark.parametrize("algorithm", ["dqn", "ppo"])
+def test_minatar_image_observations_train_through_both_pipelines(algorithm):
+    """Breakout-MinAtar's [10, 10, 4] observations through n-step replay and chunks."""
+    config = load_config(algorithm)
+    config.env.name = "gymnax:Breakout-MinAtar"
+    config.evaluator.update(dict(target_success=0.0, num_envs=16, confirm_envs=32))
+    config.local.eval_every = 10
+    config.budget.env_steps = 20_000
+    result = local.train(config)
+    assert result.env_steps >= 20_000 and result.updates > 0 and result.episodes > 0
+    assert result.eval_episodes == 32 and result.return_low <= result.mean_return
