@@ -26,6 +26,7 @@ import re
 import ml_collections
 
 from distrl import agents, envs, pipelines
+from distrl.envs import factory
 from distrl.errors import ConfigError
 from distrl.errors import check as _check
 
@@ -38,6 +39,7 @@ MAX_MAP_CELLS = 250_000
 # Episodes of one evaluation: 10**6 puts the Wilson interval within +-0.001; more only
 # fills the evaluator's memory (its envs are stepped together, in one jit).
 MAX_EVAL_EPISODES = 1_000_000
+GRIDWORLD = "gridworld"  # config.env.name of the built-in env
 
 
 def agent_section(algorithm: str) -> ml_collections.ConfigDict:
@@ -57,6 +59,11 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
     c.seed = 0  # PRNG seed of every node (0 .. 2**31-1)
     c.env = ml_collections.ConfigDict(
         dict(
+            # "gridworld" (the built-in, with the fields below) or a factory of your own,
+            # 'module.path:function' (README, "Your own environment")
+            name=GRIDWORLD,
+            kwargs="{}",  # the factory's keyword arguments as a JSON object (not the gridworld's)
+            # the gridworld's own fields:
             map="4x4",  # '4x4', '8x8', 'random:<rows>x<cols>:seed=<n>' or rows 'SFFF/FHFH/...'
             slippery=False,  # moves slip to either side with probability 1/3 each
             time_limit=0,  # env steps per episode; 0: the map's default (100 on 4x4, else 200)
@@ -99,6 +106,9 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             # > 0: the target is this fraction of the exact optimal success (envs.exact's
             # pi* for the agent's discount) instead of target_success
             target_of_optimal=0.0,
+            # stop once the greedy mean return's 95% interval lower bound is here (0: never);
+            # with a success target set too, both must be reached
+            target_return=0.0,
             confirm_envs=10_000,  # episodes of the confirming evaluation near the target
             # a run that ends on a budget reports the confirmed params with the best
             # success lower bound rather than the last ones
@@ -167,8 +177,15 @@ def slippery_8x8_to_optimum(algorithm: str) -> ml_collections.ConfigDict:
 
 
 def make_env(config) -> envs.Environment:
-    """The env of `config.env` (the built-in gridworld); map errors surface as ConfigError."""
+    """The env `config.env.name` names: the built-in gridworld (from env.map, slippery,
+    time_limit, rewards) or a user's factory 'module.path:function' called with
+    env.kwargs. Any failure to build it is a ConfigError naming it."""
     e = config.env
+    if e.name != GRIDWORLD:
+        try:
+            return factory.build(e.name, factory.parse_kwargs(e.kwargs))
+        except factory.FactoryError as err:
+            raise ConfigError(f"config.env.name={e.name!r}: {err}") from None
     _check_map_size(e.map)
     try:
         return envs.make_env(
@@ -232,6 +249,9 @@ ADDED_LATER = {
     "learner.batches_per_read": 1,
     "learner.updates_in_flight": 0,
     "evaluator.every_env_steps": 0,
+    "env.name": GRIDWORLD,
+    "env.kwargs": "{}",
+    "evaluator.target_return": 0.0,
 }
 
 
@@ -367,7 +387,8 @@ def check_env(config, env) -> None:
     _check(
         not e.target_success or envs.success_signal(env) is not None,
         f"config.evaluator.target_success={e.target_success}: the env ({kind}) has no "
-        f"success signal; set it to 0 and stop on a budget (config.budget)",
+        f"success signal; set it to 0 and stop on config.evaluator.target_return (the "
+        f"mean return) or a budget (config.budget)",
     )
     _check(
         not e.target_of_optimal
@@ -492,8 +513,9 @@ def _validate_budget_and_evaluator(config) -> None:
         or bud.learner_steps
         or bud.seconds
         or e.target_success
-        or e.target_of_optimal,
-        "config.budget sets no limit and config.evaluator.target_success is 0: "
+        or e.target_of_optimal
+        or e.target_return,
+        "config.budget sets no limit and config.evaluator sets no target: "
         "the run would never stop; set one of them",
     )
     log, ckpt = config.log.every_seconds, config.checkpoint.every_seconds

@@ -12,8 +12,13 @@ series did (H and G shown as letters). `exact_answer` scores the greedy policy
 exactly and checks the learned value against the exact value of the policy it
 estimates (`value_check`), per cell (`error_grid`).
 
+Every evaluation reports the mean return with its 95% interval (normal
+approximation), the figure any env has; `confirmed` stops on it (a return target)
+and on the success interval (a success target), whichever are set.
+
 It needs only the env interface (`distrl.envs.interface`): the success rate counts
-episodes that succeed (all fail without a success signal), one episode is exact
+episodes that succeed (all fail without a success signal; `has_success` and `shown`
+leave it out of what is reported there), one episode is exact
 only for an env that declares itself deterministic, and the grids and exact
 figures (`has_grids`, `exact_answer`) exist only for a tabular env on a grid.
 """
@@ -43,6 +48,8 @@ class EvalResult(NamedTuple):
     episodes: jnp.ndarray  # B, the episodes behind these figures
     success_low: jnp.ndarray  # 95% Wilson interval of the success probability
     success_high: jnp.ndarray  # (both = success_rate when the episodes are deterministic)
+    return_low: jnp.ndarray = 0.0  # 95% normal interval of the mean return
+    return_high: jnp.ndarray = 0.0  # (both = mean_return when deterministic)
 
 
 def wilson_interval(successes, n, z: float = WILSON_Z):
@@ -65,20 +72,37 @@ def is_deterministic(env: envs.Environment, greedy: bool = True) -> bool:
     return greedy and envs.is_deterministic(env)
 
 
-def confirmed(result, target: float, min_episodes: int = 0):
-    """The stop rule: the success interval's lower bound reaches `target` (jittable).
+def confirmed(result, target: float, min_episodes: int = 0, target_return: float = 0.0):
+    """The stop rule: the lower bound of each interval with a target reaches it (jittable).
 
-    Only an exact evaluation (zero width) or one of at least `min_episodes` episodes
-    counts: a trainer evaluates hundreds of times, and 1 in 40 of the 95% intervals
-    of small routine evaluations lies wholly above the truth by chance.
+    target: the success target (0: none); target_return: the mean return's (0: none);
+    with both set, both must be reached; with neither, never. Only an exact evaluation
+    (zero width) or one of at least `min_episodes` episodes counts: a trainer evaluates
+    hundreds of times, and 1 in 40 of the 95% intervals of small routine evaluations
+    lies wholly above the truth by chance.
     """
+    if not (target or target_return):
+        return jnp.bool_(False)
     exact = result.success_low == result.success_high
-    return (result.success_low >= target) & (exact | (result.episodes >= min_episodes))
+    success = result.success_low >= target  # always true for target 0
+    mean_return = (target_return == 0) | (result.return_low >= target_return)
+    return success & mean_return & (exact | (result.episodes >= min_episodes))
 
 
-def touches(result, target: float, min_episodes: int):
-    """True when `result` reaches `target` but is too small to count: confirm it."""
-    return (result.success_rate >= target) & ~confirmed(result, target, min_episodes)
+def touches(result, target: float, min_episodes: int, target_return: float = 0.0):
+    """True when `result` reaches the targets but is too small to count: confirm it."""
+    if not (target or target_return):
+        return jnp.bool_(False)
+    near = (result.success_rate >= target) & (
+        (target_return == 0) | (result.mean_return >= target_return)
+    )
+    return near & ~confirmed(result, target, min_episodes, target_return)
+
+
+def has_success(env) -> bool:
+    """Whether the env's episodes succeed or fail (`envs.success_signal`): only then is a
+    success rate reported."""
+    return envs.success_signal(env) is not None
 
 
 class _EpisodeCarry(NamedTuple):
@@ -98,7 +122,10 @@ def _episode_step(env: envs.Environment, act: Callable, params, epsilon, carry: 
     env_keys = jax.random.split(env_key, actions.shape[0])
     state, ts = jax.vmap(env.step)(carry.env_state, actions, env_keys)
     running = ~carry.done
-    keep = lambda new, old: jnp.where(running, new, old)
+
+    def keep(new, old):  # state leaves may have dims of their own beyond [B]
+        return jnp.where(running.reshape(running.shape + (1,) * (new.ndim - 1)), new, old)
+
     return _EpisodeCarry(
         env_state=jax.tree.map(keep, state, carry.env_state),
         done=carry.done | ts.last,
@@ -155,13 +182,19 @@ def run_episodes(
     carry = play_episodes(env, act, params, key, num_envs, epsilon)
     rate = jnp.mean(carry.success.astype(jnp.float32))
     low, high = (rate, rate) if exact else wilson_interval(jnp.sum(carry.success), num_envs)
+    mean_return = jnp.mean(carry.episode_return)
+    return_low, return_high = (
+        (mean_return, mean_return) if exact else mean_interval(carry.episode_return)
+    )
     return EvalResult(
         success_rate=rate,
-        mean_return=jnp.mean(carry.episode_return),
+        mean_return=mean_return,
         mean_length=jnp.mean(carry.length.astype(jnp.float32)),
         episodes=jnp.float32(num_envs),
         success_low=low,
         success_high=high,
+        return_low=return_low,
+        return_high=return_high,
     )
 
 
@@ -369,6 +402,27 @@ def describe_errors(answer: dict, desc) -> str:
     errors = np.round(errors, 2) + 0.0  # float noise as +0.00, not -0.00 (-0.0 + 0.0 = 0.0)
     name = VALUED_POLICY[answer["learned_policy"]]
     return f"value error, learned - exact V^pi ({name}):\n{render_values(errors, desc)}"
+
+
+def shown(result: dict, env) -> dict:
+    """An evaluation's figures as reported: without the success ones for an env that
+    has no success signal (there they would all read 0)."""
+    if has_success(env):
+        return dict(result)
+    return {k: v for k, v in result.items() if not k.startswith("success")}
+
+
+def describe_return(result) -> str:
+    """'mean return +0.812 [+0.790, +0.834] (95%, 1000 episodes)', or 'mean return +1.000
+    (exact: deterministic, 1 episode)'."""
+    r = result._asdict() if hasattr(result, "_asdict") else result
+    mean, episodes = float(r["mean_return"]), int(r["episodes"])
+    if "return_low" not in r:  # a result.json from before the interval was recorded
+        return f"mean return {mean:+.3f}"
+    low, high = float(r["return_low"]), float(r["return_high"])
+    if episodes == 1:  # an exact evaluation (zero width by construction)
+        return f"mean return {mean:+.3f} (exact: deterministic, 1 episode)"
+    return f"mean return {mean:+.3f} [{low:+.3f}, {high:+.3f}] (95%, {episodes} episodes)"
 
 
 def describe_success(result) -> str:

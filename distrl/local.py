@@ -6,9 +6,11 @@ buffer held in JAX arrays (`distrl.agents.replay_buffer`) and take a few updates
 or (AC/PPO) update on the chunk itself. Iterations, updates and the greedy evaluation
 that decides when to stop are fused into ONE jitted call (a `lax.while_loop` that runs up to
 `iterations_per_call` iterations); Python only loops over those calls and logs.
-The run is solved when the greedy success interval's lower bound reaches the
-target in an evaluation of `evaluator.confirm_envs` episodes, run whenever the
-greedy policy's exact success (a cheap dynamic programme in the loop) reaches it;
+The run is solved when the lower bounds of the greedy success interval and/or mean
+return interval reach their targets (those set) in an evaluation of
+`evaluator.confirm_envs` episodes, run whenever the greedy policy's exact success (a
+cheap dynamic programme in the loop) reaches a success target, else whenever a
+routine evaluation touches the targets;
 the final figures are a `confirm_envs`-episode evaluation, the exact success
 of the greedy policy against the optimum's (`envs.exact`), and the learned value
 against the exact value of the policy it estimates (`evaluation.exact_answer`).
@@ -33,8 +35,9 @@ How the experiment config maps onto one process (`Settings.of`):
 - on-policy: the [T, B] rollout is split into num_actors / learner.batch_chunks
   updates of [T, batch_chunks x actor.num_envs], the distributed learner's batch
   (num_actors must be a multiple of batch_chunks).
-- stop: evaluator.target_success (0: never), or evaluator.target_of_optimal of the
-  exact optimum, confirmed as above; evaluator.num_envs greedy episodes every
+- stop: evaluator.target_success (0: none), or evaluator.target_of_optimal of the
+  exact optimum, and/or evaluator.target_return (the mean return's lower bound; 0:
+  none), confirmed as above; evaluator.num_envs greedy episodes every
   local.eval_every iterations; budget.env_steps inside the jitted loop,
   budget.learner_steps and budget.seconds between jitted calls; 0 = no limit.
 - seed, env, agent: as in the distributed run. local.* holds the trainer's own
@@ -68,8 +71,9 @@ class Settings(NamedTuple):
     max_env_steps: int  # budget.env_steps (0: no limit -> int32 max)
     max_updates: int  # budget.learner_steps (0: none), checked between calls
     max_seconds: float  # budget.seconds (0: none), checked between calls
-    target_success: float  # evaluator.target_success (0: never -> inf)
+    target_success: float  # evaluator.target_success (0: none)
     target_of_optimal: float  # evaluator.target_of_optimal (> 0: replaces target_success)
+    target_return: float  # evaluator.target_return (0: none)
     eval_every: int  # iterations between greedy evaluations
     eval_envs: int  # evaluator.num_envs episodes per evaluation (1 on a deterministic map)
     confirm_envs: int  # evaluator.confirm_envs: episodes once the exact success reaches target
@@ -88,15 +92,15 @@ class Settings(NamedTuple):
         a, r, b = config.actor, config.replay, config.budget
         envs = config.num_actors * a.num_envs
         updates = config_lib.pipeline(config).local_updates(config)
-        target = config.evaluator.target_success
         return cls(
             num_envs=envs,
             rollout_length=a.unroll_length,
             max_env_steps=min(b.env_steps or _INT32_MAX, _INT32_MAX),
             max_updates=b.learner_steps,
             max_seconds=b.seconds,
-            target_success=target if target > 0 else float("inf"),
+            target_success=config.evaluator.target_success,
             target_of_optimal=config.evaluator.target_of_optimal,
+            target_return=config.evaluator.target_return,
             eval_every=config.local.eval_every,
             eval_envs=config.evaluator.num_envs,
             confirm_envs=config.evaluator.confirm_envs,
@@ -143,7 +147,11 @@ class TrainResult(NamedTuple):
     success_low: float = 0.0  # its 95% Wilson interval
     success_high: float = 0.0
     eval_episodes: int = 0
-    target: float = 0.0  # the success the run had to confirm
+    target: float = 0.0  # the success the run had to confirm (0: none)
+    return_low: float = 0.0  # the mean return's 95% interval
+    return_high: float = 0.0
+    target_return: float = 0.0  # the mean return the run had to confirm (0: none)
+    has_success: bool = True  # the env has a success signal (else success_* read 0)
     exact: dict | None = None  # evaluation.exact_answer of the final params (tabular env)
     history: tuple = ()  # (env steps, seconds, exact success or nan) after each jitted call
 
@@ -167,32 +175,40 @@ def _iteration(env, agent, cfg: Settings, c: TrainCarry, key) -> TrainCarry:
     )
 
 
-def _evaluate(env, agent, cfg: Settings, target: float, params, key):
+def _reached(result, target: tuple, cfg: Settings):
+    """The stop rule (`evaluation.confirmed`) for target = (success, mean return)."""
+    return evaluation.confirmed(result, target[0], cfg.confirm_envs, target[1])
+
+
+def _evaluate(env, agent, cfg: Settings, target: tuple, params, key):
     """The greedy evaluation: eval_envs episodes, or confirm_envs episodes once the greedy
-    policy's exact success (`exact.make_policy_stats`, cheap) reaches the target; an env
-    without a tabular model screens by eval_envs episodes instead."""
+    policy's exact success (`exact.make_policy_stats`, cheap) reaches the success target;
+    an env without a tabular model, or a run with a return target, screens by eval_envs
+    episodes instead. target: (success, mean return), 0 where none."""
     act = evaluation.make_act(agent, greedy=True)
     if evaluation.is_deterministic(env):  # one episode is exact
         return evaluation.run_episodes(env, act, params, key, 1, exact=True)
     screen_key, confirm_key = jax.random.split(key)
     model = envs.tabular_model(env)
-    if model is None:
+    if not (target[0] or target[1]):  # nothing to confirm
+        return evaluation.run_episodes(env, act, params, screen_key, cfg.eval_envs)
+    if model is None or target[1]:
         screen = evaluation.run_episodes(env, act, params, screen_key, cfg.eval_envs)
         return jax.lax.cond(
-            evaluation.touches(screen, target, cfg.confirm_envs),
+            evaluation.touches(screen, target[0], cfg.confirm_envs, target[1]),
             lambda: evaluation.run_episodes(env, act, params, confirm_key, cfg.confirm_envs),
             lambda: screen,
         )
     actions = agent.greedy(params, jnp.asarray(model.cell_observations()))
     success, _, _ = exact.make_policy_stats(model)(actions)
     return jax.lax.cond(
-        success >= target,
+        success >= target[0],
         lambda: evaluation.run_episodes(env, act, params, confirm_key, cfg.confirm_envs),
         lambda: evaluation.run_episodes(env, act, params, screen_key, cfg.eval_envs),
     )
 
 
-def _train_call(env, agent, cfg: Settings, target: float, carry: TrainCarry, key):
+def _train_call(env, agent, cfg: Settings, target: tuple, carry: TrainCarry, key):
     """Up to `iterations_per_call` iterations; stops early on budget or confirmed success.
 
     Returns (carry, (values [S], greedy actions [S]) of every cell, or None without a
@@ -201,7 +217,7 @@ def _train_call(env, agent, cfg: Settings, target: float, carry: TrainCarry, key
     stop_at = carry.iterations + cfg.iterations_per_call
 
     def running(c):
-        solved = evaluation.confirmed(c.evaluation, target, cfg.confirm_envs)
+        solved = _reached(c.evaluation, target, cfg)
         return (c.iterations < stop_at) & (c.env_steps < cfg.max_env_steps) & ~solved
 
     def body(c):
@@ -238,7 +254,7 @@ def init_carry(env, agent, cfg: Settings, key) -> TrainCarry:
         jnp.int32(env_steps),
         jnp.int32(0),
         jnp.int32(0),
-        evaluation.EvalResult(zero, zero, zero, zero, zero, zero),
+        evaluation.EvalResult(*[zero] * len(evaluation.EvalResult._fields)),
     )
 
 
@@ -255,13 +271,14 @@ def _compile(init_fn, call_fn, init_key, key, opt_level):
     return compiled["init"], call_compiled
 
 
-def _loop(step, carry: TrainCarry, key, cfg: Settings, target, log, start: float, judge):
+def _loop(env, step, carry: TrainCarry, key, cfg: Settings, target, log, start: float, judge):
     """Calls the compiled step until solved or out of budget.
 
     judge(params) -> the greedy policy's exact success. Returns (carry, grids, history):
     history holds (env steps, seconds, exact success) after each call.
     """
     history = []
+    success = evaluation.has_success(env)
     while True:
         key, call_key = jax.random.split(key)
         carry, grids = step(carry, call_key)
@@ -269,13 +286,18 @@ def _loop(step, carry: TrainCarry, key, cfg: Settings, target, log, start: float
         elapsed = time.perf_counter() - start
         history.append((int(steps), elapsed, judge(carry.state.params)))
         if log:
+            rate = (
+                f"success={ev.success_rate:.3f} [{ev.success_low:.3f}, {ev.success_high:.3f}] "
+                if success
+                else ""
+            )
             log(
-                f"env_steps={steps} updates={updates} success={ev.success_rate:.3f} "
-                f"[{ev.success_low:.3f}, {ev.success_high:.3f}]/{ev.episodes:.0f} "
-                f"exact={history[-1][2]:.3f} return={ev.mean_return:+.2f} t={elapsed:.2f}s"
+                f"env_steps={steps} updates={updates} {rate}"
+                f"return={ev.mean_return:+.2f} [{ev.return_low:+.2f}, {ev.return_high:+.2f}]"
+                f"/{ev.episodes:.0f} exact={history[-1][2]:.3f} t={elapsed:.2f}s"
             )
         if (
-            evaluation.confirmed(ev, target, cfg.confirm_envs)
+            _reached(ev, target, cfg)
             or steps >= cfg.max_env_steps
             or 0 < cfg.max_updates <= updates
             or 0 < cfg.max_seconds <= elapsed
@@ -306,6 +328,7 @@ def train(config, log=None, env=None) -> TrainResult:
     target = cfg.target_success
     if cfg.target_of_optimal:
         target = cfg.target_of_optimal * float(best.success[model.start_cell])
+    target = (float(target), float(cfg.target_return))  # (success, mean return); 0: none
     init_key, key = jax.random.split(jax.random.PRNGKey(cfg.seed))
     init_fn, step = _compile(
         functools.partial(init_carry, env, agent, cfg),
@@ -321,14 +344,14 @@ def train(config, log=None, env=None) -> TrainResult:
             return float("nan")
         return evaluation.exact_answer(env, agent, params, discount, best)["success"]
 
-    carry, grids, history = _loop(step, init_fn(init_key), key, cfg, target, log, start, judge)
+    carry, grids, history = _loop(env, step, init_fn(init_key), key, cfg, target, log, start, judge)
     ev = _final_evaluation(env, agent, cfg, carry, key)
     answer = None
     if model is not None:
         answer = evaluation.exact_answer(env, agent, carry.state.params, discount, best)
     wall_time = time.perf_counter() - start
     return TrainResult(
-        solved=bool(evaluation.confirmed(ev, target, cfg.confirm_envs)),
+        solved=bool(_reached(ev, target, cfg)),
         env_steps=int(carry.env_steps),
         updates=int(carry.state.step),
         iterations=int(carry.iterations),
@@ -343,8 +366,12 @@ def train(config, log=None, env=None) -> TrainResult:
         success_low=float(ev.success_low),
         success_high=float(ev.success_high),
         eval_episodes=int(ev.episodes),
-        target=float(target),
+        target=target[0],
         exact=answer,
+        return_low=float(ev.return_low),
+        return_high=float(ev.return_high),
+        target_return=target[1],
+        has_success=evaluation.has_success(env),
         history=tuple(history),
     )
 
@@ -362,13 +389,19 @@ def _final_evaluation(env, agent, cfg: Settings, carry: TrainCarry, key):
 def main(config, quiet: bool = False) -> TrainResult:
     """Trains `config`, printing a line per jitted call (unless quiet) and the summary."""
     result = train(config, log=None if quiet else print)
+    where = config.env.map if config.env.name == config_lib.GRIDWORLD else config.env.name
+    success = (
+        f"success={result.success_rate:.3f} [{result.success_low:.3f}, "
+        f"{result.success_high:.3f}] target={result.target:.3f} "
+        if result.has_success
+        else ""
+    )
     print(
-        f"{config.algorithm} on {config.env.map}: solved={result.solved} "
+        f"{config.algorithm} on {where}: solved={result.solved} "
         f"env_steps={result.env_steps} updates={result.updates} episodes={result.episodes} "
-        f"wall={result.wall_time:.2f}s (compile {result.compile_time:.2f}s) "
-        f"success={result.success_rate:.3f} "
-        f"[{result.success_low:.3f}, {result.success_high:.3f}]/{result.eval_episodes} "
-        f"target={result.target:.3f} return={result.mean_return:+.2f} "
+        f"wall={result.wall_time:.2f}s (compile {result.compile_time:.2f}s) {success}"
+        f"return={result.mean_return:+.2f} [{result.return_low:+.2f}, {result.return_high:+.2f}]"
+        f"/{result.eval_episodes} target_return={result.target_return:g} "
         f"length={result.mean_length:.1f}"
     )
     if result.exact:

@@ -52,11 +52,13 @@ def summary(result, run_dir: str) -> str:
     ]
     if ev:
         if "success_low" in ev:  # runs before the interval was recorded lack it
-            success = evaluation.describe_success(ev)
-        else:
-            success = f"success rate {ev['success_rate']:.3f}"
+            success = evaluation.describe_success(ev) + "  "
+        elif "success_rate" in ev:
+            success = f"success rate {ev['success_rate']:.3f}  "
+        else:  # an env without a success signal
+            success = ""
         lines.append(
-            f"{success}  mean return {ev['mean_return']:+.3f}"
+            f"{success}{evaluation.describe_return(ev)}"
             f"  mean length {ev['mean_length']:.1f}  (greedy evaluation)"
         )
     if result.get("exact"):

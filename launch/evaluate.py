@@ -61,15 +61,18 @@ def evaluate(loaded: policy.Policy, episodes: int, seed: int) -> dict:
         file=os.path.relpath(loaded.file, loaded.run_dir),
         param_version=loaded.version,
         reported_version=(reported or {}).get("param_version"),  # result.json's, if any
-        evaluation=dict(
-            episodes=n,
-            success_rate=rate,
-            success_low=float(low),
-            success_high=float(high),
-            mean_return=float(played.episode_return.mean()),
-            return_low=float(return_low),
-            return_high=float(return_high),
-            mean_length=float(played.length.mean()),
+        evaluation=evaluation.shown(
+            dict(
+                episodes=n,
+                success_rate=rate,
+                success_low=float(low),
+                success_high=float(high),
+                mean_return=float(played.episode_return.mean()),
+                return_low=float(return_low),
+                return_high=float(return_high),
+                mean_length=float(played.length.mean()),
+            ),
+            env,  # the success figures only where the env has a success signal
         ),
     )
     if evaluation.has_grids(env):  # the exact figures and grids of a tabular env on a grid
@@ -93,7 +96,8 @@ def describe(figures: dict, env) -> str:
         figures["param_version"],
     ):
         lines.append(f"note: result.json reports version {figures['reported_version']:,}")
-    lines.append(evaluation.describe_success(ev))
+    if "success_rate" in ev:
+        lines.append(evaluation.describe_success(ev))
     lines.append(
         f"mean return {ev['mean_return']:+.3f} [{ev['return_low']:+.3f}, "
         f"{ev['return_high']:+.3f}] (95%)  mean length {ev['mean_length']:.1f}  (greedy)"

@@ -67,6 +67,20 @@ def test_batched_over_envs_matches_single():
         jax.tree.map(np.testing.assert_allclose, column, single)
 
 
+def test_image_observations_match_their_flattened_form():
+    """Observations of any rank (MinAtar's [10, 10, C]): the same windows as flat ones."""
+    traj = make_traj([1, 2, 3, 4, 5], [0, 1, 0, 0, 1], [1, 0, 1, 1, 1])
+    batch = jax.tree.map(lambda x: jnp.stack([x, x], axis=1), traj)  # [T, B=2]
+    images = batch._replace(
+        observation=batch.observation.reshape(5, 2, 4, 4),
+        next_observation=batch.next_observation.reshape(5, 2, 4, 4),
+    )
+    flat, image = (nstep.n_step_transitions(t, 3, GAMMA) for t in (batch, images))
+    assert image.next_observation.shape == (3, 2, 4, 4)
+    np.testing.assert_array_equal(image.next_observation.reshape(3, 2, O), flat.next_observation)
+    np.testing.assert_allclose(image.discount, flat.discount)
+
+
 def test_n1_is_one_step():
     traj = make_traj([1, 2, 3], [0, 1, 0], [1, 0, 1])
     q = nstep.n_step_transitions(traj, 1, 0.9)

@@ -288,7 +288,7 @@ def test_unknown_and_missing_fields_anywhere_are_refused():
     with pytest.raises(
         config_lib.ConfigError,
         match=r"config.env.slipery is unknown .*"
-        r"valid fields of config.env: map, rewards, slippery, time_limit",
+        r"valid fields of config.env: kwargs, map, name, rewards, slippery, time_limit",
     ):
         config_lib.validate(config)
     config = load_config("ppo")

@@ -144,7 +144,7 @@ def test_stop_rule_ignores_a_lucky_small_sample():
     assert not np.any(reports.success_low[lucky] >= 0.9)
     config = ml_collections.ConfigDict(
         dict(
-            evaluator=dict(target_success=0.9, confirm_envs=10_000),
+            evaluator=dict(target_success=0.9, target_return=0.0, confirm_envs=10_000),
             budget=dict(env_steps=0, learner_steps=0, seconds=0),
         )
     )
@@ -171,7 +171,7 @@ def test_a_small_evaluation_never_stops_a_run_even_when_its_bound_clears():
     assert evaluation.touches(small, 0.872, 10_000)
     config = ml_collections.ConfigDict(
         dict(
-            evaluator=dict(target_success=0.872, confirm_envs=10_000),
+            evaluator=dict(target_success=0.872, target_return=0.0, confirm_envs=10_000),
             budget=dict(env_steps=0, learner_steps=0, seconds=0),
         )
     )
@@ -322,3 +322,25 @@ def test_policy_plot_draws_the_value_error_panel(tmp_path):
 
     (h2, w2), (h1, w1) = (matplotlib.image.imread(p).shape[:2] for p in (both, one))
     assert h2 == h1 and w2 > 1.7 * w1  # the error panel beside the values
+
+
+def test_a_return_target_stops_on_the_return_interval_and_joins_a_success_target():
+    """The mean return's 95% interval comes from the episodes; a return target counts on
+    its lower bound, confirmed on confirm_envs episodes as success is; with a success
+    target too, both must be reached; with neither, nothing stops."""
+    returns = jnp.asarray(np.tile([3.0, 4.0], 500), jnp.float32)  # mean 3.5, sd 0.5
+    low, high = evaluation.mean_interval(returns)
+    assert float(low) == pytest.approx(3.5 - 1.96 * 0.5 / np.sqrt(1000), abs=1e-3)
+    assert float(high) == pytest.approx(3.5 + 1.96 * 0.5 / np.sqrt(1000), abs=1e-3)
+    s_low, s_high = evaluation.wilson_interval(950, 1000)
+    large = evaluation.EvalResult(0.95, 3.5, 4.0, 1000.0, s_low, s_high, low, high)
+    assert evaluation.confirmed(large, 0.0, 1000, target_return=3.4)
+    assert not evaluation.confirmed(large, 0.0, 1000, target_return=3.5)  # the bound, not the mean
+    assert not evaluation.confirmed(large, 0.0, 10_000, target_return=3.4)  # too few episodes
+    assert evaluation.touches(large, 0.0, 10_000, target_return=3.4)
+    assert evaluation.confirmed(large, 0.9, 1000, target_return=3.4)
+    assert not evaluation.confirmed(large, 0.95, 1000, target_return=3.4)  # success bound < 0.95
+    assert not evaluation.confirmed(large, 0.0, 0) and not evaluation.touches(large, 0.0, 0)
+    # Negative returns (costs) are targets too.
+    costs = large._replace(mean_return=-80.0, return_low=-85.0, return_high=-75.0)
+    assert evaluation.confirmed(costs, 0.0, 1000, target_return=-100.0)

@@ -60,7 +60,23 @@ BAD_INPUTS = [
     (
         ["--config.env.slipery=True"],
         "config.env.slipery is unknown (in --config.env.slipery); "
-        "valid fields of config.env: map, rewards, slippery, time_limit",
+        "valid fields of config.env: kwargs, map, name, rewards, slippery, time_limit",
+    ),
+    (
+        ["--config.env.name=no_such_pkg.envs:make"],
+        "config.env.name='no_such_pkg.envs:make': cannot import no_such_pkg.envs",
+    ),
+    (
+        ["--config.env.name=tests.user_envs:raising", '--config.env.kwargs={"size": 8}'],
+        "config.env.name='tests.user_envs:raising': the factory raised ValueError",
+    ),
+    (
+        ["--config.env.name=tests.user_envs:not_an_env"],
+        "returned a dict, not an environment",
+    ),
+    (
+        ["--config.env.name=tests.user_envs:make_contexts"],
+        "config.evaluator.target_success=1.0: the env (Contexts) has no success signal",
     ),
     (
         ["--config=configs/ppo.py", "--config.agent.epsilon_init=1"],

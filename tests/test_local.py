@@ -92,7 +92,7 @@ def test_settings_map_the_experiment_config():
     assert (s.eval_envs, s.confirm_envs) == (config.evaluator.num_envs, 10_000)
     config.evaluator.target_success, config.budget.env_steps = 0.0, 0
     s = local.Settings.of(config)
-    assert s.target_success == float("inf") and s.max_env_steps == 2**31 - 1
+    assert (s.target_success, s.target_return) == (0.0, 0.0) and s.max_env_steps == 2**31 - 1
     ppo = load_config("ppo")  # batch_chunks=2, 2 actors: one update of [T, 128]
     assert local.Settings.of(ppo).updates_per_iteration == 1
     a2c = load_config("a2c")  # batch_chunks=1, 2 actors: two updates of [T, 64]

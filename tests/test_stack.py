@@ -9,6 +9,8 @@ rather than inside a node at run time.
 import subprocess
 import sys
 
+import pytest
+
 _IMPORT_ORDER = """
 import launchpad, reverb
 import tensorflow as tf
@@ -32,3 +34,26 @@ def test_launchpad_and_reverb_then_jax_stack_import_in_one_process():
     assert tfp_version == "0.16.0"
     # log softmax of [0, 1, 2] at index 2.
     assert abs(float(log_prob) - (-0.40760596)) < 1e-5
+
+
+_GYMNAX_AFTER_THE_STACK = """
+import launchpad, reverb
+import tensorflow as tf
+import jax, haiku, optax, rlax
+import gymnax, flax, google.protobuf
+env, params = gymnax.make("Breakout-MinAtar")
+obs, state = env.reset(jax.random.PRNGKey(0), params)
+print(google.protobuf.__version__, flax.__version__, obs.shape)
+"""
+
+
+def test_gymnax_imports_after_the_stack_with_its_pins_unchanged():
+    """gymnax 1.0.1 (flax, gymnasium) loads in a node, after TF, leaving protobuf 3.19.
+    A venv made before gymnax was pinned (`make setup` not rerun) skips this."""
+    pytest.importorskip("gymnax")
+    result = subprocess.run(
+        [sys.executable, "-c", _GYMNAX_AFTER_THE_STACK], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    protobuf, flax_version, shape = result.stdout.split(maxsplit=2)
+    assert protobuf == "3.19.6" and flax_version == "0.10.7" and shape.strip() == "(10, 10, 4)"

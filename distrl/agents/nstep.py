@@ -40,7 +40,8 @@ def n_step_transitions(traj: Transition, n: int, gamma: float) -> QTransition:
         last_k = window(traj.last, k).astype(reward.dtype)
         reward = reward + alive * gamma**k * r_k
         discount = jnp.where(alive > 0, discount * gamma * window(traj.discount, k), discount)
-        take = alive[..., None] > 0  # this step's next obs is the latest kept
+        # this step's next obs is the latest kept; obs dims beyond [T', B] of any rank
+        take = (alive > 0).reshape(alive.shape + (1,) * (next_obs.ndim - alive.ndim))
         next_obs = jnp.where(take, window(traj.next_observation, k), next_obs)
         alive = alive * (1.0 - last_k)
     return QTransition(

@@ -55,16 +55,21 @@ def segments(data) -> list:
 
 
 def plot_curves(data, title: str, path: str) -> str:
-    """2 x 2 panels: success rate and return against env steps and wall time."""
-    fig = Figure(figsize=(10, 6.5), layout="constrained")
-    axes = fig.subplots(2, 2)
+    """2 x 2 panels: success rate and return against env steps and wall time; 1 x 2,
+    the return only, for an env without a success signal (no success column)."""
+    panels = tuple(p for p in PANELS if p[0] in data)
+    fig = Figure(figsize=(10, 3.3 * len(panels)), layout="constrained")
+    axes = np.asarray(fig.subplots(len(panels), 2)).reshape(len(panels), 2)
     parts = segments(data)
-    for (y_key, y_label), row in zip(PANELS, axes):
+    for (y_key, y_label), row in zip(panels, axes):
         for (x_key, x_label), ax in zip(X_AXES, row):
             for i, idx in enumerate(parts):
                 ax.plot(data[x_key][idx], data[y_key][idx], color="C0", lw=1.5, marker="o", ms=2)
                 if y_key == "success_rate":
                     _success_extras(ax, data, x_key, idx, label=i == 0)
+                if y_key == "mean_return" and "return_low" in data:
+                    low, high = data["return_low"][idx], data["return_high"][idx]
+                    ax.fill_between(data[x_key][idx], low, high, color="C0", alpha=0.2, lw=0)
                 if i:
                     ax.axvline(data[x_key][idx[0]], color="0.5", ls=":", lw=1)
             if y_key == "success_rate" and "exact_success" in data:
@@ -279,8 +284,10 @@ def _title(run_dir: str) -> str:
         return os.path.basename(run_dir)
     with open(path) as f:
         c = json.load(f)
+    name = c["env"].get("name", "gridworld")  # configs saved before env.name: gridworld
+    env = c["env"]["map"] if name == "gridworld" else name
     return (
-        f"{c['algorithm']} on {c['env']['map']}, {c['num_actors']} actors, seed {c['seed']}"
+        f"{c['algorithm']} on {env}, {c['num_actors']} actors, seed {c['seed']}"
         f" (greedy evaluation, {c['evaluator']['num_envs']} episodes)"
     )
 

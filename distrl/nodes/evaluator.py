@@ -8,8 +8,9 @@ scores the greedy policy exactly against the optimum (`envs.exact`), reads the
 counter, writes a row to `logs/evaluator.csv`
 (the source of learning curves and of the launcher's progress line) and prints one
 progress line to its own output. It also logs the replay table's numbers
-(`ReplayMonitor`). The target counts as reached only when the success interval's
-lower bound reaches it: an evaluation whose rate touches the target is confirmed
+(`ReplayMonitor`). A target counts as reached only when its interval's lower bound
+reaches it (the success rate's, `target_success`; the mean return's,
+`target_return`; both when both are set): an evaluation that touches it is confirmed
 by `confirm_envs` more episodes first, so one lucky sample never ends a run. When
 the target is reached or a budget (env steps, learner steps, wall time) is spent,
 it writes `result.json` (the interval, the exact figures, the value grid and
@@ -51,14 +52,16 @@ def target_for(config, best, env=None) -> float:
 def stop_reason(config, report, counts, elapsed: float, target=None):
     """Why the run should end now, or None: target first, then each budget.
 
-    The target counts only when the success interval's lower bound reaches it in an
-    exact evaluation or one of `confirm_envs` episodes (`evaluation.confirmed`);
-    target None means config.evaluator.target_success.
+    The targets count only when the lower bounds of the success interval and of the
+    mean return's (config.evaluator.target_return), those set, reach them in an exact
+    evaluation or one of `confirm_envs` episodes (`evaluation.confirmed`); target
+    None means config.evaluator.target_success. report None: budgets only.
     """
     budget = config.budget
     target = config.evaluator.target_success if target is None else target
+    target_return = config.evaluator.target_return
     confirm_envs = config.evaluator.confirm_envs
-    if target and evaluation.confirmed(report, target, confirm_envs):
+    if report is not None and evaluation.confirmed(report, target, confirm_envs, target_return):
         return "target_reached"
     if budget.env_steps and counts.get("env_steps", 0) >= budget.env_steps:
         return "env_step_budget"
@@ -69,23 +72,29 @@ def stop_reason(config, report, counts, elapsed: float, target=None):
     return None
 
 
-def progress_line(elapsed: float, counts, report) -> str:
-    """One compact status line for the terminal."""
+def progress_line(elapsed: float, counts, report, success: bool = True) -> str:
+    """One compact status line for the terminal (the success rate only if `success`:
+    the env has a success signal)."""
     steps = counts.get("env_steps", 0)
     updates = counts.get("learner_steps", 0)
+    rate = (
+        f"  success {report.success_rate:.3f} [{report.success_low:.3f}, {report.success_high:.3f}]"
+        if success
+        else ""
+    )
     return (
         f"[{elapsed:6.1f}s] env steps {steps:>10,.0f} ({steps / max(elapsed, 1e-9):>9,.0f}/s)"
         f"  updates {updates:>7,.0f} ({updates / max(elapsed, 1e-9):>6,.0f}/s)"
-        f"  v{counts.get('param_version', 0):.0f}"
-        f"  success {report.success_rate:.3f} [{report.success_low:.3f}, {report.success_high:.3f}]"
-        f"  return {report.mean_return:+.2f}"
+        f"  v{counts.get('param_version', 0):.0f}{rate}"
+        f"  return {report.mean_return:+.2f} [{report.return_low:+.2f}, {report.return_high:+.2f}]"
         f"  length {report.mean_length:5.1f}"
     )
 
 
-def eval_row(counts, report, rates, elapsed: float, answer=None) -> dict:
-    """One evaluator metrics row: progress, throughput, the greedy evaluation and,
-    given `answer` (`evaluation.exact_answer`), the exact success and the optimum's."""
+def eval_row(counts, report, rates, elapsed: float, answer=None, success: bool = True) -> dict:
+    """One evaluator metrics row: progress, throughput, the greedy evaluation (its
+    success figures only if `success`: the env has a success signal) and, given
+    `answer` (`evaluation.exact_answer`), the exact success and the optimum's."""
     row = dict(
         elapsed=elapsed,
         env_steps=counts.get("env_steps", 0),
@@ -99,8 +108,12 @@ def eval_row(counts, report, rates, elapsed: float, answer=None) -> dict:
         success_high=report.success_high,
         eval_episodes=report.episodes,
         mean_return=report.mean_return,
+        return_low=report.return_low,
+        return_high=report.return_high,
         mean_length=report.mean_length,
     )
+    if not success:
+        row = {k: v for k, v in row.items() if not k.startswith("success")}
     if answer is not None:
         row.update(exact_success=answer["success"], optimal_success=answer["optimal_success"])
     return row
@@ -180,6 +193,7 @@ class Evaluator:
         """
         c = self._config
         evaluate, confirm, judge = evaluators
+        success = evaluation.has_success(config_lib.make_env(c))
         confirm_envs = c.evaluator.confirm_envs
         key = jax.random.PRNGKey(c.seed + 7)
         rates = metrics.RateWindow()
@@ -188,16 +202,16 @@ class Evaluator:
         while True:
             key, eval_key, confirm_key = jax.random.split(key, 3)
             report = jax.device_get(evaluate(source.params, eval_key))
-            if target and evaluation.touches(report, target, confirm_envs):
+            if evaluation.touches(report, target, confirm_envs, c.evaluator.target_return):
                 # many more episodes decide, not this sample
                 report = jax.device_get(confirm(source.params, confirm_key))
             counts = self._read_counts(counts)
             elapsed = time.time() - self._start
             answer = judge(source.params)
-            row = eval_row(counts, report, rates.rates(counts), elapsed, answer)
+            row = eval_row(counts, report, rates.rates(counts), elapsed, answer, success)
             log.write(row["env_steps"], row)
             monitor.maybe_log(row["env_steps"])
-            print(progress_line(elapsed, counts, report), flush=True)
+            print(progress_line(elapsed, counts, report, success), flush=True)
             best = better_report(best, (report, source.params, source.version), confirm_envs)
             # What a budget would end with now (the kept best, else these params): on disk.
             kept = best is not None and c.evaluator.keep_best
@@ -255,7 +269,7 @@ class Evaluator:
             kept_best=params is not self._last_params,  # not the last evaluated params
             policy=self._policy.on_disk(),  # the file holding those params (distrl.policy)
             counts=counts,
-            evaluation=report._asdict() if report is not None else None,
+            evaluation=evaluation.shown(report._asdict(), env) if report is not None else None,
             exact=answer,
             replay=replay_summary,
             data=data_summary(counts),
@@ -294,12 +308,14 @@ def first_counts(counter, should_stop, fallback: dict) -> dict:
 
 
 def better_report(best, candidate, confirm_envs: int):
-    """The (report, params, version) with the higher success lower bound, among those
+    """The (report, params, version) with the higher success lower bound, then (a tie:
+    any env without a success signal) the higher mean return lower bound, among those
     of at least confirm_envs episodes (a later one wins a tie); best may be None."""
     report = candidate[0]
     if report.episodes < confirm_envs and report.success_low != report.success_high:
         return best
-    if best is None or report.success_low >= best[0].success_low:
+    rank = lambda r: (r.success_low, r.return_low)  # noqa: E731
+    if best is None or rank(report) >= rank(best[0]):
         return candidate
     return best
 

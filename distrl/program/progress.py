@@ -34,6 +34,8 @@ def budget_left(config, row) -> str:
         parts.append(f"or {100 * config.evaluator.target_of_optimal:.0f}% of optimal success")
     elif config.evaluator.target_success:
         parts.append(f"or success {config.evaluator.target_success:.2f}")
+    if config.evaluator.target_return:
+        parts.append(f"or return {config.evaluator.target_return:+g}")
     return ", ".join(parts)
 
 
@@ -45,8 +47,16 @@ def format_line(row, config, launcher_seconds: float) -> str:
         f"[{row['elapsed']:5.0f}s] env steps {human(row['env_steps']):>6}"
         f" ({human(row['env_steps_per_s'])}/s)"
         f"  updates {human(row['learner_steps']):>6} ({human(row['updates_per_s'])}/s)"
-        f"  success {row['success_rate']:.3f}{_exact_note(row)}  left: {budget_left(config, row)}"
+        f"  {_figure(row)}{_exact_note(row)}  left: {budget_left(config, row)}"
     )
+
+
+def _figure(row) -> str:
+    """The greedy success rate, or the mean return for an env without a success signal
+    (its rows have no success column)."""
+    if row.get("success_rate") is not None:
+        return f"success {row['success_rate']:.3f}"
+    return f"return {row['mean_return']:+.2f}"
 
 
 def _exact_note(row) -> str:
