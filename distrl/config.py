@@ -186,6 +186,12 @@ def make_env(config) -> envs.Environment:
             return factory.build(e.name, factory.parse_kwargs(e.kwargs))
         except factory.FactoryError as err:
             raise ConfigError(f"config.env.name={e.name!r}: {err}") from None
+    _check(
+        e.kwargs.strip() in ("", "{}"),
+        f"config.env.kwargs={e.kwargs!r}: keyword arguments of a factory env "
+        f"(env.name='module:factory' or 'gymnax:<id>'); the gridworld takes env.map, "
+        f"env.slippery, env.time_limit and env.rewards; need '{{}}'",
+    )
     _check_map_size(e.map)
     try:
         return envs.make_env(

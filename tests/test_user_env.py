@@ -74,6 +74,16 @@ def test_a_bad_env_name_is_a_config_error_naming_it(name, kwargs, message):
     assert message in str(err.value)
 
 
+@pytest.mark.parametrize("kwargs", ['{"sides": 3}', "notjson"])
+def test_kwargs_for_the_gridworld_are_refused(kwargs):
+    """The gridworld is built from env.map and its siblings: keyword arguments meant for
+    a factory env would otherwise be ignored without a word."""
+    config = config_lib.base_config("ppo")
+    config.env.kwargs = kwargs
+    with pytest.raises(config_lib.ConfigError, match="config.env.kwargs=.*the gridworld takes"):
+        config_lib.validate(config)
+
+
 def test_a_target_the_env_cannot_score_names_the_return_target_as_the_way():
     config = _contexts_config()
     config.evaluator.target_success = 1.0
