@@ -25,7 +25,7 @@ import re
 
 import ml_collections
 
-from distrl import agents, envs, pipelines
+from distrl import agents, envs, networks, pipelines
 from distrl.envs import factory
 from distrl.errors import ConfigError
 from distrl.errors import check as _check
@@ -258,6 +258,10 @@ ADDED_LATER = {
     "env.name": GRIDWORLD,
     "env.kwargs": "{}",
     "evaluator.target_return": 0.0,
+    # runs before the conv torso flattened every observation into the MLP
+    "agent.torso": "mlp",
+    "agent.conv_channels": (16,),
+    "agent.conv_kernel": 3,
 }
 
 
@@ -382,7 +386,8 @@ def validate(config) -> None:
 def check_env(config, env) -> None:
     """ConfigError when the run needs what `env` lacks (`distrl.envs.interface`): a
     success target needs the env's success signal, a target of the optimum its
-    tabular model (for the exact optimum) as well. The gridworld has both."""
+    tabular model (for the exact optimum) as well. The gridworld has both. A conv
+    torso (config.agent.torso) needs image observations [H, W, C]."""
     _check(
         isinstance(env, envs.Environment),
         f"{type(env).__name__} is not an environment: need spec, reset, step and observe "
@@ -403,6 +408,10 @@ def check_env(config, env) -> None:
         f"tabular model with a success signal, so no exact optimum; set it to 0 and stop "
         f"on a budget (config.budget)",
     )
+    try:
+        networks.torso_kind(make_agent_config(config).torso, env.spec.observation_shape)
+    except ValueError as err:
+        raise ConfigError(f"config.agent.{err}") from None
 
 
 def _validate_restart(config) -> None:

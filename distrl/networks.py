@@ -4,7 +4,9 @@ Every factory returns `hk.without_apply_rng(hk.transform(f))`, so params are pla
 pytrees and `apply(params, obs)` is a pure function that the agents vmap and jit.
 Inputs are observations [..., *obs_shape] of any dtype (the env's spec): the last
 `obs_ndim` dims are flattened and cast to float32 first (a no-op for the gridworld's
-float32 one-hot vectors [..., O]); leading dims are free.
+float32 one-hot vectors [..., O]); leading dims are free. With `conv_channels` the
+torso starts with Conv2D layers on image observations [..., H, W, C] (MinAtar's
+10x10xC), flattened into the MLP; `torso_kind` picks conv or MLP from the config.
 """
 
 from collections.abc import Callable, Sequence
@@ -14,6 +16,31 @@ import jax
 import jax.numpy as jnp
 
 ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh, "elu": jax.nn.elu}
+TORSOS = ("auto", "mlp", "conv")
+
+
+def torso_kind(torso: str, obs_shape: tuple) -> str:
+    """The torso a config's `torso` gives on observations of `obs_shape`: "conv" or "mlp".
+
+    "auto" is conv for image observations [H, W, C] (rank 3), the MLP otherwise; "conv"
+    on any other rank is a ValueError naming the shape.
+    """
+    if torso not in TORSOS:
+        raise ValueError(f"unknown torso {torso!r}; pick one of {TORSOS}")
+    image = len(obs_shape) == 3
+    if torso == "conv" and not image:
+        raise ValueError(
+            f"torso='conv' needs image observations [H, W, C]; this env's observation "
+            f"shape is {tuple(obs_shape)}; use torso='mlp' or 'auto'"
+        )
+    return "conv" if torso == "conv" or (torso == "auto" and image) else "mlp"
+
+
+def conv_channels(agent_config, obs_shape: tuple) -> tuple:
+    """The conv layers' channels an agent config (`torso`, `conv_channels`) gives on
+    observations of `obs_shape`; () for an MLP torso."""
+    conv = torso_kind(agent_config.torso, obs_shape) == "conv"
+    return tuple(agent_config.conv_channels) if conv else ()
 
 
 def _activation(name: str) -> Callable:
@@ -29,22 +56,59 @@ def _flat(obs, obs_ndim: int):
     return obs.reshape(lead + (-1,)).astype(jnp.float32)
 
 
-def _torso(hidden_sizes: Sequence[int], activation: str, name: str) -> Callable:
-    """A Linear+activation stack (layers `<name>_<i>`); no sizes: the identity."""
+def _torso(
+    hidden_sizes: Sequence[int],
+    activation: str,
+    name: str,
+    obs_ndim: int,
+    conv_channels: Sequence[int] = (),
+    conv_kernel: int = 3,
+) -> Callable:
+    """obs [..., *obs_shape] -> features [..., width].
+
+    Conv2D+activation layers (`<name>_conv_<i>`, stride 1, SAME padding: the image
+    keeps its H x W) when `conv_channels` is not empty, then flattened into a
+    Linear+activation stack (layers `<name>_<i>`); no layers at all: the flat obs.
+    """
     layers = []
     for i, size in enumerate(hidden_sizes):
         layers += [hk.Linear(size, name=f"{name}_{i}"), _activation(activation)]
-    return hk.Sequential(layers)
+    mlp = hk.Sequential(layers)
+    if not conv_channels:
+        return lambda obs: mlp(_flat(obs, obs_ndim))
+    if obs_ndim != 3:
+        raise ValueError(f"a conv torso needs [H, W, C] observations, got rank {obs_ndim}")
+    convs = []
+    for i, channels in enumerate(conv_channels):
+        convs += [
+            hk.Conv2D(channels, conv_kernel, name=f"{name}_conv_{i}"),
+            _activation(activation),
+        ]
+    conv = hk.Sequential(convs)
+
+    def forward(obs):
+        obs = jnp.asarray(obs).astype(jnp.float32)
+        lead, image = obs.shape[:-3], obs.shape[-3:]
+        # hk.Conv2D takes one batch dim: fold the leading dims into it and back.
+        h = conv(obs.reshape((-1, *image)))
+        return mlp(h.reshape(lead + (-1,)))
+
+    return forward
 
 
 def make_q_network(
-    hidden_sizes: Sequence[int], num_actions: int, activation: str = "relu", obs_ndim: int = 1
+    hidden_sizes: Sequence[int],
+    num_actions: int,
+    activation: str = "relu",
+    obs_ndim: int = 1,
+    conv_channels: Sequence[int] = (),
+    conv_kernel: int = 3,
 ) -> hk.Transformed:
-    """MLP torso with a Q head: apply(params, obs [..., *obs_shape]) -> q [..., A]."""
-    hidden_sizes = tuple(hidden_sizes)
+    """(Conv and) MLP torso with a Q head: apply(params, obs [..., *obs_shape]) -> q [..., A]."""
+    hidden_sizes, conv_channels = tuple(hidden_sizes), tuple(conv_channels)
 
     def forward(obs):
-        h = _torso(hidden_sizes, activation, "torso")(_flat(obs, obs_ndim))
+        h = _torso(hidden_sizes, activation, "torso", obs_ndim, conv_channels, conv_kernel)(obs)
         return hk.Linear(num_actions, name="q_head")(h)
 
     return hk.without_apply_rng(hk.transform(forward))
@@ -70,23 +134,27 @@ def make_actor_critic_network(
     shared_torso: bool = False,
     activation: str = "tanh",
     obs_ndim: int = 1,
+    conv_channels: Sequence[int] = (),
+    conv_kernel: int = 3,
 ) -> hk.Transformed:
     """Policy logits and state value: apply(params, obs [..., *obs_shape]) -> (logits
     [..., A], v [...]).
 
     With `shared_torso` one MLP feeds both heads; otherwise the actor and the critic
-    have separate torsos of the same sizes. Empty `hidden_sizes` gives linear
-    (tabular, on one-hot obs) heads.
+    have separate torsos of the same sizes (conv layers included). Empty
+    `hidden_sizes` and `conv_channels` give linear (tabular, on one-hot obs) heads.
     """
-    hidden_sizes = tuple(hidden_sizes)
+    hidden_sizes, conv_channels = tuple(hidden_sizes), tuple(conv_channels)
+
+    def torso(name):
+        return _torso(hidden_sizes, activation, name, obs_ndim, conv_channels, conv_kernel)
 
     def forward(obs) -> tuple[jnp.ndarray, jnp.ndarray]:
-        obs = _flat(obs, obs_ndim)
         if shared_torso:
-            h_pi = h_v = _torso(hidden_sizes, activation, "torso")(obs)
+            h_pi = h_v = torso("torso")(obs)
         else:
-            h_pi = _torso(hidden_sizes, activation, "policy_torso")(obs)
-            h_v = _torso(hidden_sizes, activation, "value_torso")(obs)
+            h_pi = torso("policy_torso")(obs)
+            h_v = torso("value_torso")(obs)
         # Small initial logits keep the first policy close to uniform.
         logits = hk.Linear(
             num_actions, w_init=hk.initializers.VarianceScaling(0.01), name="policy_head"
@@ -103,10 +171,15 @@ def make_dqn_network(
     num_actions: int,
     activation: str = "relu",
     obs_ndim: int = 1,
+    conv_channels: Sequence[int] = (),
+    conv_kernel: int = 3,
 ) -> hk.Transformed:
-    """Picks the Q network by config name: "mlp" or "table"."""
+    """Picks the Q network by config name: "mlp" (its torso conv when `conv_channels`)
+    or "table"."""
     if network == "mlp":
-        return make_q_network(hidden_sizes, num_actions, activation, obs_ndim)
+        return make_q_network(
+            hidden_sizes, num_actions, activation, obs_ndim, conv_channels, conv_kernel
+        )
     if network == "table":
         return make_table_network(num_actions, obs_ndim)
     raise ValueError(f"unknown network {network!r}; use 'mlp' or 'table'")

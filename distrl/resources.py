@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from distrl import agents, evaluation, pipelines
+from distrl import agents, evaluation, networks, pipelines
 from distrl import config as config_lib
 
 GB = 1024**3
@@ -46,16 +46,42 @@ def _gb(n: float) -> str:
     return f"{n / GB:,.1f} GB" if n >= 0.1 * GB else f"{n / 1024**2:,.0f} MB"
 
 
-def param_count(agent_config, obs_size: int, num_actions: int = 4) -> int:
-    """Weights and biases of the agent's network (see distrl.networks)."""
+def param_count(agent_config, obs_shape, num_actions: int = 4) -> int:
+    """Weights and biases of the agent's network (see distrl.networks).
+
+    obs_shape: of one observation, or its size (an int: a flat vector)."""
+    obs_shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
+    obs_size = int(np.prod(obs_shape, dtype=np.int64))
+    if _is_table(agent_config):
+        return obs_size * num_actions
+    conv, flat = _conv(agent_config, obs_shape)
+    torso = conv + _mlp([flat, *agent_config.hidden_sizes])
+    width = agent_config.hidden_sizes[-1] if agent_config.hidden_sizes else flat
     if isinstance(agent_config, agents.DQNConfig):
-        if agent_config.network == "table":
-            return obs_size * num_actions
-        return _mlp([obs_size, *agent_config.hidden_sizes, num_actions])
-    torso = _mlp([obs_size, *agent_config.hidden_sizes])
-    width = agent_config.hidden_sizes[-1] if agent_config.hidden_sizes else obs_size
+        return torso + _mlp([width, num_actions])
     heads = _mlp([width, num_actions]) + _mlp([width, 1])
     return torso * (1 if agent_config.shared_torso else 2) + heads
+
+
+def _is_table(agent_config) -> bool:
+    return isinstance(agent_config, agents.DQNConfig) and agent_config.network == "table"
+
+
+def _conv_channels(agent_config, obs_shape) -> tuple:
+    """The conv torso's channels per layer; () for an MLP torso or the table."""
+    return () if _is_table(agent_config) else networks.conv_channels(agent_config, obs_shape)
+
+
+def _conv(agent_config, obs_shape) -> tuple:
+    """(parameters of the conv layers, width of the features they flatten to); an MLP
+    torso: (0, the observation's size). SAME padding keeps H x W (networks._torso)."""
+    channels = _conv_channels(agent_config, obs_shape)
+    if not channels:
+        return 0, int(np.prod(obs_shape, dtype=np.int64))
+    k2 = agent_config.conv_kernel**2
+    ins = (obs_shape[-1], *channels[:-1])
+    params = sum(k2 * c_in * c_out + c_out for c_in, c_out in zip(ins, channels))
+    return params, obs_shape[0] * obs_shape[1] * channels[-1]
 
 
 def _mlp(sizes) -> int:
@@ -76,8 +102,11 @@ def estimate_memory(config, local: bool = False, env=None) -> Estimate:
     step = 2 * obs_bytes + 32  # Transition of a chunk: two observations, scalars, extras
     envs = a.num_envs * (config.num_actors if local else 1)
     rows = pipeline.batch_rows(config)
-    params = param_count(agent_config, obs, spec.num_actions)
+    params = param_count(agent_config, spec.observation_shape, spec.num_actions)
     act_width = sum(agent_config.hidden_sizes) if agent_config.hidden_sizes else obs
+    channels = _conv_channels(agent_config, spec.observation_shape)
+    if channels:  # a conv torso's feature maps: H x W per channel of each layer
+        act_width += obs // spec.observation_shape[-1] * sum(channels)
     learner = params * _FLOAT * _OPTIMIZER_COPIES + rows * (act_width * _FLOAT * 6 + step) * (
         config.learner.prefetch + 2
     )

@@ -149,6 +149,15 @@ BAD_VALUES = [
     ("log.every_seconds", 0.0, "config.log.every_seconds=0.0; need > 0"),
     ("ray.learner_device", "tpu", "config.ray.learner_device='tpu'; valid"),
     ("local.xla_opt_level", 7, "config.local.xla_opt_level=7"),
+    (
+        "agent.torso",
+        "conv",
+        "config.agent.torso='conv' needs image observations [H, W, C]; this env's "
+        "observation shape is (16,); use torso='mlp' or 'auto'",
+    ),
+    ("agent.torso", "cnn", "config.agent.torso='cnn'; need one of 'auto', 'mlp', 'conv'"),
+    ("agent.conv_channels", (), "config.agent.conv_channels=(); need a tuple of one or more"),
+    ("agent.conv_kernel", 0, "config.agent.conv_kernel=0; need an integer >= 1"),
 ]
 
 
@@ -212,6 +221,22 @@ def test_dqn_items_of_k_steps_count_reverb_sizes_in_items():
         4,
         (1000, config.replay.min_size // 64),
     )
+
+
+def test_a_config_saved_before_the_conv_torso_reads_back_with_its_mlp(tmp_path):
+    """A run saved before `agent.torso` flattened every observation (MinAtar's images
+    too) into the MLP: its checkpointed params are an MLP's, so it reads back "mlp"."""
+    config = load_config("ppo")
+    config.env.name = "gymnax:Breakout-MinAtar"
+    rundir.write_config(config, str(tmp_path))
+    saved = json.loads((tmp_path / "config.json").read_text())
+    for field in ("torso", "conv_channels", "conv_kernel"):
+        del saved["agent"][field]
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    back = rundir.load_config(str(tmp_path))
+    assert back.agent.torso == "mlp" and back.agent.conv_channels == (16,)
+    params = config_lib.make_agent(back).init(np.asarray([0, 0], np.uint32)).params
+    assert not any("conv" in name for name in params)
 
 
 def test_on_policy_configs_ignore_item_steps():
@@ -411,6 +436,34 @@ def test_param_count_matches_the_network():
         assert resources.param_count(agent.config, env.obs_size) == count, name
 
 
+@pytest.mark.parametrize(
+    "algorithm,fields",
+    [
+        ("dqn", {}),
+        ("dqn", {"conv_channels": (8, 4), "conv_kernel": 2, "hidden_sizes": ()}),
+        ("dqn", {"torso": "mlp"}),
+        ("tabular", {}),
+        ("ppo", {}),
+        ("a2c", {"shared_torso": True, "conv_channels": (4, 6, 2)}),
+    ],
+)
+def test_param_count_matches_a_conv_network(algorithm, fields):
+    import jax
+
+    spec = agents.EnvSpec(obs_size=10 * 10 * 4, num_actions=3, observation_shape=(10, 10, 4))
+    agent = agents.make_agent(agents.make_config(algorithm, **fields), spec)
+    params = agent.init(jax.random.PRNGKey(0)).params
+    count = sum(x.size for x in jax.tree.leaves(params))
+    assert resources.param_count(agent.config, spec.observation_shape, 3) == count
+
+
+def test_a_conv_torso_on_the_table_is_refused():
+    config = load_config("tabular_q")
+    config.agent.torso = "conv"
+    with pytest.raises(config_lib.ConfigError, match="torso='conv'; need network='mlp'"):
+        config_lib.validate(config)
+
+
 def test_run_dir_that_is_a_file_or_not_writable_is_refused(tmp_path):
     file = tmp_path / "file"
     file.write_text("x")
@@ -520,7 +573,10 @@ def test_an_override_of_one_config_leaves_the_others_alone():
         (["--config.actor.nope=3"], "dqn's config.actor.nope is unknown (in --config.actor.nope)"),
         (["--config.actor.num_envs=many"], "--config.actor.num_envs=many: invalid literal for int"),
         (["--config.actor.num_envs"], "Missing value for flag --config.actor.num_envs"),
-        (["--dqn.agent.nstep=3"], "valid fields of dqn's config.agent: activation, discount,"),
+        (
+            ["--dqn.agent.nstep=3"],
+            "valid fields of dqn's config.agent: activation, conv_channels, conv_kernel,",
+        ),
         (["--a2c.actor.num_envs=8"], "(overrides: --config.<field>=<value> for every config, "),
         (["--config.algorithm=ppo"], "--config.algorithm cannot be overridden"),
         (["--set=actor.num_envs=8"], "Unknown command line flag 'set'"),

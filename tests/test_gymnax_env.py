@@ -95,12 +95,25 @@ def test_ppo_on_cartpole_learns_in_the_single_process_trainer():
 
 @pytest.mark.parametrize("algorithm", ["dqn", "ppo"])
 def test_minatar_image_observations_train_through_both_pipelines(algorithm):
-    """Breakout-MinAtar's [10, 10, 4] observations through n-step replay and chunks."""
+    """Breakout-MinAtar's [10, 10, 4] observations through n-step replay and chunks,
+    into the conv torso ("auto" picks it for images)."""
     config = load_config(algorithm)
     config.env.name = "gymnax:Breakout-MinAtar"
+    config.agent.conv_channels = (8,)
     config.evaluator.update(dict(target_success=0.0, num_envs=16, confirm_envs=32))
     config.local.eval_every = 10
-    config.budget.env_steps = 20_000
+    config.budget.env_steps = 5_000
     result = local.train(config)
-    assert result.env_steps >= 20_000 and result.updates > 0 and result.episodes > 0
+    assert result.env_steps >= 5_000 and result.updates > 0 and result.episodes > 0
     assert result.eval_episodes == 32 and result.return_low <= result.mean_return
+    torso = "torso" if algorithm == "dqn" else "policy_torso"
+    assert result.params[f"{torso}_conv_0"]["w"].shape == (3, 3, 4, 8)
+
+
+def test_a_conv_torso_on_cartpole_vectors_is_a_config_error():
+    config = load_config("ppo")
+    config.env.name = "gymnax:CartPole-v1"
+    config.evaluator.target_success = 0.0
+    config.agent.torso = "conv"
+    with pytest.raises(config_lib.ConfigError, match=r"torso='conv' needs .* shape is \(4,\)"):
+        config_lib.validate(config)

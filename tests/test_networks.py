@@ -80,3 +80,74 @@ def test_bad_names_raise():
         networks.make_dqn_network("conv", (8,), A)
     with pytest.raises(ValueError):
         networks.make_q_network((8,), A, activation="swish").init(KEY, jnp.zeros((O,)))
+
+
+IMAGE = (10, 10, 3)  # MinAtar-like [H, W, C]
+
+
+@pytest.mark.parametrize("dtype", [jnp.uint8, jnp.bool_, jnp.float32])
+def test_conv_q_network_shapes_and_gradients(dtype):
+    net = networks.make_q_network((32,), A, obs_ndim=3, conv_channels=(8, 4), conv_kernel=3)
+    params = jax.jit(net.init)(KEY, jnp.zeros(IMAGE))
+    assert shapes(params) == {
+        "torso_conv_0": {"w": (3, 3, 3, 8), "b": (8,)},
+        "torso_conv_1": {"w": (3, 3, 8, 4), "b": (4,)},
+        "torso_0": {"w": (10 * 10 * 4, 32), "b": (32,)},  # SAME padding keeps 10x10
+        "q_head": {"w": (32, A), "b": (A,)},
+    }
+    obs = jax.random.bernoulli(KEY, 0.3, (5, *IMAGE)).astype(dtype)
+    assert net.apply(params, obs).shape == (5, A)
+    assert net.apply(params, obs[0]).shape == (A,)
+    q = net.apply(params, jnp.stack([obs, obs]))  # [2, 5, *IMAGE]: leading dims are free
+    np.testing.assert_allclose(q[1], net.apply(params, obs), rtol=1e-5)
+    grads = jax.jit(jax.grad(lambda p: jnp.sum(net.apply(p, obs) ** 2)))(params)
+    assert all(np.any(g != 0) for g in jax.tree.leaves(grads))
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_conv_actor_critic_shapes_and_gradients(shared):
+    net = networks.make_actor_critic_network(
+        (8,), A, shared_torso=shared, obs_ndim=3, conv_channels=(4,), conv_kernel=2
+    )
+    params = jax.jit(net.init)(KEY, jnp.zeros(IMAGE))
+    names = ["torso"] if shared else ["policy_torso", "value_torso"]
+    for name in names:  # separate torsos each have their own conv layer
+        assert shapes(params[f"{name}_conv_0"]) == {"w": (2, 2, 3, 4), "b": (4,)}
+        assert shapes(params[f"{name}_0"]) == {"w": (400, 8), "b": (8,)}
+    obs = jax.random.bernoulli(KEY, 0.3, (6, *IMAGE))  # bool, as MinAtar's
+    logits, value = net.apply(params, obs)
+    assert logits.shape == (6, A) and value.shape == (6,)
+
+    def loss(p):
+        logits, value = net.apply(p, obs)
+        return jnp.sum(jax.nn.log_softmax(logits)[:, 0]) + jnp.sum(value)
+
+    grads = jax.jit(jax.grad(loss))(params)
+    assert all(np.any(g != 0) for g in jax.tree.leaves(grads))
+
+
+def test_torso_kind_auto_is_conv_on_images_only():
+    assert networks.torso_kind("auto", (10, 10, 4)) == "conv"
+    assert networks.torso_kind("auto", (16,)) == "mlp"
+    assert networks.torso_kind("auto", (2, 3)) == "mlp"
+    assert networks.torso_kind("mlp", (10, 10, 4)) == "mlp"
+    assert networks.torso_kind("conv", (10, 10, 4)) == "conv"
+    with pytest.raises(ValueError, match=r"torso='conv' needs .* shape is \(16,\)"):
+        networks.torso_kind("conv", (16,))
+
+
+@pytest.mark.parametrize("algorithm", ["dqn", "ppo", "a2c"])
+def test_auto_torso_keeps_the_gridworld_mlp(algorithm):
+    """ "auto" on the gridworld's one-hot vectors is the MLP of "mlp": same names, same init."""
+    from distrl import agents
+    from distrl.agents.base import EnvSpec
+
+    spec = EnvSpec(obs_size=O, num_actions=A)
+    auto = agents.make_agent(agents.make_config(algorithm), spec).init(KEY).params
+    mlp = agents.make_agent(agents.make_config(algorithm, torso="mlp"), spec).init(KEY).params
+    assert not any("conv" in name for name in auto)
+    assert jax.tree.structure(auto) == jax.tree.structure(mlp)
+    jax.tree.map(np.testing.assert_array_equal, auto, mlp)
+    image = EnvSpec(obs_size=400, num_actions=A, observation_shape=IMAGE)
+    conv = agents.make_agent(agents.make_config(algorithm), image).init(KEY).params
+    assert any(name.endswith("conv_0") for name in conv)

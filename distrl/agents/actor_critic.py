@@ -35,6 +35,10 @@ class ActorCriticConfig:
     hidden_sizes: tuple[int, ...] = (64,)  # hidden layer widths (policy and value torsos)
     shared_torso: bool = False  # one torso for policy and value, else one each
     activation: str = "tanh"  # nonlinearity: "relu" | "tanh" | "elu"
+    torso: str = "auto"  # "mlp" | "conv" (Conv2D layers, then the MLP) | "auto": conv on
+    # image observations [H, W, C] (MinAtar's 10x10xC), the MLP on any other shape
+    conv_channels: tuple[int, ...] = (16,)  # conv torso: output channels of each Conv2D layer
+    conv_kernel: int = 3  # conv torso: square kernel side of every Conv2D layer, in pixels
     optimizer: str = "adam"  # "adam" | "sgd"
     learning_rate: float = 1e-2  # optimizer step size (per update)
     learning_rate_decay_steps: int = 0  # updates of linear decay to learning_rate_final; 0: none
@@ -73,6 +77,7 @@ TORSO_RULES = {
     "hidden_sizes": checks.SIZES,
     "shared_torso": checks.FLAG,
     "activation": checks.one_of(*networks.ACTIVATIONS),
+    **checks.torso_rules(networks.TORSOS),
 }
 
 RULES = {
@@ -211,6 +216,8 @@ def make_policy_gradient_agent(config, env_spec, update_impl) -> base.Agent:
         config.shared_torso,
         config.activation,
         len(obs_shape),
+        networks.conv_channels(config, obs_shape),
+        config.conv_kernel,
     )
     optimizer = base.optimizer_of(config)
     init = base.make_init(net, optimizer, obs_shape, with_target=False)

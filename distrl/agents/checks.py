@@ -52,6 +52,20 @@ def optimizer_rules(optimizers) -> dict:
     }
 
 
+def torso_rules(torsos) -> dict:
+    """The rules of the torso fields every agent's network reads (networks.torso_kind)."""
+    return {
+        "torso": one_of(*torsos),
+        "conv_channels": (
+            lambda v: (
+                isinstance(v, tuple) and len(v) >= 1 and all(_integer(c) and c >= 1 for c in v)
+            ),
+            "a tuple of one or more channel counts >= 1, e.g. (16,) or (16, 32)",
+        ),
+        "conv_kernel": at_least(1),
+    }
+
+
 def check(config, rules: dict) -> None:
     """ValueError 'field=value; need <rule>' for the first field that breaks its rule."""
     for field in dataclasses.fields(config):

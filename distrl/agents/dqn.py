@@ -30,6 +30,10 @@ class DQNConfig:
     network: str = "mlp"  # Q-network: "mlp" (hidden_sizes) | "table" (tabular Q-learning)
     hidden_sizes: tuple[int, ...] = (64, 64)  # MLP hidden layer widths, in units
     activation: str = "relu"  # MLP nonlinearity: "relu" | "tanh" | "elu"
+    torso: str = "auto"  # "mlp" | "conv" (Conv2D layers, then the MLP) | "auto": conv on
+    # image observations [H, W, C] (MinAtar's 10x10xC), the MLP on any other shape
+    conv_channels: tuple[int, ...] = (16,)  # conv torso: output channels of each Conv2D layer
+    conv_kernel: int = 3  # conv torso: square kernel side of every Conv2D layer, in pixels
     optimizer: str = "adam"  # "adam" | "sgd"
     learning_rate: float = 1e-2  # optimizer step size (per update)
     learning_rate_decay_steps: int = 0  # updates of linear decay to learning_rate_final; 0: none
@@ -50,6 +54,8 @@ class DQNConfig:
     def __post_init__(self):
         base.freeze_sequences(self)
         checks.check(self, RULES)
+        if self.network == "table" and self.torso == "conv":
+            raise ValueError("torso='conv'; need network='mlp' (the table has no torso)")
 
     @property
     def pipeline(self) -> base.PipelineKind:
@@ -61,6 +67,7 @@ RULES = {
     "network": checks.one_of("mlp", "table"),
     "hidden_sizes": checks.SIZES,
     "activation": checks.one_of(*networks.ACTIVATIONS),
+    **checks.torso_rules(networks.TORSOS),
     **checks.optimizer_rules(base.OPTIMIZERS),
     "n_step": checks.at_least(1),
     "double_q": checks.FLAG,
@@ -142,8 +149,15 @@ def _update(
 def make_agent(config: DQNConfig, env_spec) -> base.Agent:
     """Builds the DQN agent for an env spec (`base.EnvSpec` or the env's)."""
     obs_shape = base.observation_shape(env_spec)
+    conv = networks.conv_channels(config, obs_shape) if config.network == "mlp" else ()
     net = networks.make_dqn_network(
-        config.network, config.hidden_sizes, env_spec.num_actions, config.activation, len(obs_shape)
+        config.network,
+        config.hidden_sizes,
+        env_spec.num_actions,
+        config.activation,
+        len(obs_shape),
+        conv,
+        config.conv_kernel,
     )
     optimizer = base.optimizer_of(config)
     epsilon_fn = optax.linear_schedule(

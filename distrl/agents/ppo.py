@@ -37,6 +37,10 @@ class PPOConfig:
     hidden_sizes: tuple[int, ...] = (64,)  # hidden layer widths (policy and value torsos)
     shared_torso: bool = False  # one torso for policy and value, else one each
     activation: str = "tanh"  # nonlinearity: "relu" | "tanh" | "elu"
+    torso: str = "auto"  # "mlp" | "conv" (Conv2D layers, then the MLP) | "auto": conv on
+    # image observations [H, W, C] (MinAtar's 10x10xC), the MLP on any other shape
+    conv_channels: tuple[int, ...] = (16,)  # conv torso: output channels of each Conv2D layer
+    conv_kernel: int = 3  # conv torso: square kernel side of every Conv2D layer, in pixels
     optimizer: str = "adam"  # "adam" | "sgd"
     learning_rate: float = 1e-2  # optimizer step size (per minibatch step)
     learning_rate_decay_steps: int = 0  # optimizer steps (update x epoch x minibatch) of decay
