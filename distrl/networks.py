@@ -9,7 +9,8 @@ torso starts with Conv2D layers on image observations [..., H, W, C] (MinAtar's
 10x10xC), flattened into the MLP; `torso_kind` picks conv or MLP from the config.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import NamedTuple
 
 import haiku as hk
 import jax
@@ -43,6 +44,30 @@ def conv_channels(agent_config, obs_shape: tuple) -> tuple:
     return tuple(agent_config.conv_channels) if conv else ()
 
 
+class Torso(NamedTuple):
+    """What a network's torso is: hidden layer sizes, their activation, the rank of the
+    observation it takes, and conv layers (channels, kernel side) before them, none
+    for an MLP. One value, so each network factory takes a torso, not its six parts."""
+
+    hidden_sizes: tuple = ()
+    activation: str = "relu"
+    obs_ndim: int = 1
+    conv_channels: tuple = ()
+    conv_kernel: int = 3
+
+
+def torso_of(agent_config, obs_shape: tuple) -> Torso:
+    """The torso an agent config (`hidden_sizes`, `activation`, `torso`, `conv_*`) gives
+    on observations of `obs_shape`."""
+    return Torso(
+        tuple(agent_config.hidden_sizes),
+        agent_config.activation,
+        len(obs_shape),
+        conv_channels(agent_config, obs_shape),
+        agent_config.conv_kernel,
+    )
+
+
 def _activation(name: str) -> Callable:
     if name not in ACTIVATIONS:
         raise ValueError(f"unknown activation {name!r}; pick one of {sorted(ACTIVATIONS)}")
@@ -56,20 +81,14 @@ def _flat(obs, obs_ndim: int):
     return obs.reshape(lead + (-1,)).astype(jnp.float32)
 
 
-def _torso(
-    hidden_sizes: Sequence[int],
-    activation: str,
-    name: str,
-    obs_ndim: int,
-    conv_channels: Sequence[int] = (),
-    conv_kernel: int = 3,
-) -> Callable:
+def _torso(torso: Torso, name: str) -> Callable:
     """obs [..., *obs_shape] -> features [..., width].
 
     Conv2D+activation layers (`<name>_conv_<i>`, stride 1, SAME padding: the image
     keeps its H x W) when `conv_channels` is not empty, then flattened into a
     Linear+activation stack (layers `<name>_<i>`); no layers at all: the flat obs.
     """
+    hidden_sizes, activation, obs_ndim, conv_channels, conv_kernel = torso
     layers = []
     for i, size in enumerate(hidden_sizes):
         layers += [hk.Linear(size, name=f"{name}_{i}"), _activation(activation)]
@@ -96,19 +115,11 @@ def _torso(
     return forward
 
 
-def make_q_network(
-    hidden_sizes: Sequence[int],
-    num_actions: int,
-    activation: str = "relu",
-    obs_ndim: int = 1,
-    conv_channels: Sequence[int] = (),
-    conv_kernel: int = 3,
-) -> hk.Transformed:
+def make_q_network(torso: Torso, num_actions: int) -> hk.Transformed:
     """(Conv and) MLP torso with a Q head: apply(params, obs [..., *obs_shape]) -> q [..., A]."""
-    hidden_sizes, conv_channels = tuple(hidden_sizes), tuple(conv_channels)
 
     def forward(obs):
-        h = _torso(hidden_sizes, activation, "torso", obs_ndim, conv_channels, conv_kernel)(obs)
+        h = _torso(torso, "torso")(obs)
         return hk.Linear(num_actions, name="q_head")(h)
 
     return hk.without_apply_rng(hk.transform(forward))
@@ -129,13 +140,7 @@ def make_table_network(num_actions: int, obs_ndim: int = 1) -> hk.Transformed:
 
 
 def make_actor_critic_network(
-    hidden_sizes: Sequence[int],
-    num_actions: int,
-    shared_torso: bool = False,
-    activation: str = "tanh",
-    obs_ndim: int = 1,
-    conv_channels: Sequence[int] = (),
-    conv_kernel: int = 3,
+    torso: Torso, num_actions: int, shared_torso: bool = False
 ) -> hk.Transformed:
     """Policy logits and state value: apply(params, obs [..., *obs_shape]) -> (logits
     [..., A], v [...]).
@@ -144,17 +149,13 @@ def make_actor_critic_network(
     have separate torsos of the same sizes (conv layers included). Empty
     `hidden_sizes` and `conv_channels` give linear (tabular, on one-hot obs) heads.
     """
-    hidden_sizes, conv_channels = tuple(hidden_sizes), tuple(conv_channels)
-
-    def torso(name):
-        return _torso(hidden_sizes, activation, name, obs_ndim, conv_channels, conv_kernel)
 
     def forward(obs) -> tuple[jnp.ndarray, jnp.ndarray]:
         if shared_torso:
-            h_pi = h_v = torso("torso")(obs)
+            h_pi = h_v = _torso(torso, "torso")(obs)
         else:
-            h_pi = torso("policy_torso")(obs)
-            h_v = torso("value_torso")(obs)
+            h_pi = _torso(torso, "policy_torso")(obs)
+            h_v = _torso(torso, "value_torso")(obs)
         # Small initial logits keep the first policy close to uniform.
         logits = hk.Linear(
             num_actions, w_init=hk.initializers.VarianceScaling(0.01), name="policy_head"
@@ -165,21 +166,11 @@ def make_actor_critic_network(
     return hk.without_apply_rng(hk.transform(forward))
 
 
-def make_dqn_network(
-    network: str,
-    hidden_sizes: Sequence[int],
-    num_actions: int,
-    activation: str = "relu",
-    obs_ndim: int = 1,
-    conv_channels: Sequence[int] = (),
-    conv_kernel: int = 3,
-) -> hk.Transformed:
+def make_dqn_network(network: str, torso: Torso, num_actions: int) -> hk.Transformed:
     """Picks the Q network by config name: "mlp" (its torso conv when `conv_channels`)
-    or "table"."""
+    or "table" (the torso's layers unused)."""
     if network == "mlp":
-        return make_q_network(
-            hidden_sizes, num_actions, activation, obs_ndim, conv_channels, conv_kernel
-        )
+        return make_q_network(torso, num_actions)
     if network == "table":
-        return make_table_network(num_actions, obs_ndim)
+        return make_table_network(num_actions, torso.obs_ndim)
     raise ValueError(f"unknown network {network!r}; use 'mlp' or 'table'")

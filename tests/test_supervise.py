@@ -110,6 +110,16 @@ def test_no_node_outlives_its_launcher(tmp_path, sig, group):
         assert "interrupted; stopping every node" in log and "SIGHUP" not in log, log
 
 
+def _wait_while_running(proc, deadline: float, ready, why=None, period_s: float = 0.5):
+    """Polls `ready()` until it gives something true, which it returns, failing if the
+    launcher `proc` ended or `deadline` passed first (with `why`, else its output)."""
+    while not (found := ready()):
+        failure = why if why is not None else proc.communicate()[0][-3000:]
+        assert proc.poll() is None and time.time() < deadline, failure
+        time.sleep(period_s)
+    return found
+
+
 def _node_process(launcher_pid: int, run_dir, name: str):
     """The live process of node `name` ("actor/0", "replay") of a launcher, or None."""
     pid = _node_pids(run_dir).get(name)
@@ -184,24 +194,26 @@ def test_chaos_one_node_of_every_group_killed_in_turn_and_the_run_still_solves(t
     injected = []
     try:
         deadline = time.time() + 600
-        while len(_evaluator_rows(run_dir)) < 2:
-            assert proc.poll() is None and time.time() < deadline, proc.communicate()[0][-3000:]
-            time.sleep(0.5)
+        _wait_while_running(proc, deadline, lambda: len(_evaluator_rows(run_dir)) >= 2)
         for name in CHAOS_ORDER:
             victim = _node_process(proc.pid, run_dir, name)
             assert victim is not None and proc.poll() is None, (name, injected)
             victim.send_signal(signal.SIGKILL)
             injected.append((name, time.time()))
-            while not (
-                _node_process(proc.pid, run_dir, name) and _flowing_again(run_dir, injected[-1][1])
-            ):
-                assert proc.poll() is None and time.time() < deadline, (name, injected)
-                time.sleep(0.5)
+            _wait_while_running(
+                proc,
+                deadline,
+                lambda name=name: (
+                    _node_process(proc.pid, run_dir, name)
+                    and _flowing_again(run_dir, injected[-1][1])
+                ),
+                why=(name, injected),
+            )
         # After the last fault, a perfect policy; then the run is stopped as a user stops
         # it, and its final evaluation (10,000 episodes) must be perfect too.
-        while not _perfect_since(run_dir, injected[-1][1]):
-            assert proc.poll() is None and time.time() < deadline, injected
-            time.sleep(0.5)
+        _wait_while_running(
+            proc, deadline, lambda: _perfect_since(run_dir, injected[-1][1]), why=injected
+        )
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=120)
     finally:
@@ -230,9 +242,9 @@ def test_the_default_program_survives_an_actor_killed_with_sigkill(tmp_path):
     proc = launch_train(["--config=configs/dqn.py", f"--run_dir={run_dir}"])
     try:
         deadline = time.time() + 300
-        while (victim := _node_process(proc.pid, run_dir, "actor/0")) is None:
-            assert proc.poll() is None and time.time() < deadline, proc.communicate()[0][-3000:]
-            time.sleep(0.1)
+        victim = _wait_while_running(
+            proc, deadline, lambda: _node_process(proc.pid, run_dir, "actor/0"), period_s=0.1
+        )
         victim.send_signal(signal.SIGKILL)
         out, _ = proc.communicate(timeout=300)
     finally:
@@ -270,9 +282,7 @@ def test_a_killed_node_of_a_fail_fast_run_is_named_in_one_line_and_the_learner_c
     )
     try:
         deadline = time.time() + 400
-        while len(_evaluator_rows(run_dir)) < 3:
-            assert proc.poll() is None and time.time() < deadline, proc.communicate()[0][-3000:]
-            time.sleep(0.5)
+        _wait_while_running(proc, deadline, lambda: len(_evaluator_rows(run_dir)) >= 3)
         _node_process(proc.pid, run_dir, "replay").send_signal(signal.SIGKILL)
         killed_at = time.time()
         out, _ = proc.communicate(timeout=120)

@@ -210,15 +210,8 @@ def make_policy_gradient_agent(config, env_spec, update_impl) -> base.Agent:
     `update_impl(net, optimizer, config, state, batch) -> (state, metrics)`.
     """
     obs_shape = base.observation_shape(env_spec)
-    net = networks.make_actor_critic_network(
-        config.hidden_sizes,
-        env_spec.num_actions,
-        config.shared_torso,
-        config.activation,
-        len(obs_shape),
-        networks.conv_channels(config, obs_shape),
-        config.conv_kernel,
-    )
+    torso = networks.torso_of(config, obs_shape)
+    net = networks.make_actor_critic_network(torso, env_spec.num_actions, config.shared_torso)
     optimizer = base.optimizer_of(config)
     init = base.make_init(net, optimizer, obs_shape, with_target=False)
     update = jax.jit(functools.partial(update_impl, net, optimizer, config))

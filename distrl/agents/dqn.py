@@ -149,16 +149,8 @@ def _update(
 def make_agent(config: DQNConfig, env_spec) -> base.Agent:
     """Builds the DQN agent for an env spec (`base.EnvSpec` or the env's)."""
     obs_shape = base.observation_shape(env_spec)
-    conv = networks.conv_channels(config, obs_shape) if config.network == "mlp" else ()
-    net = networks.make_dqn_network(
-        config.network,
-        config.hidden_sizes,
-        env_spec.num_actions,
-        config.activation,
-        len(obs_shape),
-        conv,
-        config.conv_kernel,
-    )
+    torso = networks.torso_of(config, obs_shape)
+    net = networks.make_dqn_network(config.network, torso, env_spec.num_actions)
     optimizer = base.optimizer_of(config)
     epsilon_fn = optax.linear_schedule(
         config.epsilon_init, config.epsilon_final, config.epsilon_decay_steps
