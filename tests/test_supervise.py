@@ -114,8 +114,9 @@ def _wait_while_running(proc, deadline: float, ready, why=None, period_s: float 
     """Polls `ready()` until it gives something true, which it returns, failing if the
     launcher `proc` ended or `deadline` passed first (with `why`, else its output)."""
     while not (found := ready()):
-        failure = why if why is not None else proc.communicate()[0][-3000:]
-        assert proc.poll() is None and time.time() < deadline, failure
+        if proc.poll() is not None or time.time() >= deadline:
+            # the output only now: communicate() waits for the launcher to end
+            raise AssertionError(why if why is not None else proc.communicate()[0][-3000:])
         time.sleep(period_s)
     return found
 
