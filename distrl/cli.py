@@ -21,6 +21,7 @@ train.py, and every bad flag, field or value exits 2 in one line the same way.
 import copy
 import dataclasses
 import importlib.util
+import logging
 import os
 import re
 import sys
@@ -159,6 +160,9 @@ def run(main) -> None:
         return main(argv)
 
     compile_cache.enable()
+    # JAX reports at INFO every accelerator plugin it does not find ("Unable to
+    # initialize backend 'tpu'"), twice through absl: noise before every command's output.
+    logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
     try:
         app.run(checked, flags_parser=parse_flags)
     except SystemExit as done:
