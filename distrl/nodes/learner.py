@@ -71,7 +71,11 @@ class Learner:
         self._should_stop = self._lifecycle.stop_flag()  # built in the node's thread; any thread's
         # Every replay call of the learner (dataset, priorities, checkpoints) goes
         # through one connection, renewed once for all of them after a replay restart.
-        self._connection = replay.Connection(replay_client, self._should_stop, "the learner")
+        self._connection = (  # None: a learner made only to load its state (tests)
+            replay.Connection(replay_client, self._should_stop, "the learner")
+            if replay_client is not None
+            else None
+        )
         self._training = None  # _Training, once started
         self._pending = collections.deque()  # _Dispatched updates, oldest first
 
