@@ -50,9 +50,7 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
             )
         )
     with program.group("counter"):
-        counter = program.add_node(
-            lp.CourierNode(Counter, counts, os.path.join(run_dir, "checkpoints", "counter.json"))
-        )
+        counter = program.add_node(lp.CourierNode(Counter, counts, counter_file(run_dir)))
     with program.group("learner"):
         learner = program.add_node(
             lp.CourierNode(
@@ -94,6 +92,11 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
     return program
 
 
+def counter_file(run_dir: str) -> str:
+    """Where the counter keeps its totals (every change), for its restart and new actors."""
+    return os.path.join(run_dir, "checkpoints", "counter.json")
+
+
 class ActorMaker:
     """Makes actor nodes wired to a program's replay, learner and counter: those of the
     program at its build, and those a scale request adds while it runs."""
@@ -101,7 +104,7 @@ class ActorMaker:
     def __init__(self, config, replay_handle, learner, counter, run_dir: str):
         self._config = config
         self._inputs = (replay_handle, learner, counter, run_dir)
-        self._counter_file = os.path.join(run_dir, "checkpoints", "counter.json")
+        self._counter_file = counter_file(run_dir)
 
     def node(self, actor_id: int, count: int, start_steps: int) -> lp.CourierNode:
         """Actor `actor_id`, one of `count`: its exploration is that of actor `actor_id`
