@@ -29,8 +29,6 @@ flags.mark_flags_as_required(["run_dir", "actors"])
 
 def _launcher(run_dir: str) -> int:
     """The pid of the live local_mp launcher of `run_dir`; ConfigError when there is none."""
-    if not os.path.isfile(os.path.join(run_dir, rundir.CONFIG_FILE)):
-        raise config_lib.ConfigError(f"--run_dir={run_dir} is not a run directory (no config.json)")
     try:
         with rundir.locked(run_dir):
             pass
@@ -54,9 +52,13 @@ def _holder(run_dir: str) -> int | None:
 def main(argv) -> int:
     del argv
     run_dir, actors = _RUN_DIR.value, _ACTORS.value
-    try:
-        pid = _launcher(run_dir)
+    try:  # the input first, then whether the run is live
+        if not os.path.isfile(os.path.join(run_dir, rundir.CONFIG_FILE)):
+            raise config_lib.ConfigError(
+                f"--run_dir={run_dir} is not a run directory (no config.json)"
+            )
         warning = scaling.check_count(rundir.load_config(run_dir), actors)
+        pid = _launcher(run_dir)
     except config_lib.ConfigError as err:
         cli.fail(str(err))
     if warning:

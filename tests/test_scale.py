@@ -67,12 +67,6 @@ def test_actors_scaled_2_to_4_to_1_while_the_run_goes_on(tmp_path):
     try:
         deadline = time.time() + 240
         _wait_while_running(proc, deadline, lambda: _acting(run_dir, 1, 0) and _env_steps(run_dir))
-        # Bad requests against the live run: one line, exit 2, nothing changes.
-        for bad, says in ((["--actors=0"], "at least 1 actor"), (["--actors=100000"], "memory")):
-            refused = _scale(run_dir, *bad)
-            assert refused.returncode == 2 and says in refused.stderr, refused
-            assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
-
         asked = time.time()
         grown = _scale(run_dir, "--actors=4")
         assert grown.returncode == 0, grown.stderr
@@ -118,22 +112,36 @@ def test_actors_scaled_2_to_4_to_1_while_the_run_goes_on(tmp_path):
     assert not list((run_dir / "tmp").iterdir())
     assert_nothing_left(proc)
 
-    # --resume takes the current count; a run no launcher holds does not scale.
+    # --resume takes the current count.
     config = rundir.load_config(str(run_dir))
     assert config.num_actors == 2  # what it was launched with
     launcher._scaled_count(config, str(run_dir), "local_mp")
     assert config.num_actors == 1
-    idle = _scale(run_dir, "--actors=2")
-    assert idle.returncode == 2 and "is not live" in idle.stderr, idle
 
 
-def test_bad_scale_requests_exit_2_in_one_line(tmp_path):
-    missing = _scale(tmp_path / "nowhere", "--actors=2")
-    assert missing.returncode == 2 and "not a run directory" in missing.stderr, missing
-    no_count = subprocess.run(
-        [*SCALE, f"--run_dir={tmp_path}"], capture_output=True, text=True, timeout=120
-    )
-    assert no_count.returncode == 2 and len(no_count.stderr.strip().splitlines()) == 1, no_count
+@pytest.mark.parametrize(
+    "where,args,says",
+    [
+        ("nowhere", ["--actors=2"], "is not a run directory (no config.json)"),
+        ("run", [], "bad flag"),  # no --actors
+        ("run", ["--actors=0"], "a run needs at least 1 actor"),
+        ("run", ["--actors=100000"], "more than this machine's"),
+        ("run", ["--actors=2"], "is not live (no launcher holds it)"),
+        ("gated", ["--actors=4"], "this run gates its actors"),
+    ],
+)
+def test_bad_scale_requests_exit_2_in_one_line(tmp_path, where, args, says):
+    """Checked in this order: the run directory, the count (the saved config's rules,
+    this machine's memory: the upper bound), then whether a local_mp launcher holds it."""
+    from distrl import config as config_lib
+
+    rundir.write_config(config_lib.base_config("dqn"), str(tmp_path / "run"))
+    gated = config_lib.base_config("ppo")
+    gated.actor.chunks_per_version = 1
+    rundir.write_config(gated, str(tmp_path / "gated"))
+    refused = _scale(tmp_path / where, *args)
+    assert refused.returncode == 2 and says in refused.stderr, refused
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
 
 
 def test_an_added_actor_explores_as_one_of_the_new_count_from_the_runs_share(tmp_path):
