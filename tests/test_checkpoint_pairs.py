@@ -79,7 +79,12 @@ def rounds(tmp_path_factory):
             checkpoint.directory(str(run_dir)),
             0.0,
             "dqn",
-            functools.partial(replay.checkpoint, client, keep_in=str(run_dir), keep=_ROUNDS),
+            functools.partial(
+                replay.checkpoint,
+                replay.Connection(client, lambda: False, "the learner"),
+                keep_in=str(run_dir),
+                keep=_ROUNDS,
+            ),
             keep=_ROUNDS,
         )
         for i in range(1, _ROUNDS + 1):

@@ -368,9 +368,11 @@ _SERVE = """
 import sys, time
 import reverb
 from distrl import config as config_lib, replay
-c = config_lib.base_config("ppo")
+c = config_lib.base_config("ppo" if sys.argv[2] == "queue" else "dqn")
 c.actor.num_envs, c.actor.unroll_length = 2, 3
 c.learner.batch_chunks, c.replay.queue_size = 2, 8
+if sys.argv[2] == "prioritized":
+    c.replay.sampler = "prioritized"
 tables = config_lib.pipeline(c).make_tables(c, config_lib.make_env(c))
 server = reverb.Server(tables, port=int(sys.argv[1]))
 print("serving", flush=True)
@@ -378,9 +380,11 @@ time.sleep(300)
 """
 
 
-def _serve(port: int) -> subprocess.Popen:
+def _serve(port: int, kind: str = "queue") -> subprocess.Popen:
+    """A replay server on `port` in a process of its own: the ppo queue ("queue") or a
+    prioritized DQN table ("prioritized")."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", _SERVE, str(port)],
+        [sys.executable, "-c", _SERVE, str(port), kind],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -437,6 +441,59 @@ def test_dataset_samples_again_soon_after_the_server_restarts(caplog):
             proc.wait()
 
 
+def _free_port() -> int:
+    server = reverb.Server([reverb.Table.queue("q", 1)])
+    port = server.port
+    server.stop()
+    return port
+
+
+def test_the_learners_priorities_and_checkpoints_reconnect_after_a_replay_restart(caplog):
+    """The learner's replay calls share one `Connection` across a replay node's SIGKILL
+    and restart on its port: a checkpoint asked for while the server is down gives up at
+    its deadline (no late checkpoint); once the server is back a checkpoint succeeds and
+    the priority updates submitted after the kill are applied within 3 s of its start,
+    after one reconnect shared by both (the original client's own calls waited
+    4-9 s for gRPC's reconnect: `mutate_priorities` blocked, `checkpoint` failed)."""
+    port = _free_port()
+    servers = [_serve(port, "prioritized")]
+    deadline = time.monotonic() + 60
+    should_stop = lambda: time.monotonic() > deadline  # noqa: E731
+    connection = replay.Connection(reverb.Client(f"localhost:{port}"), should_stop, "the learner")
+    updater = replay.PriorityUpdater(connection)
+    keys, priorities = np.array([1, 2], np.uint64), np.array([2.0, 3.0])
+    try:
+        updater.submit(keys, priorities)
+        assert replay.checkpoint(connection, timeout_s=10) is not None
+        servers[0].kill()
+        servers[0].wait()
+        with caplog.at_level("WARNING"):
+            # The learner's updates go on: the first call on the old client fails, the
+            # next would wait for gRPC; the thread gives both up and waits for a server.
+            for _ in range(2):
+                updater.submit(keys, priorities)
+            asked = time.monotonic()
+            assert replay.checkpoint(connection, timeout_s=1.0) is None  # the server is down
+            assert time.monotonic() - asked < 2.0
+            time.sleep(1.0)
+            servers.append(_serve(port, "prioritized"))
+            up = time.monotonic()
+            path = replay.checkpoint(connection, timeout_s=10)
+            checkpointed = time.monotonic()
+            while updater.written < 3 and time.monotonic() < up + 10:
+                time.sleep(0.02)
+            applied = time.monotonic()
+        assert path is not None and checkpointed - up < 3.0, (path, checkpointed - up)
+        assert updater.written == 3 and applied - up < 3.0, (updater.written, applied - up)
+        assert connection.reconnects == 1, caplog.text
+        assert "the learner reconnected" in caplog.text
+    finally:
+        updater.close()
+        for proc in servers:
+            proc.kill()
+            proc.wait()
+
+
 def _prioritized_config():
     c = config_lib.base_config("dqn")
     c.actor.num_envs, c.actor.unroll_length = 2, 4
@@ -486,7 +543,7 @@ def test_prioritized_sampling_follows_priorities(server_for):
     new = np.array([9.0, 4.0, 1.0, 1.0])
     per_transition = np.repeat(new, c.actor.num_envs)
     per_transition[1::2] *= 0.5  # the item's max counts, not the mean
-    updater = replay.PriorityUpdater(client)
+    updater = replay.PriorityUpdater(replay.Connection(client, lambda: False, "test"))
     updater.submit(np.array([key_of[i] for i in range(4)], np.uint64), per_transition)
     updater.close()
     assert updater.written == 1 and updater.max_priority == 9.0
@@ -699,7 +756,7 @@ def test_prioritized_items_of_k_steps_weight_and_prioritize_whole_items(server_f
     new = np.array([9.0, 4.0, 1.0, 1.0])
     per_transition = np.repeat(new, per_item)
     per_transition[1::2] *= 0.5  # the item's max counts, not the mean
-    updater = replay.PriorityUpdater(client)
+    updater = replay.PriorityUpdater(replay.Connection(client, lambda: False, "test"))
     updater.submit(np.array([key_of[i] for i in range(4)], np.uint64), per_transition)
     updater.close()
     assert updater.written == 1 and updater.max_priority == 9.0

@@ -168,6 +168,14 @@ def _perfect_since(run_dir, since: float) -> bool:
     return any(r["time"] > since and r["success_rate"] == 1.0 for r in _evaluator_rows(run_dir))
 
 
+def _stopped_by_ctrl_c(proc, run_dir):
+    """Ctrl-C to a live run, as a user stops it: exit 130; (its output, its result.json)."""
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-4000:]
+    return out, json.loads((run_dir / "result.json").read_text())
+
+
 # The evaluator last: its restart is the slowest here (compiling its greedy rollout).
 CHAOS_ORDER = ("actor/0", "counter", "replay", "learner", "evaluator")
 
@@ -215,13 +223,10 @@ def test_chaos_one_node_of_every_group_killed_in_turn_and_the_run_still_solves(t
         _wait_while_running(
             proc, deadline, lambda: _perfect_since(run_dir, injected[-1][1]), why=injected
         )
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=120)
+        out, result = _stopped_by_ctrl_c(proc, run_dir)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, out[-4000:]
-    result = json.loads((run_dir / "result.json").read_text())
     assert result["stop_reason"] == "stopped", result
     assert result["evaluation"]["success_rate"] == 1.0
     assert [r["node"] for r in result["restarts"]] == list(CHAOS_ORDER), result["restarts"]
@@ -302,6 +307,60 @@ def test_a_killed_node_of_a_fail_fast_run_is_named_in_one_line_and_the_learner_c
     assert newest["written_at"] > killed_at, "the learner's final checkpoint is missing"
     saved = json.loads((run_dir / "config.json").read_text())
     assert saved["restart"]["max_per_node"] == 0  # what ran, as --fail_fast set it
+    assert_nothing_left(proc)
+
+
+@pytest.mark.slow
+def test_the_learners_replay_calls_reconnect_after_a_replay_restart(tmp_path):
+    """Prioritized DQN, local_mp: the replay node SIGKILLed and restarted. The learner's
+    one replay connection (dataset, priority updates, checkpoints) reconnects once, its
+    updates go on, a replay checkpoint round is sealed after the restart, and the
+    learner itself never dies (its first client's calls used to wait out gRPC's
+    reconnect, and once crashed it). Measured stalls: docs/faults.md."""
+    run_dir = tmp_path / "run"
+    proc = launch_train(
+        [
+            "--config=configs/dqn.py",
+            f"--run_dir={run_dir}",
+            "--config.replay.sampler=prioritized",
+            "--config.budget.seconds=300",
+            "--config.budget.env_steps=0",
+            "--config.evaluator.target_success=0",
+            "--config.checkpoint.every_seconds=2",
+            "--config.log.every_seconds=0.5",
+        ]
+    )
+    learner_log = run_dir / "logs" / "nodes" / "learner" / "0"
+    kept = run_dir / "checkpoints" / "replay-kept"
+
+    def sealed_since(t: float) -> bool:
+        seals = kept.glob("*/distrl.json") if kept.exists() else []
+        return any(seal.stat().st_mtime > t for seal in seals)
+
+    try:
+        deadline = time.time() + 300
+        _wait_while_running(proc, deadline, lambda: sealed_since(0) and _rows(run_dir, "learner"))
+        _node_process(proc.pid, run_dir, "replay").send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        _wait_while_running(
+            proc, deadline, lambda: "the learner reconnected" in learner_log.read_text()
+        )
+        reconnected_at = time.time()
+        _wait_while_running(
+            proc,
+            deadline,
+            lambda: sealed_since(reconnected_at) and _flowing_again(run_dir, reconnected_at),
+        )
+        _, result = _stopped_by_ctrl_c(proc, run_dir)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert [r["node"] for r in result["restarts"]] == ["replay"], result["restarts"]
+    text = learner_log.read_text()
+    assert text.count("the learner reconnected") == 1, text[-3000:]
+    assert "checkpoint failed" not in text.split("the learner reconnected")[1], text[-3000:]
+    updates = [r["updates"] for r in _rows(run_dir, "learner") if r["time"] > killed_at]
+    assert updates == sorted(updates) and updates[-1] > updates[0], updates
     assert_nothing_left(proc)
 
 

@@ -88,6 +88,8 @@ class Actor:
                     self._step(acting, pipelined=not acting.gate.enabled)
             finally:
                 acting.writer.close()
+                acting.tally.add(items_written=acting.writer.pop_written())
+                acting.tally.flush(self._counter, acting.log)  # counts of its last steps
                 acting.log.close()
             logging.info("actor %d: stopped after %d env steps", self._id, acting.env_steps)
 
@@ -287,6 +289,17 @@ class _Tally:
     def add(self, **deltas) -> None:
         for name, value in deltas.items():
             self._pending[name] = self._pending.get(name, 0) + value
+
+    def flush(self, counter, log: "_ActorLog") -> None:
+        """Sends what is pending and waits for the counter (an actor that stops: a
+        fire-and-forget call would die with its process)."""
+        if self._pending:
+            try:
+                counter.increment(**self._pending)
+            except Exception as err:  # noqa: BLE001 - a stopped counter: the counts are lost
+                logging.info("actor: last counts not sent (%s)", err)
+            log.add(**self._pending)
+            self._pending = {}
 
     def maybe_report(self, counter, log: "_ActorLog") -> None:
         """Sends in the background, so reporting never blocks acting; `log` gets the same."""

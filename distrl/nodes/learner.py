@@ -61,7 +61,6 @@ class Learner:
         self._config = config
         self._lifecycle = lifecycle or lifecycle_lib.InProcess()  # `distrl.nodes.lifecycle`
         self._run_dir = run_dir
-        self._replay = replay_client
         self._counter = counter
         self._start = start_time  # the run's start; earlier for a resumed run
         self._restore = restore
@@ -70,6 +69,13 @@ class Learner:
         self._version = 0
         self._priorities = None  # replay.PriorityUpdater under prioritized replay
         self._should_stop = self._lifecycle.stop_flag()  # built in the node's thread; any thread's
+        # Every replay call of the learner (dataset, priorities, checkpoints) goes
+        # through one connection, renewed once for all of them after a replay restart.
+        self._connection = (  # None: a learner made only to load its state (tests)
+            replay.Connection(replay_client, self._should_stop, "the learner")
+            if replay_client is not None
+            else None
+        )
         self._training = None  # _Training, once started
         self._pending = collections.deque()  # _Dispatched updates, oldest first
 
@@ -105,7 +111,7 @@ class Learner:
         the final checkpoint at the stop is `run()`'s.
         """
         if self._training is None:
-            if not replay.wait_for_server(self._replay, self._should_stop):
+            if not replay.wait_for_server(self._connection.client, self._should_stop):
                 return None
             self._training = self._begin()
         sample, waited = next(self._training.batches, (None, 0.0))
@@ -128,7 +134,7 @@ class Learner:
             self._lifecycle,
         )
         try:
-            if replay.wait_for_server(self._replay, self._should_stop):
+            if replay.wait_for_server(self._connection.client, self._should_stop):
                 self._loop(training)
         finally:
             if self._priorities is not None:
@@ -149,7 +155,7 @@ class Learner:
         with self._lock:  # published only now: a resumed run never serves fresh params
             self._state, self._version = state, version
         replay_checkpoint = functools.partial(
-            replay.checkpoint, self._replay, keep_in=self._run_dir, keep=c.checkpoint.keep
+            replay.checkpoint, self._connection, keep_in=self._run_dir, keep=c.checkpoint.keep
         )
         saver = checkpoint.Saver(
             checkpoint.directory(self._run_dir),
@@ -162,10 +168,13 @@ class Learner:
             metrics.MetricsLogger(self._run_dir, "learner", c.log.every_seconds), counts
         )
         if pipeline.prioritized(c):
-            self._priorities = replay.PriorityUpdater(self._replay)
-        server = self._replay.server_address
+            self._priorities = replay.PriorityUpdater(self._connection)
         batches = replay.iterate_batches(
-            server, pipeline.signature(c, env), pipeline.reading(c), self._should_stop
+            self._connection.address,
+            pipeline.signature(c, env),
+            pipeline.reading(c),
+            self._should_stop,
+            connection=self._connection,
         )
         return _Training(agent, pipeline, batches, report, saver)
 

@@ -23,7 +23,7 @@ from launchpad.nodes.python.local_multi_processing import PythonProcess
 from distrl import checkpoint, failures, replay_checkpoint, resources, results, rundir
 from distrl import config as config_lib
 from distrl.analysis import plots
-from distrl.program import bindhost, nodeenv, supervisor
+from distrl.program import bindhost, nodeenv, scaling, supervisor
 from distrl.program.errors import NodeFailure
 from distrl.program.topology import make_program
 
@@ -60,6 +60,7 @@ def prepare(config, resume: bool, stack: contextlib.ExitStack, launch_type: str 
     restored = None
     if resume:
         rundir.check_resume(config, run_dir)
+        warning = _scaled_count(config, run_dir, launch_type) or warning
         restored = _checkpoints_to_resume(run_dir, config)
     else:
         rundir.check_fresh(run_dir)
@@ -71,6 +72,19 @@ def prepare(config, resume: bool, stack: contextlib.ExitStack, launch_type: str 
     shutil.rmtree(os.path.join(run_dir, failures.FAILURES_DIR), ignore_errors=True)
     results.remove(run_dir)
     return run_dir, restored
+
+
+def _scaled_count(config, run_dir: str, launch_type: str) -> str | None:
+    """A resumed run starts with the actor count it last ran with (actors.log, when
+    `launch/scale.py` changed it), checked as a scale request is; config.json then
+    records it. Returns the memory warning for that count, if any."""
+    count = scaling.current_count(run_dir)
+    if count is None or count == config.num_actors:
+        return None
+    warning = scaling.check_count(config, count)
+    _say(f"resuming with {count} actors, the count the run was scaled to ({scaling.LOG_FILE})")
+    config.num_actors = count
+    return None if launch_type == "ray" else warning
 
 
 def _checkpoints_to_resume(run_dir: str, config) -> dict:

@@ -41,15 +41,32 @@ def stage(program) -> list[Staged]:
         for i, node in enumerate(group)
     ]
     for n in nodes:
-        n.node.launch_context.initialize(
-            lp_context.LaunchType.LOCAL_MULTI_PROCESSING,
-            None,
-            program_stopper=lifecycle.stop_via_file,
-        )
+        _initialize(n)
     for n in nodes:
-        for handle in n.node.input_handles:
-            handle.connect(n.node, n.label)
+        _connect(n)
     return nodes
+
+
+def stage_added(node, label: str, index: int) -> Staged:
+    """A node made after `stage` (an actor added during the run), staged the same way;
+    its input handles are the program's, already bound."""
+    n = Staged(node_name(label, index, 2), label, index, node)
+    _initialize(n)
+    _connect(n)
+    return n
+
+
+def _initialize(n: Staged) -> None:
+    n.node.launch_context.initialize(
+        lp_context.LaunchType.LOCAL_MULTI_PROCESSING,
+        None,
+        program_stopper=lifecycle.stop_via_file,
+    )
+
+
+def _connect(n: Staged) -> None:
+    for handle in n.node.input_handles:
+        handle.connect(n.node, n.label)
 
 
 def holders(nodes: list[Staged], served: Staged) -> list[Staged]:

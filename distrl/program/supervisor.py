@@ -16,7 +16,12 @@ nodes, handles, address binding, pickling and entry point (`staging`,
    `failures/<node>.txt` and, while `config.restart.max_per_node` allows, started
    again after a backoff (`backoff_seconds`, doubled per restart of that node), its
    report moved to `failures/restarted/`; otherwise the program stops.
-3. Stop: on the stop file, a failure, Ctrl-C, SIGTERM or SIGHUP every node gets
+3. Scale (`scaling`): a request for N actors in the work directory
+   (`launch/scale.py`) starts actors (new ids' nodes, made by the program's
+   `more_actors`) or stops the newest ones (SIGTERM: each ends its rollout and
+   write, and exits; SIGKILL after the termination notice); each change is one
+   line of `<run_dir>/actors.log`, as is the launch.
+4. Stop: on the stop file, a failure, Ctrl-C, SIGTERM or SIGHUP every node gets
    SIGTERM (actors and evaluator first, then the learner, then replay and counter,
    so that the learner's final checkpoint finds Reverb up), and a node still
    running `--lp_termination_notice_secs` after its SIGTERM gets a stack dump and
@@ -34,7 +39,7 @@ import time
 from absl import flags
 
 from distrl import failures, rundir
-from distrl.program import bindhost, nodeproc, progress, staging, zygote
+from distrl.program import bindhost, nodeproc, progress, scaling, staging, zygote
 from distrl.program.ray import STOP_FILE_ENV
 
 _POLL_S = 0.1
@@ -155,6 +160,8 @@ class _Supervisor:
         self._line = None
         self._zygote: zygote.Zygote | None = None
         self.restarts: list[dict] = []
+        self._pending: dict[str, float] = {}  # name -> when to start it again
+        self._scaler: _Scaler | None = None
 
     def prepare(self, program, envs: dict, output_dir: str, work: str, echo: bool) -> None:
         """Contexts, handles, loopback ports and pickles of every node, and the preloaded
@@ -167,6 +174,11 @@ class _Supervisor:
             n.name: {**os.environ, **envs[n.label], **loopback, STOP_FILE_ENV: self._stop_file}
             for n in staged
         }
+        self._scaler = _Scaler(
+            getattr(program, "more_actors", None),
+            dict(work=work, output_dir=output_dir, echo=echo),
+            {**os.environ, **envs.get("actor", {}), **loopback, STOP_FILE_ENV: self._stop_file},
+        )
         early = zygote.take_early()
         if early is None:
             self._zygote = self._start_zygote(list(node_env.values()))
@@ -187,6 +199,7 @@ class _Supervisor:
             self._zygote = self._adopt(early, list(node_env.values()))
             for node in self._nodes.values():
                 node.zygote = self._zygote
+        self._scaler.zygote = self._zygote
 
     def _start_zygote(self, envs: list[dict]) -> "zygote.Zygote | None":
         """The preloaded parent, with what every node's environment shares (the bind
@@ -213,6 +226,10 @@ class _Supervisor:
         try:
             for name, p in self._nodes.items():
                 self._log(f"{name} started, pid {p.start()}")
+            if self._scaler.scalable:
+                actors = sorted(n for n in self._nodes if n.startswith("actor/"))
+                launch = scaling.Change(len(actors), 0, actors, [], "launch")
+                scaling.record(self._run_dir, launch, 0.0)
             with line, stop_signals_interrupt():
                 self._line = line if isinstance(line, progress.ProgressLine) else None
                 try:
@@ -226,8 +243,9 @@ class _Supervisor:
 
     def _watch(self) -> None:
         """Returns once a node asked to stop, a node failed for good, or every node exited."""
-        pending = {}  # name -> when to start it again
+        pending = self._pending
         while not os.path.exists(self._stop_file):
+            self._scale()
             for name, p in self._nodes.items():
                 code = p.poll()
                 if code is None or code == 0 or name in pending:
@@ -256,9 +274,35 @@ class _Supervisor:
             f"(restart {p.attempt + 1} of {self._max_restarts})"
         )
 
+    def _scale(self) -> None:
+        """Serves a pending scale request (one line in actors.log and the terminal) and
+        ends the actors removed earlier once they exited (SIGKILL past their notice)."""
+        for line in self._scaler.reap(termination_notice_secs()):
+            self._log(line)
+        asked = scaling.take_request(self._scaler.where["work"])
+        if asked is None:
+            return
+        try:
+            change = self._scaler.apply(asked, self._nodes, self._pending, self._log)
+        except Exception as err:  # noqa: BLE001 - a failed start must not end the run
+            count = sum(n.startswith("actor/") for n in self._nodes)
+            cause = f"{type(err).__name__}: {err}"
+            change = scaling.Change(count, count, [], [], "request", asked.get("id"), cause)
+        scaling.record(self._run_dir, change, time.time() - self._start)
+        if change.error:
+            self._say(f"scale request refused: {change.error}")
+        else:
+            moved = [f"added {', '.join(change.added)}"] if change.added else []
+            moved += [f"removing {', '.join(change.removed)}"] if change.removed else []
+            self._say(
+                f"actors {change.before} -> {change.actors}: {'; '.join(moved) or 'no change'}"
+            )
+
     def _stop(self) -> None:
         grace = termination_notice_secs()
         self._log(f"stopping every node (SIGKILL after {grace:g} s)")
+        for name, p in self._scaler.removing.items():  # removed, still ending: first
+            self._nodes.setdefault(name, p)
         killed = nodeproc.stop_all(self._nodes, grace, stop_phases(self._nodes))
         if killed:
             self._log(
@@ -280,3 +324,92 @@ class _Supervisor:
             now = time.time()  # to the millisecond: start-up and stop phases take 0.1-1 s
             stamp = time.strftime("%H:%M:%S", time.localtime(now))
             f.write(f"{stamp}.{int(now % 1 * 1000):03d} {text}\n")
+
+
+class _Scaler:
+    """Adds and removes the actor nodes of a running program (`_Supervisor._scale`).
+
+    Ids stay 0..N-1: added actors take the lowest free ids (a new seed each: they
+    start from their share of the run's env steps, `topology.ActorMaker.added`),
+    removed ones are the highest. A removed actor gets SIGTERM at once and is
+    `removing` until it exits (SIGKILL after the termination notice).
+    """
+
+    def __init__(self, more_actors, where: dict, env: dict):
+        self._more = more_actors  # topology.ActorMaker, or None (a program without actors)
+        self.where = where  # work, output_dir, echo
+        self._env = env
+        self.zygote = None
+        self.removing: dict[str, tuple] = {}  # name -> (NodeProcess, SIGKILL deadline)
+
+    @property
+    def scalable(self) -> bool:
+        """Whether the program can make more actors (a distrl program: `topology`)."""
+        return self._more is not None
+
+    def apply(self, asked: dict, nodes: dict, pending: dict, log) -> scaling.Change:
+        ident = asked.get("id")
+        actors = sorted((n for n in nodes if n.startswith("actor/")), key=_index)
+        count = asked.get("actors")
+        error = asked.get("error")
+        if error is None and not self.scalable:
+            error = "this program has no actor maker (it cannot add actors)"
+        if error is None and (not isinstance(count, int) or count < 1):
+            error = f"actors={count!r}: a run needs at least 1 actor"
+        if error is not None:
+            return scaling.Change(len(actors), len(actors), [], [], "request", ident, error)
+        added, removed = [], actors[count:][::-1]
+        for name in removed:
+            p = nodes.pop(name)
+            pending.pop(name, None)
+            p.terminate()
+            self.removing[name] = (p, None)
+        taken = {_index(n) for n in [*nodes, *self.removing] if n.startswith("actor/")}
+        index = 0
+        while len(actors) + len(added) < count:
+            while index in taken:
+                index += 1
+            name = self._start(index, count, nodes)
+            log(f"{name} started, pid {nodes[name].process.pid}")
+            added.append(name)
+            taken.add(index)
+        return scaling.Change(
+            len(actors) - len(removed) + len(added), len(actors), added, removed, "request", ident
+        )
+
+    def _start(self, index: int, count: int, nodes: dict) -> str:
+        """Stages, binds, pickles and starts actor `index` of `count`; its name."""
+        n = staging.stage_added(self._more.added(index, count), "actor", index)
+        n.node.bind_addresses()
+        data_file = os.path.join(self.where["work"], n.name.replace("/", "_") + ".pkl")
+        with open(data_file, "wb") as f:
+            f.write(staging.pickled(n, self.where["work"]))
+        p = nodeproc.NodeProcess(
+            data_file,
+            self._env,
+            staging.output_path(self.where["output_dir"], n),
+            prefix=f"{n.label}/{n.index}" if self.where["echo"] else None,
+            zygote=self.zygote,
+            name=n.name,
+        )
+        p.start()
+        nodes[n.name] = p
+        return n.name
+
+    def reap(self, grace_s: float) -> list[str]:
+        """Log lines for the removed actors that exited (SIGKILL to those past `grace_s`)."""
+        lines = []
+        for name, (p, deadline) in list(self.removing.items()):
+            if deadline is None:
+                self.removing[name] = (p, time.monotonic() + grace_s)
+            elif p.poll() is None and time.monotonic() > deadline:
+                p.dump_and_kill()
+                lines.append(f"{name} did not end in time after its removal; killed")
+            if p.poll() is not None:
+                del self.removing[name]
+                lines.append(f"{name} removed: {nodeproc.exit_cause(p.poll())}")
+        return lines
+
+
+def _index(name: str) -> int:
+    return int(name.rpartition("/")[2])

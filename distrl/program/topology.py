@@ -14,7 +14,7 @@ import os
 import launchpad as lp
 
 from distrl import config as config_lib
-from distrl import replay, replay_checkpoint
+from distrl import files, replay, replay_checkpoint
 from distrl.nodes import lifecycle
 from distrl.nodes.actor import Actor
 from distrl.nodes.counter import Counter
@@ -50,9 +50,7 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
             )
         )
     with program.group("counter"):
-        counter = program.add_node(
-            lp.CourierNode(Counter, counts, os.path.join(run_dir, "checkpoints", "counter.json"))
-        )
+        counter = program.add_node(lp.CourierNode(Counter, counts, counter_file(run_dir)))
     with program.group("learner"):
         learner = program.add_node(
             lp.CourierNode(
@@ -71,22 +69,11 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
     # are fire-and-forget and the counter starts first, so they need not wait for it.
     counter.set_client_kwargs(call_timeout=_RPC_TIMEOUT, wait_for_ready=False)
     learner.set_client_kwargs(call_timeout=_RPC_TIMEOUT)
+    actors = ActorMaker(config, replay_handle, learner, counter, run_dir)
     start_steps = int(counts.get("env_steps", 0)) // config.num_actors
     with program.group("actor"):
         for actor_id in range(config.num_actors):
-            program.add_node(
-                lp.CourierNode(
-                    Actor,
-                    config,
-                    actor_id,
-                    replay_handle,
-                    learner,
-                    counter,
-                    run_dir,
-                    start_steps,
-                    lifecycle=LAUNCHPAD,
-                )
-            )
+            program.add_node(actors.node(actor_id, config.num_actors, start_steps))
     with program.group("evaluator"):
         program.add_node(
             lp.CourierNode(
@@ -101,7 +88,46 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
                 lifecycle=LAUNCHPAD,
             )
         )
+    program.more_actors = actors  # the supervisor's, for actors added during the run
     return program
+
+
+def counter_file(run_dir: str) -> str:
+    """Where the counter keeps its totals (every change), for its restart and new actors."""
+    return os.path.join(run_dir, "checkpoints", "counter.json")
+
+
+class ActorMaker:
+    """Makes actor nodes wired to a program's replay, learner and counter: those of the
+    program at its build, and those a scale request adds while it runs."""
+
+    def __init__(self, config, replay_handle, learner, counter, run_dir: str):
+        self._config = config
+        self._inputs = (replay_handle, learner, counter, run_dir)
+        self._counter_file = counter_file(run_dir)
+
+    def node(self, actor_id: int, count: int, start_steps: int) -> lp.CourierNode:
+        """Actor `actor_id`, one of `count`: its exploration is that of actor `actor_id`
+        in a run of `count` actors (the Ape-X spread, and the schedule counting `count`
+        actors' steps), its env steps counted from `start_steps`."""
+        config = self._config
+        if count != config.num_actors:
+            config = config.copy_and_resolve_references()
+            config.num_actors = count
+        return lp.CourierNode(
+            Actor, config, actor_id, *self._inputs, start_steps, lifecycle=LAUNCHPAD
+        )
+
+    def added(self, actor_id: int, count: int) -> lp.CourierNode:
+        """An actor added during the run: it starts its env steps at its share of the
+        run's total so far (the counter's file), as a resumed run's actors do, so its
+        schedule continues the run's and its seed differs from any earlier actor's of
+        that id (`Actor` folds its start into its key)."""
+        try:
+            total = float(files.read_json(self._counter_file).get("env_steps", 0.0))
+        except (OSError, ValueError, AttributeError):
+            total = 0.0
+        return self.node(actor_id, count, int(total) // count + 1)
 
 
 def replay_checkpointer(run_dir: str, resumed_from: str | None):

@@ -2,12 +2,13 @@
 learner's requests for one (kept and sealed with the learner's, `replay_checkpoint`)."""
 
 import threading
+import time
 
-import reverb
 from absl import logging
 from reverb.platform import checkpointers_lib
 
 from distrl import replay_checkpoint
+from distrl.replay.connection import Connection
 
 
 def make_checkpointer(
@@ -27,7 +28,7 @@ def make_checkpointer(
 
 
 def checkpoint(
-    client: reverb.Client,
+    connection: Connection,
     timeout_s: float = 10.0,
     keep_in: str | None = None,
     keep: int = 3,
@@ -37,14 +38,22 @@ def checkpoint(
 
     `Client.checkpoint` has no deadline, so it runs in a helper thread: a server
     that is already shutting down must not hang the learner's final checkpoint.
-    With `keep_in` (a run directory) the checkpoint joins the run's newest `keep`,
-    sealed with `learner_checkpoint`, its round (`distrl.replay_checkpoint.keep`).
+    It goes through `connection` (`Connection.call`): after a replay restart the
+    request reconnects (within what is left of `timeout_s`) instead of failing
+    until gRPC's own reconnect. With `keep_in` (a run directory) the checkpoint
+    joins the run's newest `keep`, sealed with `learner_checkpoint`, its round
+    (`distrl.replay_checkpoint.keep`).
     """
     outcome = {}
+    deadline = time.monotonic() + timeout_s
 
     def call():
         try:
-            outcome["path"] = client.checkpoint()
+            outcome["path"] = connection.call(
+                lambda client: client.checkpoint(),
+                "a checkpoint request",
+                within_s=max(0.0, deadline - time.monotonic()),
+            )
         except Exception as err:  # noqa: BLE001 - grpc surfaces several error types
             outcome["error"] = err
 

@@ -151,6 +151,7 @@ def iterate_batches(
     timeout_ms: int = 500,
     stall_s: float = 2.0,
     wait_s: float = 0.2,
+    connection: Connection | None = None,
 ) -> Iterator:
     """Yields (ReplaySample batch [items_per_batch], seconds waited) until `should_stop()`.
 
@@ -168,12 +169,17 @@ def iterate_batches(
     when nothing came for `stall_s` and the server does not answer a client on
     the dataset's target (`answers`), the server went away: the dataset is given
     up and made anew on the other target form once the server answers
-    (`Connection.reconnect`). A queue's chunks that the given-up dataset had read
+    (`Connection.renew`). A queue's chunks that the given-up dataset had read
     ahead from the restarted server (up to a batch) are then not learned from.
+    `connection` (default: one of its own to `server_address`) may be shared with
+    the learner's other replay calls: when one of them renewed it first, the
+    dataset is made anew on its target without a reconnect of its own.
     """
     batched = not reading.consumed
     k, per_read = reading.items_per_batch, reading.batches_per_read
-    connection = Connection(reverb.Client(server_address), should_stop, "the learner's dataset")
+    if connection is None:
+        client = reverb.Client(server_address)
+        connection = Connection(client, should_stop, "the learner's dataset")
     pending = []  # queue items sampled but not yet yielded; survives rebuilds
     waited, pull, heard = 0.0, None, time.monotonic()
     try:
@@ -194,10 +200,14 @@ def iterate_batches(
                 continue
             if sample is None:
                 if time.monotonic() - heard > stall_s:
-                    if not answers(connection.client):
+                    client = connection.client
+                    if address != connection.address or not answers(client):
                         pull.close()
                         pull = None
-                        if connection.reconnect(f"no sample for {stall_s:.0f} s") is None:
+                        renewed = address != connection.address or connection.renew(
+                            client, f"no sample for {stall_s:.0f} s"
+                        )
+                        if not renewed:
                             return
                     heard = time.monotonic()
                 continue

@@ -5,10 +5,10 @@ import threading
 
 import jax
 import numpy as np
-import reverb
 from absl import logging
 
 from distrl.replay import TABLE
+from distrl.replay.connection import Connection
 
 
 def importance_exponent(config, updates: int) -> float:
@@ -38,6 +38,11 @@ def transition_weights(info, beta: float, per_item: int) -> np.ndarray:
     return np.repeat(importance_weights(info, beta), per_item)
 
 
+# A priority update not done after this long, while the server does not answer either,
+# is given up (a healthy one takes milliseconds) and made again after a reconnect.
+_PATIENCE_S = 1.0
+
+
 class PriorityUpdater:
     """Writes new item priorities to the table from a background thread.
 
@@ -49,10 +54,17 @@ class PriorityUpdater:
     priority written so far (1.0 before the first), what new items are inserted
     at. At most `max_pending` updates wait; beyond that `submit` blocks, so a slow
     server slows the learner instead of growing a backlog of stale priorities.
+
+    Updates go through `connection` (`Connection.call`): a replay restarted during
+    the run costs the update in hand a reconnect (shared with the learner's
+    dataset and checkpoints), not gRPC's reconnect backoff (Reverb's
+    `mutate_priorities` waits, without a deadline, for the old connection: 4-9 s
+    after the server is back: an update taking `_PATIENCE_S` while the server does
+    not answer is made again on the renewed connection).
     """
 
-    def __init__(self, client: reverb.Client, max_pending: int = 8):
-        self._client = client
+    def __init__(self, connection: Connection, max_pending: int = 8):
+        self._connection = connection
         self._queue = queue.Queue(max_pending)
         self._max = None
         self.written = 0  # updates applied, for tests and metrics
@@ -76,9 +88,12 @@ class PriorityUpdater:
             priorities = np.asarray(priorities, np.float64).reshape(len(keys), -1)
             priorities = np.maximum(np.max(priorities, axis=1), 1e-6)  # [K]
             self._max = max(self._max or 0.0, float(np.max(priorities)))
+            updates = dict(zip(keys.tolist(), priorities.tolist()))
             try:
-                self._client.mutate_priorities(
-                    TABLE, updates=dict(zip(keys.tolist(), priorities.tolist()))
+                self._connection.call(
+                    lambda client, u=updates: client.mutate_priorities(TABLE, updates=u),
+                    "a priority update",
+                    patience_s=_PATIENCE_S,
                 )
                 self.written += 1
             except Exception as err:  # noqa: BLE001 - a stopping server: nothing to update

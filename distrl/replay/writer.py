@@ -143,9 +143,18 @@ class Writer:
         return True
 
     def close(self) -> None:
-        """Ends the stream; pending items are dropped when the program is stopping."""
+        """Ends the stream: the items written so far get one more flush (up to the
+        flush timeout, 200 ms: a stopping actor, e.g. one removed from a running
+        program, hands over what it wrote while the server is up), then what is still
+        unconfirmed is dropped (each item is whole or absent in the table)."""
         if self._writer is None:  # stopped while reconnecting
             return
+        try:
+            self._writer.flush(timeout_ms=self._timeout_ms)
+            self._written += len(self._unconfirmed)
+            self._unconfirmed = []
+        except Exception:  # noqa: BLE001 - a timeout, or a server that is gone
+            pass
         try:
             self._writer.end_episode(clear_buffers=True, timeout_ms=self._timeout_ms)
         except reverb.errors.DeadlineExceededError:

@@ -1,0 +1,83 @@
+"""Add or remove actors of a live local_mp run: python launch/scale.py --run_dir=D --actors=N
+
+The run's launcher (its supervisor) starts the actors missing up to N, each with a
+new seed, the exploration of its place among N actors and the learner's latest
+params, or stops the newest ones (each ends its current rollout and write first);
+the learner, the replay and the rest run on. Every change is a line of
+`D/actors.log`, and `launch/train.py --resume=D` starts with the count the run
+last had (`distrl.program.scaling`). Prints the change and exits 0 once the launcher
+made it; 2 in one line for bad input (no such run directory, no live local_mp run
+there, N below 1 or beyond what the config or this machine's memory allows), 1
+when the launcher refused the request or did not answer within --timeout_s.
+"""
+
+import os
+import sys
+import time
+
+from absl import flags
+
+from distrl import cli, rundir
+from distrl import config as config_lib
+from distrl.program import scaling
+
+_RUN_DIR = flags.DEFINE_string("run_dir", None, "The live run's directory.")
+_ACTORS = flags.DEFINE_integer("actors", None, "The number of actors the run should have.")
+_TIMEOUT = flags.DEFINE_float("timeout_s", 30.0, "How long to wait for the launcher's answer.")
+flags.mark_flags_as_required(["run_dir", "actors"])
+
+
+def _launcher(run_dir: str) -> int:
+    """The pid of the live local_mp launcher of `run_dir`; ConfigError when there is none."""
+    try:
+        with rundir.locked(run_dir):
+            pass
+    except rundir.RunDirBusy:
+        pid = _holder(run_dir)
+    else:
+        raise config_lib.ConfigError(f"run {run_dir} is not live (no launcher holds it)")
+    if pid is None or not os.path.isdir(scaling.work_dir(run_dir, pid)):
+        raise config_lib.ConfigError(
+            f"run {run_dir} is not a local_mp launch (launcher pid {pid}); only those scale"
+        )
+    return pid
+
+
+def _holder(run_dir: str) -> int | None:
+    with open(os.path.join(run_dir, rundir.LOCK_FILE)) as f:
+        text = f.read().strip()
+    return int(text) if text.isdigit() else None
+
+
+def main(argv) -> int:
+    del argv
+    run_dir, actors = _RUN_DIR.value, _ACTORS.value
+    try:  # the input first, then whether the run is live
+        if not os.path.isfile(os.path.join(run_dir, rundir.CONFIG_FILE)):
+            raise config_lib.ConfigError(
+                f"--run_dir={run_dir} is not a run directory (no config.json)"
+            )
+        warning = scaling.check_count(rundir.load_config(run_dir), actors)
+        pid = _launcher(run_dir)
+    except config_lib.ConfigError as err:
+        cli.fail(str(err))
+    if warning:
+        print(f"distrl: {warning}", file=sys.stderr)
+    ident = scaling.request(run_dir, pid, actors)
+    deadline = time.monotonic() + _TIMEOUT.value
+    while (entry := scaling.answer(run_dir, ident)) is None:
+        if time.monotonic() > deadline or not os.path.isdir(scaling.work_dir(run_dir, pid)):
+            print(f"distrl: the launcher (pid {pid}) did not answer the request", file=sys.stderr)
+            return 1
+        time.sleep(0.1)
+    if entry.get("error"):
+        print(f"distrl: the launcher refused the request: {entry['error']}", file=sys.stderr)
+        return 1
+    added = f"; added {', '.join(entry['added'])}" if entry["added"] else ""
+    removed = f"; removed {', '.join(entry['removed'])}" if entry["removed"] else ""
+    print(f"distrl: actors {entry['before']} -> {entry['actors']}{added}{removed}")
+    return 0
+
+
+if __name__ == "__main__":
+    cli.run(main)
