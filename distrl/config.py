@@ -26,7 +26,7 @@ import re
 import ml_collections
 
 from distrl import agents, envs, networks, pipelines
-from distrl.envs import factory
+from distrl.envs import factory, host_env
 from distrl.errors import ConfigError
 from distrl.errors import check as _check
 
@@ -63,6 +63,9 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             # 'module.path:function' (README, "Your own environment")
             name=GRIDWORLD,
             kwargs="{}",  # the factory's keyword arguments as a JSON object (not the gridworld's)
+            # envs stepped in Python ('gymnasium:<id>' or a factory returning a gymnasium.Env):
+            vector="sync",  # an actor's B copies: "sync" in its process, "async": a process each
+            step_timeout_s=60.0,  # a vector step slower than this fails the actor (0: no limit)
             # the gridworld's own fields:
             map="4x4",  # '4x4', '8x8', 'random:<rows>x<cols>:seed=<n>' or rows 'SFFF/FHFH/...'
             slippery=False,  # moves slip to either side with probability 1/3 each
@@ -178,8 +181,9 @@ def slippery_8x8_to_optimum(algorithm: str) -> ml_collections.ConfigDict:
 
 def make_env(config) -> envs.Environment:
     """The env `config.env.name` names: the built-in gridworld (from env.map, slippery,
-    time_limit, rewards) or a user's factory 'module.path:function' called with
-    env.kwargs. Any failure to build it is a ConfigError naming it."""
+    time_limit, rewards), a user's factory 'module.path:function' called with
+    env.kwargs, 'gymnax:<id>' or 'gymnasium:<id>' (an env stepped in Python:
+    `envs.host_env`). Any failure to build it is a ConfigError naming it."""
     e = config.env
     if e.name != GRIDWORLD:
         try:
@@ -257,6 +261,8 @@ ADDED_LATER = {
     "evaluator.every_env_steps": 0,
     "env.name": GRIDWORLD,
     "env.kwargs": "{}",
+    "env.vector": "sync",
+    "env.step_timeout_s": 60.0,
     "evaluator.target_return": 0.0,
     # runs before the conv torso flattened every observation into the MLP
     "agent.torso": "mlp",
@@ -389,9 +395,16 @@ def check_env(config, env) -> None:
     tabular model (for the exact optimum) as well. The gridworld has both. A conv
     torso (config.agent.torso) needs image observations [H, W, C]."""
     _check(
-        isinstance(env, envs.Environment),
+        isinstance(env, envs.Environment) or host_env.is_host_env(env),
         f"{type(env).__name__} is not an environment: need spec, reset, step and observe "
         f"(distrl.envs.interface)",
+    )
+    v = config.env.vector
+    _check(v in ("sync", "async"), f"config.env.vector={v!r}; need 'sync' or 'async'")
+    _check(
+        v == "sync" or host_env.is_host_env(env),
+        f"config.env.vector={v!r}: only an env stepped in Python (gymnasium) has copies to "
+        f"put in subprocesses; {config.env.name!r} is stepped inside the actors' jit",
     )
     e = config.evaluator
     kind = type(env).__name__
@@ -475,6 +488,8 @@ def _check_ranges(config) -> None:
     for key, low in _LOWEST.items():
         _at_least(config, key, low)
     _check(config.seed < 2**31, f"config.seed={config.seed}; need 0 .. 2**31-1")
+    timeout = config.env.step_timeout_s
+    _check(timeout >= 0, f"config.env.step_timeout_s={timeout}; need >= 0 seconds (0: no limit)")
     t = config.env.time_limit
     _check(t <= MAX_TIME_LIMIT, f"config.env.time_limit={t}; need 0 .. {MAX_TIME_LIMIT} steps")
     _check(
