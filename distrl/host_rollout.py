@@ -30,7 +30,7 @@ import threading
 import jax
 import numpy as np
 
-from distrl import envs, packing
+from distrl import envs, packing, pyenv
 from distrl.pyenv import EnvError
 from distrl.rollout import RolloutStats
 from distrl.types import Transition
@@ -46,7 +46,7 @@ def make_vector(env, num_envs: int, mode: str = SYNC):
     same_step = gymnasium.vector.AutoresetMode.SAME_STEP
     if mode == ASYNC:
         return gymnasium.vector.AsyncVectorEnv(
-            makers, context=_forkserver(), autoreset_mode=same_step
+            makers, context=_forkserver(), worker=pyenv.async_worker, autoreset_mode=same_step
         )
     return gymnasium.vector.SyncVectorEnv(makers, autoreset_mode=same_step)
 

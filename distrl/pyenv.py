@@ -12,9 +12,11 @@ kwargs sets the time limit as `gymnasium.make` does) or `module.path:attribute`,
 `gymnasium.Env` subclass or a function returning one, called with kwargs.
 """
 
+import ctypes
 import importlib
 import json
 import math
+import signal
 
 import gymnasium
 import numpy as np
@@ -39,6 +41,19 @@ def make_raw(name: str, kwargs_json: str) -> gymnasium.Env:
 def make_checked(name: str, kwargs_json: str, index: int) -> "Checked":
     """Copy `index` of the env `name`, checked (picklable by its arguments)."""
     return Checked(make_raw(name, kwargs_json), name, index)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def async_worker(*args) -> None:
+    """gymnasium's subprocess worker of `AsyncVectorEnv`, killed with its parent (the
+    forkserver, which ends with the actor): a copy hung in its step does not outlive
+    the actor that gave up on it."""
+    from gymnasium.vector.async_vector_env import _async_worker  # noqa: PLC0415
+
+    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    _async_worker(*args)
 
 
 def time_limit(env: gymnasium.Env):

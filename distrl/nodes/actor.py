@@ -219,7 +219,10 @@ class _Acting:
     def close(self) -> None:
         """Closes the env copies of an env stepped in Python (nothing for a JAX env)."""
         if isinstance(self.act, host_rollout.HostAct):
-            self.act.close()
+            try:
+                self.act.close()
+            except Exception as err:  # noqa: BLE001 - the failure that ended acting matters
+                logging.warning("actor: closing the env copies failed (%s)", err)
 
 
 class VersionGate:
