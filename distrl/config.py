@@ -165,6 +165,30 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
     return c
 
 
+def gymnasium_cartpole_to_475(algorithm: str) -> ml_collections.ConfigDict:
+    """The base of configs/*_gymnasium_cartpole.py: gymnasium's CartPole-v1 stepped in
+    Python by the actors (16 copies each), a run that stops when the greedy mean
+    return's 95% lower bound reaches 475 over 1,000 episodes, routine evaluations of
+    100 episodes every 50k env steps (the evaluator plays them on its host: 1,000
+    episodes of 500 steps are half a million env steps of its own), discount 0.99, a
+    2M env step / 900 s budget."""
+    c = base_config(algorithm)
+    c.env.name = "gymnasium:CartPole-v1"
+    c.actor.num_envs = 16
+    c.agent.update(dict(hidden_sizes=(64, 64), discount=0.99))
+    c.evaluator.update(
+        dict(
+            target_success=0.0,
+            target_return=475.0,
+            num_envs=100,
+            confirm_envs=1000,
+            every_env_steps=50_000,
+        )
+    )
+    c.budget.update(dict(env_steps=2_000_000, seconds=900.0))
+    return c
+
+
 def slippery_8x8_to_optimum(algorithm: str) -> ml_collections.ConfigDict:
     """The base of configs/*_slippery8x8.py: slippery 8x8, discount 0.99, a run that
     stops at a confirmed 98% of the exact optimum (`evaluator.target_of_optimal`), an

@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from distrl.envs.interface import Dynamics, EnvSpec
+from distrl.envs.interface import Dynamics, EnvSpec, GridShape
 
 
 class FactoryError(ValueError):
@@ -113,20 +113,12 @@ class TabularHostEnv(HostEnv):
 
 
 @dataclasses.dataclass(frozen=True)
-class GridHostEnv(TabularHostEnv):
+class GridHostEnv(GridShape, TabularHostEnv):
     """FrozenLake: a tabular env on a grid (`interface.Grid`)."""
 
     @property
     def desc(self) -> tuple:
         return self.info.desc
-
-    @property
-    def rows(self) -> int:
-        return len(self.desc)
-
-    @property
-    def cols(self) -> int:
-        return len(self.desc[0])
 
 
 def is_host_env(env) -> bool:

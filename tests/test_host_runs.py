@@ -1,8 +1,10 @@
-"""An env stepped in Python that fails, in real runs of launch/train.py: a bad name exits 2
-before any node starts; an env that raises or hangs past config.env.step_timeout_s is
-named in one line with its id, copy and step; fail-fast stops the run with exit 1,
-and under the restart policy the actor restarts with fresh env copies and the run
-ends normally. Nothing is left running."""
+"""Envs stepped in Python in real runs of launch/train.py (Launchpad, Reverb, node
+processes): gymnasium's FrozenLake learns to its exact optimum, judged on gymnasium's
+own tables; a bad name exits 2 before any node starts; an env that raises, hangs past
+config.env.step_timeout_s or returns a wrong shape is named in one line with its id,
+copy and step; fail-fast stops the run with exit 1, and under the restart policy the
+actor restarts with fresh env copies and the run ends normally. Nothing is left
+running."""
 
 import json
 import re
@@ -93,3 +95,30 @@ def test_under_restarts_the_actor_restarts_with_fresh_envs_and_the_run_ends(tmp_
     assert restart["cause"].startswith("raised EnvError: env tests.gym_envs:faulty (copy ")
     assert "step returned an observation of shape (2,) and dtype float32" in restart["cause"]
     assert f"distrl: {restart['node']} {restart['cause']}; restarting it" in out, out[-3000:]
+
+
+@pytest.mark.slow
+def test_gymnasium_frozenlake_learns_and_is_judged_on_its_own_tables(tmp_path):
+    """DQN on gymnasium's FrozenLake-v1 4x4 without slips, stepped in Python by 2 actors:
+    the run confirms success 1.0 on 10,000 episodes, and the exact figures come from
+    gymnasium's transition tables (the optimum succeeds with 1.0; V*(S) = 0.9^5)."""
+    run_dir = tmp_path / "run"
+    proc = launch_train(
+        [
+            "--config=configs/dqn.py",
+            "--config.env.name=gymnasium:FrozenLake-v1",
+            '--config.env.kwargs={"is_slippery": false}',
+            f"--run_dir={run_dir}",
+        ]
+    )
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out[-3000:]
+    assert_nothing_left(proc)
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["stop_reason"] == "target_reached", result
+    assert result["evaluation"]["episodes"] == 10_000
+    assert result["evaluation"]["success_low"] >= 0.999  # Wilson, 10,000 of 10,000
+    exact = result["exact"]
+    assert exact["optimal_success"] == 1.0 and exact["success"] == 1.0, exact
+    assert exact["optimal_value"] == pytest.approx(0.9**5), exact
+    assert result["map"] == ["SFFF", "FHFH", "FFFH", "HFFG"]
