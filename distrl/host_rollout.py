@@ -162,8 +162,14 @@ class HostAct:
 
     def __init__(self, stepper: VectorStepper, policy, num_steps: int, to_items):
         self._stepper, self._num_steps = stepper, num_steps
-        self._policy = jax.jit(policy)
-        self._keys = jax.jit(lambda key: jax.random.split(key, num_steps))
+        # actions and extras leave the device as one buffer: a copy per leaf cost more
+        # step t's key is folded in inside the jit (no per-step slicing dispatch)
+        self._policy = packing.PackedFn(
+            lambda params, key, t, obs, eps: (
+                None,
+                policy(params, jax.random.fold_in(key, t), obs, eps),
+            )
+        )
         self._success = envs.success_signal(stepper.env)
 
         def items(tail, chunk, stats):
@@ -185,10 +191,9 @@ class HostAct:
         """T steps of the B copies from `carry` (updated in place) -> (Transition [T, B]
         as numpy, RolloutStats)."""
         steps, episodes, return_sum, length_sum, successes = [], 0, 0.0, 0, 0
-        for step_key in self._keys(key):
-            actions, extras = jax.device_get(
-                self._policy(params, step_key, carry.observation, epsilon)
-            )
+        for t in range(self._num_steps):
+            _, packed = self._policy(params, key, np.int32(t), carry.observation, epsilon)
+            actions, extras = self._policy.unpack(packed)
             obs, reward, terminated, last, reached = self._stepper.step(actions)
             steps.append(
                 Transition(
