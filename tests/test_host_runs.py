@@ -100,14 +100,18 @@ def test_under_restarts_the_actor_restarts_with_fresh_envs_and_the_run_ends(tmp_
 @pytest.mark.slow
 def test_gymnasium_frozenlake_learns_and_is_judged_on_its_own_tables(tmp_path):
     """DQN on gymnasium's FrozenLake-v1 4x4 without slips, stepped in Python by 2 actors:
-    the run confirms success 1.0 on 10,000 episodes, and the exact figures come from
-    gymnasium's transition tables (the optimum succeeds with 1.0; V*(S) = 0.9^5)."""
+    the run confirms a success lower bound of 0.999 on 10,000 episodes, and the exact
+    figures come from gymnasium's transition tables (the optimum succeeds with 1.0;
+    V*(S) = 0.9^5)."""
     run_dir = tmp_path / "run"
     proc = launch_train(
         [
             "--config=configs/dqn.py",
             "--config.env.name=gymnasium:FrozenLake-v1",
             '--config.env.kwargs={"is_slippery": false}',
+            # no env stepped in Python declares itself deterministic, so success is a
+            # Wilson bound over 10,000 episodes (0.9996 at 10,000 of 10,000), never 1.0
+            "--config.evaluator.target_success=0.999",
             f"--run_dir={run_dir}",
         ]
     )
