@@ -105,6 +105,24 @@ ROWS = [
         unit="samples/s",
         note="{ceilings.<algo>.reverb.read_batches_per_s} batches/s",
     ),
+    Spec(
+        "1 host env",
+        "gymnasium CartPole-v1, {host.random.num_envs} copies in a sync vector env, "
+        "random actions (no policy)",
+        figure="host.random.steps_per_s",
+        unit="env steps/s",
+    ),
+    Spec(
+        "1 host env",
+        "<algo> host-stepped actor compute on it (policy per step, items, no Reverb)",
+        figure="host.<algo>.actor_steps_per_s",
+        unit="env steps/s",
+        ceiling=("host.random.steps_per_s",),
+        ceiling_name="env alone",
+        goal=">= 0.7x",
+        note="T={host.<algo>.unroll_length}; without the step deadline's thread: "
+        "{host.<algo>.actor_no_deadline_steps_per_s} env steps/s",
+    ),
     # 2. The real Actor alone and the real Learner alone, under local_mp.
     Spec(
         "2 stages",

@@ -12,7 +12,7 @@ row's figure, ceiling, ratio, goal (issue 14) and whether the goal holds.
     python benchmarks/run.py --config.actor.num_envs=256      # what-if: every algorithm
     python benchmarks/run.py --dqn.replay.item_steps=4 --dqn.replay.min_size=1024  # DQN's
 
-Sections: ceilings, stages, e2e, solve, slippery (see README.md). Config overrides,
+Sections: ceilings, host, stages, e2e, solve, slippery (see README.md). Config overrides,
 as launch/train.py takes them: `--config.<section>.<field>=<value>` changes every
 algorithm's config in every run of the bench, `--dqn.<section>.<field>=<value>` or
 `--ppo.<section>.<field>=<value>` that algorithm's alone (over `--config.`'s). Every
@@ -44,7 +44,7 @@ from benchmarks.common import (
 from distrl import cli
 from distrl import config as config_lib
 
-SECTIONS = ("ceilings", "stages", "e2e", "solve", "slippery")
+SECTIONS = ("ceilings", "host", "stages", "e2e", "solve", "slippery")
 
 # Seconds per setting, full run / --quick.
 SETTINGS = {
@@ -103,6 +103,12 @@ class Bench:
 
         configs = {algo: load_config(algo, self.overrides(algo)) for algo in rows.ALGOS}
         self.results["ceilings"] = ceilings.measure_all(configs, self.s["ceiling_s"])
+
+    def host(self) -> None:
+        """The host-stepped actor (gymnasium CartPole) against its vector env alone."""
+        from benchmarks import host_env
+
+        self.results["host"] = host_env.measure(rows.ALGOS, window=self.s["window"] / 2)
 
     def stages(self) -> None:
         """One program: each algorithm's actor alone, then its learner alone."""

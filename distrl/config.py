@@ -26,7 +26,7 @@ import re
 import ml_collections
 
 from distrl import agents, envs, networks, pipelines
-from distrl.envs import factory
+from distrl.envs import factory, host_env
 from distrl.errors import ConfigError
 from distrl.errors import check as _check
 
@@ -63,6 +63,9 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             # 'module.path:function' (README, "Your own environment")
             name=GRIDWORLD,
             kwargs="{}",  # the factory's keyword arguments as a JSON object (not the gridworld's)
+            # envs stepped in Python ('gymnasium:<id>' or a factory returning a gymnasium.Env):
+            vector="sync",  # an actor's B copies: "sync" in its process, "async": a process each
+            step_timeout_s=60.0,  # a vector step slower than this fails the actor (0: no limit)
             # the gridworld's own fields:
             map="4x4",  # '4x4', '8x8', 'random:<rows>x<cols>:seed=<n>' or rows 'SFFF/FHFH/...'
             slippery=False,  # moves slip to either side with probability 1/3 each
@@ -162,6 +165,30 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
     return c
 
 
+def gymnasium_cartpole_to_475(algorithm: str) -> ml_collections.ConfigDict:
+    """The base of configs/*_gymnasium_cartpole.py: gymnasium's CartPole-v1 stepped in
+    Python by the actors (16 copies each), a run that stops when the greedy mean
+    return's 95% lower bound reaches 475 over 1,000 episodes, routine evaluations of
+    100 episodes every 50k env steps (the evaluator plays them on its host: 1,000
+    episodes of 500 steps are half a million env steps of its own), discount 0.99, a
+    2M env step / 900 s budget."""
+    c = base_config(algorithm)
+    c.env.name = "gymnasium:CartPole-v1"
+    c.actor.num_envs = 16
+    c.agent.update(dict(hidden_sizes=(64, 64), discount=0.99))
+    c.evaluator.update(
+        dict(
+            target_success=0.0,
+            target_return=475.0,
+            num_envs=100,
+            confirm_envs=1000,
+            every_env_steps=50_000,
+        )
+    )
+    c.budget.update(dict(env_steps=2_000_000, seconds=900.0))
+    return c
+
+
 def slippery_8x8_to_optimum(algorithm: str) -> ml_collections.ConfigDict:
     """The base of configs/*_slippery8x8.py: slippery 8x8, discount 0.99, a run that
     stops at a confirmed 98% of the exact optimum (`evaluator.target_of_optimal`), an
@@ -178,8 +205,9 @@ def slippery_8x8_to_optimum(algorithm: str) -> ml_collections.ConfigDict:
 
 def make_env(config) -> envs.Environment:
     """The env `config.env.name` names: the built-in gridworld (from env.map, slippery,
-    time_limit, rewards) or a user's factory 'module.path:function' called with
-    env.kwargs. Any failure to build it is a ConfigError naming it."""
+    time_limit, rewards), a user's factory 'module.path:function' called with
+    env.kwargs, 'gymnax:<id>' or 'gymnasium:<id>' (an env stepped in Python:
+    `envs.host_env`). Any failure to build it is a ConfigError naming it."""
     e = config.env
     if e.name != GRIDWORLD:
         try:
@@ -257,6 +285,8 @@ ADDED_LATER = {
     "evaluator.every_env_steps": 0,
     "env.name": GRIDWORLD,
     "env.kwargs": "{}",
+    "env.vector": "sync",
+    "env.step_timeout_s": 60.0,
     "evaluator.target_return": 0.0,
     # runs before the conv torso flattened every observation into the MLP
     "agent.torso": "mlp",
@@ -389,9 +419,16 @@ def check_env(config, env) -> None:
     tabular model (for the exact optimum) as well. The gridworld has both. A conv
     torso (config.agent.torso) needs image observations [H, W, C]."""
     _check(
-        isinstance(env, envs.Environment),
+        isinstance(env, envs.Environment) or host_env.is_host_env(env),
         f"{type(env).__name__} is not an environment: need spec, reset, step and observe "
         f"(distrl.envs.interface)",
+    )
+    v = config.env.vector
+    _check(v in ("sync", "async"), f"config.env.vector={v!r}; need 'sync' or 'async'")
+    _check(
+        v == "sync" or host_env.is_host_env(env),
+        f"config.env.vector={v!r}: only an env stepped in Python (gymnasium) has copies to "
+        f"put in subprocesses; {config.env.name!r} is stepped inside the actors' jit",
     )
     e = config.evaluator
     kind = type(env).__name__
@@ -475,6 +512,8 @@ def _check_ranges(config) -> None:
     for key, low in _LOWEST.items():
         _at_least(config, key, low)
     _check(config.seed < 2**31, f"config.seed={config.seed}; need 0 .. 2**31-1")
+    timeout = config.env.step_timeout_s
+    _check(timeout >= 0, f"config.env.step_timeout_s={timeout}; need >= 0 seconds (0: no limit)")
     t = config.env.time_limit
     _check(t <= MAX_TIME_LIMIT, f"config.env.time_limit={t}; need 0 .. {MAX_TIME_LIMIT} steps")
     _check(

@@ -179,7 +179,13 @@ def run_episodes(
     exact: the episodes are deterministic (see `is_deterministic`), so the success
     rate is the success probability and its interval has zero width.
     """
-    carry = play_episodes(env, act, params, key, num_envs, epsilon)
+    return summarize(play_episodes(env, act, params, key, num_envs, epsilon), exact)
+
+
+def summarize(episodes: Episodes, exact: bool = False) -> EvalResult:
+    """The figures of B finished episodes (`run_episodes`'s, or an env stepped in
+    Python's: `host_evaluation`); exact: they are all alike (zero-width intervals)."""
+    carry, num_envs = episodes, episodes.success.shape[0]
     rate = jnp.mean(carry.success.astype(jnp.float32))
     low, high = (rate, rate) if exact else wilson_interval(jnp.sum(carry.success), num_envs)
     mean_return = jnp.mean(carry.episode_return)

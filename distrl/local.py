@@ -59,7 +59,8 @@ import jax.numpy as jnp
 
 from distrl import agents, envs, evaluation, pipelines, resources, rollout
 from distrl import config as config_lib
-from distrl.envs import exact
+from distrl.envs import exact, host_env
+from distrl.errors import check as _check
 
 
 class Settings(NamedTuple):
@@ -88,6 +89,12 @@ class Settings(NamedTuple):
     @classmethod
     def of(cls, config) -> "Settings":
         """Validates `config` (ConfigError) and maps it onto one process."""
+        _check(
+            not host_env.is_host_env(config_lib.make_env(config)),
+            f"config.env.name={config.env.name!r} is stepped in Python (gymnasium), and "
+            f"distrl.local is one jitted program; train it with launch/train.py (its actors "
+            f"step the env's copies in their own processes)",
+        )
         config_lib.validate(config)
         a, r, b = config.actor, config.replay, config.budget
         envs = config.num_actors * a.num_envs

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from absl import flags
 
-from distrl import cli, envs, evaluation, policy, results
+from distrl import cli, envs, evaluation, host_evaluation, policy, results
 from distrl import config as config_lib
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "The run directory whose policy to evaluate.")
@@ -48,9 +48,14 @@ def evaluate(loaded: policy.Policy, episodes: int, seed: int) -> dict:
     env, agent = loaded.env, loaded.agent
     exact = evaluation.is_deterministic(env)
     n = evaluation.episodes_needed(env, episodes)
-    act = evaluation.make_act(agent)
-    play = jax.jit(lambda params, key: evaluation.play_episodes(env, act, params, key, n))
-    played = jax.device_get(play(loaded.params, jax.random.PRNGKey(seed)))
+    if envs.is_host_env(env):  # stepped in Python: episodes on the host
+        player = host_evaluation.HostEvaluator(env, agent, n, True, loaded.config)
+        played = player.play(loaded.params, jax.random.PRNGKey(seed))
+        player.close()
+    else:
+        act = evaluation.make_act(agent)
+        play = jax.jit(lambda params, key: evaluation.play_episodes(env, act, params, key, n))
+        played = jax.device_get(play(loaded.params, jax.random.PRNGKey(seed)))
     rate = float(played.success.mean())
     low, high = (rate, rate) if exact else evaluation.wilson_interval(played.success.sum(), n)
     return_low, return_high = evaluation.mean_interval(jnp.asarray(played.episode_return))

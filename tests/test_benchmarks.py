@@ -47,6 +47,21 @@ def test_ceilings_section_measures_every_ceiling_row(tmp_path, monkeypatch):
     assert all(r["name"] in table for r in results["rows"])
 
 
+def test_host_section_measures_the_host_stepped_actor_against_the_env_alone(tmp_path, monkeypatch):
+    monkeypatch.setitem(run.SETTINGS["quick"], "window", 0.4)
+    assert run.main(["--quick", "--only=host", f"--out={tmp_path}"]) == 0
+    with open(tmp_path / "bench.json") as f:
+        results = json.load(f)
+    assert "errors" not in results
+    host_rows = [r for r in results["rows"] if r["section"] == "1 host env"]
+    assert len(host_rows) == 1 + len(rows.ALGOS)
+    for row in host_rows:
+        assert row["figure"] > 0, row
+    for row in host_rows[1:]:  # each actor against the same vector env alone
+        assert row["ceiling"] == host_rows[0]["figure"]
+        assert row["status"] == ("PASS" if row["ratio"] >= 0.7 else "MISS")
+
+
 def test_rows_take_ratios_goals_and_errors_from_the_results():
     results = {
         "ceilings": {

@@ -313,7 +313,8 @@ def test_unknown_and_missing_fields_anywhere_are_refused():
     with pytest.raises(
         config_lib.ConfigError,
         match=r"config.env.slipery is unknown .*"
-        r"valid fields of config.env: kwargs, map, name, rewards, slippery, time_limit",
+        r"valid fields of config.env: kwargs, map, name, rewards, slippery, step_timeout_s, "
+        r"time_limit, vector",
     ):
         config_lib.validate(config)
     config = load_config("ppo")

@@ -60,7 +60,8 @@ BAD_INPUTS = [
     (
         ["--config.env.slipery=True"],
         "config.env.slipery is unknown (in --config.env.slipery); "
-        "valid fields of config.env: kwargs, map, name, rewards, slippery, time_limit",
+        "valid fields of config.env: kwargs, map, name, rewards, slippery, step_timeout_s, "
+        "time_limit, vector",
     ),
     (
         ["--config.env.name=no_such_pkg.envs:make"],

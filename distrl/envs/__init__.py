@@ -19,6 +19,7 @@ from distrl.envs.gridworld import (
     default_time_limit,
     make_env,
 )
+from distrl.envs.host_env import HostEnv, is_host_env
 from distrl.envs.interface import (
     Deterministic,
     Dynamics,
@@ -60,6 +61,7 @@ __all__ = [
     "Environment",
     "Grid",
     "GridWorld",
+    "HostEnv",
     "Success",
     "Tabular",
     "TimeStep",
@@ -69,6 +71,7 @@ __all__ = [
     "grid_of",
     "has_path",
     "is_deterministic",
+    "is_host_env",
     "make_env",
     "parse_map",
     "random_map",

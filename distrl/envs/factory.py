@@ -1,5 +1,10 @@
 """A user's own environment, built by name: `module.path:factory` with keyword arguments
-(or `gymnax:<id>`, gymnax's env of that id: `envs/gymnax_env.py`).
+(or `gymnax:<id>`, gymnax's env of that id: `envs/gymnax_env.py`; or `gymnasium:<id>`,
+an env stepped in Python: `envs/host_env.py`).
+
+A factory may return a JAX env of the interface or a `gymnasium.Env` (a subclass named
+directly is a factory too): distrl tells the two apart by what it returns, and a
+gymnasium env becomes a `host_env.HostEnv` that every process makes again by name.
 
 `build("mypkg.envs:make", {"size": 8})` imports `mypkg.envs`, calls `make(size=8)` and
 checks that the answer is an environment of the interface (`envs.interface`) that a
@@ -13,7 +18,8 @@ import json
 
 import numpy as np
 
-from distrl.envs import gymnax_env
+from distrl import pyenv
+from distrl.envs import gymnax_env, host_env
 from distrl.envs.interface import Environment, EnvSpec
 
 
@@ -63,13 +69,25 @@ def build(name: str, kwargs: dict) -> Environment:
     'gymnax:<id>' is gymnax's env of that id, its params overridden by `kwargs`."""
     if name.startswith(gymnax_env.PREFIX):
         return _gymnax(name[len(gymnax_env.PREFIX) :], kwargs)
+    if name.startswith(pyenv.PREFIX):
+        return _host(name, kwargs)
     factory = resolve(name)
     try:
         env = factory(**kwargs)
     except Exception as err:  # noqa: BLE001 - any failure of user code is reported by name
         raise FactoryError(f"the factory raised {type(err).__name__}: {err}") from None
+    if not isinstance(env, Environment) and host_env.is_gymnasium_env(env):
+        env.close()  # each process makes its own copies by name
+        return _host(name, kwargs)
     check(env)
     return env
+
+
+def _host(name: str, kwargs: dict) -> host_env.HostEnv:
+    try:
+        return host_env.make(name, kwargs)
+    except host_env.FactoryError as err:
+        raise FactoryError(str(err)) from None
 
 
 def _gymnax(env_id: str, kwargs: dict) -> Environment:
@@ -89,7 +107,7 @@ def check(env) -> None:
     if not isinstance(env, Environment):
         raise FactoryError(
             f"returned a {kind}, not an environment: need spec, reset, step and observe "
-            f"(distrl.envs.interface)"
+            f"(distrl.envs.interface), or a gymnasium.Env"
         )
     try:
         hash(env)

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from distrl.envs import maps
-from distrl.envs.interface import Dynamics, EnvSpec, TimeStep, timestep
+from distrl.envs.interface import Dynamics, EnvSpec, GridShape, TimeStep, timestep
 
 LEFT, DOWN, RIGHT, UP = 0, 1, 2, 3
 ACTION_NAMES = ("LEFT", "DOWN", "RIGHT", "UP")
@@ -95,7 +95,7 @@ def _check_concrete_action(action) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class GridWorld:
+class GridWorld(GridShape):
     """FrozenLake-v1 dynamics on a fixed map; frozen and hashable.
 
     Attributes:
@@ -128,15 +128,7 @@ class GridWorld:
             )
         object.__setattr__(self, "rewards", tuple(float(r) for r in rewards))
 
-    # -- sizes -----------------------------------------------------------------
-    @property
-    def rows(self) -> int:
-        return len(self.desc)
-
-    @property
-    def cols(self) -> int:
-        return len(self.desc[0])
-
+    # -- sizes (rows, cols: GridShape) ---------------------------------------
     @property
     def num_cells(self) -> int:
         return self.rows * self.cols

@@ -163,6 +163,18 @@ class Grid(Protocol):
     desc: tuple  # rows of letters, one per cell; cells other than S and F are drawn as letters
 
 
+class GridShape:
+    """`rows` and `cols` of a grid env from its `desc` (one string per row): a mixin."""
+
+    @property
+    def rows(self) -> int:
+        return len(self.desc)
+
+    @property
+    def cols(self) -> int:
+        return len(self.desc[0])
+
+
 def success_signal(env):
     """`success(timestep) -> bool []` of an env that has one, else None."""
     return env.success if isinstance(env, Success) else None

@@ -9,7 +9,9 @@ stepping never waits on the learner after the first pull. Every `log.every_secon
 it writes a metrics row to `logs/actor_<i>.csv` (env steps, episodes, env
 steps/s, parameter version and lag, time blocked on Reverb, the writer's reconnects
 after replay outages). A resumed run starts its env-step count (and with it the
-exploration schedule) from its share of the checkpointed total.
+exploration schedule) from its share of the checkpointed total. An env stepped in
+Python (gymnasium: `envs.host_env`) is stepped by `host_rollout.HostAct` instead of
+the jitted rollout, with the same items, tables and counts.
 """
 
 import time
@@ -17,7 +19,7 @@ import time
 import jax
 from absl import logging
 
-from distrl import agents, metrics, packing, pipelines, replay, rollout
+from distrl import agents, envs, host_rollout, metrics, packing, pipelines, replay, rollout
 from distrl import config as config_lib
 from distrl.nodes.lifecycle import InProcess
 from distrl.nodes.variables import ParamsClient
@@ -91,6 +93,7 @@ class Actor:
                 acting.tally.add(items_written=acting.writer.pop_written())
                 acting.tally.flush(self._counter, acting.log)  # counts of its last steps
                 acting.log.close()
+                acting.close()
             logging.info("actor %d: stopped after %d env steps", self._id, acting.env_steps)
 
     def step(self) -> dict:
@@ -194,22 +197,34 @@ class _Acting:
         c = actor._config
         self.agent, self.params, self.writer, self.log = agent, params, writer, log
         self.pipeline = pipelines.of(agent.config)
-        self.act = make_act(
-            rollout.make_rollout(env, agent.policy, c.actor.unroll_length),
-            self.pipeline.item_fn(agent.config, c, env),
-        )
+        to_items = self.pipeline.item_fn(agent.config, c, env)
         # One dispatch per rollout instead of the schedule's eager jnp ops.
         self.epsilon = jax.jit(agent.epsilon)
         key = jax.random.fold_in(jax.random.PRNGKey(c.seed), 1000 + actor._id)
         if actor._start_steps:  # a resumed run explores differently from the one it continues
             key = jax.random.fold_in(key, actor._start_steps)
         self.key, carry_key = jax.random.split(key)
-        self.carry = rollout.init_carry(env, carry_key, c.actor.num_envs)
+        if envs.is_host_env(env):
+            self.act = host_rollout.make_act(env, agent.policy, c, to_items)
+            self.carry = self.act.init_carry(host_rollout.seed_of(carry_key))
+        else:
+            self.act = make_act(
+                rollout.make_rollout(env, agent.policy, c.actor.unroll_length), to_items
+            )
+            self.carry = rollout.init_carry(env, carry_key, c.actor.num_envs)
         self.tally, self.tail, self.env_steps = _Tally(), None, actor._start_steps
         prioritized = self.pipeline.prioritized(c)
         self.max_priority = _MaxPriority(actor._learner) if prioritized else None
         self.gate = VersionGate(params, c, self.pipeline.items_per_batch(c))
         self.pending = None  # the previous chunk's (packed output, version), not yet written
+
+    def close(self) -> None:
+        """Closes the env copies of an env stepped in Python (nothing for a JAX env)."""
+        if isinstance(self.act, host_rollout.HostAct):
+            try:
+                self.act.close()
+            except Exception as err:  # noqa: BLE001 - the failure that ended acting matters
+                logging.warning("actor: closing the env copies failed (%s)", err)
 
 
 class VersionGate:

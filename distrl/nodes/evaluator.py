@@ -26,7 +26,7 @@ import time
 import jax
 from absl import logging
 
-from distrl import agents, envs, evaluation, metrics, policy, results
+from distrl import agents, envs, evaluation, host_evaluation, metrics, policy, results
 from distrl import config as config_lib
 from distrl.envs import exact
 from distrl.nodes.counter import data_summary
@@ -153,8 +153,9 @@ class Evaluator:
         env = config_lib.make_env(c)
         agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
         greedy = not c.evaluator.sampled
-        evaluate = evaluation.make_evaluator(env, agent, c.evaluator.num_envs, greedy)
-        confirm = evaluation.make_evaluator(env, agent, c.evaluator.confirm_envs, greedy)
+        # jitted episodes, or played on the host for an env stepped in Python
+        evaluate = host_evaluation.make_evaluator(env, agent, c.evaluator.num_envs, greedy, c)
+        confirm = host_evaluation.make_evaluator(env, agent, c.evaluator.confirm_envs, greedy, c)
         model = envs.tabular_model(env)  # the exact figures need one; None: no judge
         best = exact.optimum(model, agent.config.discount) if model is not None else None
 

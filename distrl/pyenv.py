@@ -1,0 +1,142 @@
+"""Environments stepped in Python (gymnasium), on the side that needs no JAX: making one
+env by name, and the wrapper that names it and the step in every failure.
+
+`distrl.envs.host_env` turns such an env into a spec and capabilities for the data
+path; the actors and the evaluator step copies of it through a gymnasium vector env
+(`distrl.host_rollout`). The copies are made here, by name, so that a subprocess of
+`AsyncVectorEnv` (started with spawn) unpickles only `make_checked`'s arguments and
+imports gymnasium and numpy, not JAX (this module imports nothing of distrl's).
+
+A name is `gymnasium:<id>` (`gymnasium.make(id, **kwargs)`; `max_episode_steps` in
+kwargs sets the time limit as `gymnasium.make` does) or `module.path:attribute`, a
+`gymnasium.Env` subclass or a function returning one, called with kwargs.
+"""
+
+import ctypes
+import importlib
+import json
+import math
+import signal
+
+import gymnasium
+import numpy as np
+
+PREFIX = "gymnasium:"  # config.env.name = PREFIX + a registered gymnasium id
+
+
+class EnvError(RuntimeError):
+    """An env stepped in Python that raised, hung or returned what its spaces do not
+    allow; the message is one line naming the env, its copy and the step."""
+
+
+def make_raw(name: str, kwargs_json: str) -> gymnasium.Env:
+    """The env `name` names, made with the keyword arguments of `kwargs_json`."""
+    kwargs = json.loads(kwargs_json or "{}")
+    if name.startswith(PREFIX):
+        return gymnasium.make(name[len(PREFIX) :], **kwargs)
+    module, attribute = name.split(":")
+    return getattr(importlib.import_module(module), attribute)(**kwargs)
+
+
+def make_checked(name: str, kwargs_json: str, index: int) -> "Checked":
+    """Copy `index` of the env `name`, checked (picklable by its arguments)."""
+    return Checked(make_raw(name, kwargs_json), name, index)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def async_worker(*args) -> None:
+    """gymnasium's subprocess worker of `AsyncVectorEnv`, killed with its parent (the
+    forkserver, which ends with the actor): a copy hung in its step does not outlive
+    the actor that gave up on it."""
+    from gymnasium.vector.async_vector_env import _async_worker  # noqa: PLC0415
+
+    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    _async_worker(*args)
+
+
+def time_limit(env: gymnasium.Env):
+    """The steps after which `env` truncates an episode (its TimeLimit), or None."""
+    while True:
+        if isinstance(env, gymnasium.wrappers.TimeLimit):
+            return int(env._max_episode_steps)
+        spec = getattr(env, "spec", None)
+        if spec is not None and spec.max_episode_steps:
+            return int(spec.max_episode_steps)
+        if not isinstance(env, gymnasium.Wrapper):
+            return None
+        env = env.env
+
+
+def observation_problem(space: gymnasium.Space, obs):
+    """What is wrong with `obs` for `space` (Box: shape and dtype exactly; Discrete: an
+    integer in range), or None."""
+    if isinstance(space, gymnasium.spaces.Discrete):
+        value = np.asarray(obs)
+        ok = value.shape == () and np.issubdtype(value.dtype, np.integer)
+        if ok and space.start <= int(value) < space.start + space.n:
+            return None
+        return f"observation {obs!r}; its space {space} needs one integer in range"
+    array = obs if isinstance(obs, np.ndarray) else None
+    if array is None:
+        return f"observation of type {type(obs).__name__}; its space {space} needs a numpy array"
+    if array.shape != space.shape or array.dtype != space.dtype:
+        return (
+            f"observation of shape {array.shape} and dtype {array.dtype}; its space needs "
+            f"shape {space.shape} and dtype {space.dtype}"
+        )
+    return None
+
+
+class Checked(gymnasium.Wrapper):
+    """Copy `index` of env `name`: any exception of the env, and an observation, reward or
+    end flag its spaces do not allow, becomes one `EnvError` naming the env, the copy
+    and the step (this copy's steps since it was made, and the step of its episode)."""
+
+    def __init__(self, env: gymnasium.Env, name: str, index: int):
+        super().__init__(env)
+        self._name, self._index = name, index
+        self.steps, self.episode_step = 0, 0
+
+    def _where(self) -> str:
+        return (
+            f"env {self._name} (copy {self._index}) at step {self.steps} "
+            f"(step {self.episode_step} of its episode)"
+        )
+
+    def _fail(self, what: str):
+        raise EnvError(f"{self._where()}: {what}")
+
+    def reset(self, *, seed=None, options=None):
+        try:
+            obs, info = self.env.reset(seed=seed, options=options)
+        except Exception as err:  # noqa: BLE001 - any failure of user code is named
+            self._fail(f"reset raised {type(err).__name__}: {_one_line(err)}")
+        self.episode_step = 0
+        problem = observation_problem(self.observation_space, obs)
+        if problem:
+            self._fail(f"reset returned an {problem}")
+        return obs, info
+
+    def step(self, action):
+        self.steps += 1
+        self.episode_step += 1
+        try:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+        except Exception as err:  # noqa: BLE001 - any failure of user code is named
+            self._fail(f"step raised {type(err).__name__}: {_one_line(err)}")
+        problem = observation_problem(self.observation_space, obs)
+        if problem:
+            self._fail(f"step returned an {problem}")
+        if not isinstance(reward, (int, float, np.number)) or not math.isfinite(float(reward)):
+            self._fail(f"step returned reward {reward!r}; need a finite number")
+        for flag, value in (("terminated", terminated), ("truncated", truncated)):
+            if not isinstance(value, (bool, np.bool_)):
+                self._fail(f"step returned {flag}={value!r}; need a bool")
+        return obs, reward, terminated, truncated, info
+
+
+def _one_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else "(no message)"

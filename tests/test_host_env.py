@@ -1,0 +1,227 @@
+"""Envs stepped in Python (gymnasium): names and spaces to specs, every refusal in one
+line, the host rollout's chunks against known answers (episode ends, truncation,
+autoreset), the evaluator's episodes, failures named with the env and the step, and
+gymnasium's own FrozenLake tables against the built-in gridworld's optimum."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from distrl import agents, envs, evaluation, host_evaluation, host_rollout, pipelines
+from distrl import config as config_lib
+from distrl.envs import exact, factory
+from distrl.pyenv import EnvError
+
+
+def _config(name="tests.gym_envs:countdown", kwargs="{}", algorithm="ppo", **env):
+    c = config_lib.base_config(algorithm)
+    c.env.name, c.env.kwargs = name, kwargs
+    c.env.update(env)
+    c.evaluator.target_success = 0.0
+    return c
+
+
+@pytest.mark.parametrize(
+    "name, kwargs, kind, spec",
+    [
+        ("gymnasium:CartPole-v1", {}, "HostEnv", ((4,), "float32", 2, 500)),
+        ("gymnasium:FrozenLake8x8-v1", {}, "GridHostEnv", ((64,), "float32", 4, 200)),
+        ("gymnasium:Taxi-v4", {}, "HostEnv", ((500,), "float32", 6, 200)),
+        (
+            "gymnasium:CliffWalking-v1",
+            {"max_episode_steps": 50},
+            "TabularHostEnv",
+            ((48,), "float32", 4, 50),
+        ),
+        ("tests.gym_envs:countdown", {"limit": 7}, "HostEnv", ((1,), "float32", 2, 7)),
+        ("tests.gym_envs:Countdown", {}, None, None),  # a class: no time limit (below)
+    ],
+)
+def test_a_gymnasium_name_gives_a_spec_from_its_spaces(name, kwargs, kind, spec):
+    if kind is None:
+        with pytest.raises(factory.FactoryError, match="no time limit"):
+            factory.build(name, kwargs)
+        return
+    env = factory.build(name, kwargs)
+    assert envs.is_host_env(env) and type(env).__name__ == kind
+    assert tuple(env.spec) == spec
+    assert hash(env) == hash(factory.build(name, kwargs))  # a static argument, equal by name
+
+
+def test_a_discrete_observation_is_one_hot_and_capabilities_follow_the_tables():
+    lake = factory.build("gymnasium:FrozenLake-v1", {})
+    assert np.array_equal(lake.encode(np.array([0, 5])), np.eye(16, dtype=np.float32)[[0, 5]])
+    assert envs.tabular_model(lake) is lake and envs.grid_of(lake) is lake
+    assert lake.desc == ("SFFF", "FHFH", "FFFH", "HFFG") and lake.start_cell == 0
+    d = lake.dynamics()
+    assert d.terminal.sum() == 5 and list(np.flatnonzero(d.goal)) == [15]
+    cart = factory.build("gymnasium:CartPole-v1", {})
+    assert envs.tabular_model(cart) is None and envs.success_signal(cart) is None
+
+
+@pytest.mark.parametrize(
+    "name, kwargs, message",
+    [
+        ("gymnasium:NoSuchEnv-v0", "{}", "gymnasium: Environment `NoSuchEnv` doesn't exist"),
+        ("gymnasium:Pendulum-v1", "{}", "need Discrete actions"),
+        ("tests.gym_envs:continuous", "{}", "need Discrete actions"),
+        ("gymnasium:CartPole-v1", '{"bogus": 1}', "unexpected keyword argument 'bogus'"),
+        ("gymnasium:Blackjack-v1", '{"max_episode_steps": 5}', "need a Box (any shape)"),
+        ("tests.gym_envs:NoLimit", "{}", "no time limit"),
+    ],
+)
+def test_an_env_the_networks_cannot_take_is_a_config_error(name, kwargs, message):
+    with pytest.raises(config_lib.ConfigError, match="config.env.name=") as err:
+        config_lib.validate(_config(name, kwargs))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_async_copies_only_for_an_env_stepped_in_python():
+    with pytest.raises(config_lib.ConfigError, match="only an env stepped in Python"):
+        config_lib.validate(_config("gridworld", vector="async"))
+    with pytest.raises(config_lib.ConfigError, match="need 'sync' or 'async'"):
+        config_lib.validate(_config(vector="threads"))
+    config_lib.validate(_config(vector="async"))
+
+
+def _first_actions(params, key, obs, epsilon):
+    return jnp.zeros(obs.shape[:1], jnp.int32), {"seen": obs[:, 0]}
+
+
+def _unroll(name, kwargs, num_envs=2, steps=5, mode="sync", timeout_s=0.0):
+    env = factory.build(name, kwargs)
+    stepper = host_rollout.VectorStepper(env, num_envs, mode, timeout_s)
+    act = host_rollout.HostAct(stepper, _first_actions, steps, lambda tail, chunk: (chunk, None))
+    carry = act.init_carry(0)
+    try:
+        return act.unroll(None, carry, jax.random.PRNGKey(0), 0.0)
+    finally:
+        act.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_termination_ends_the_transition_and_the_next_starts_from_the_reset(mode):
+    """Countdown(3): obs t, reward t+1; the 3rd step terminates (discount 0, last), and
+    the 4th transition starts from the reset observation 0, never crossing the end."""
+    chunk, stats = _unroll("tests.gym_envs:countdown", {"length": 3}, mode=mode)
+    column = lambda x: np.asarray(x)[:, 0].tolist()  # noqa: E731 - env 0; env 1 is alike
+    assert column(chunk.observation[..., 0]) == [0, 1, 2, 0, 1]
+    assert column(chunk.next_observation[..., 0]) == [1, 2, 3, 1, 2]
+    assert column(chunk.reward) == [1, 2, 3, 1, 2]
+    assert column(chunk.discount) == [1, 1, 0, 1, 1]
+    assert column(chunk.last) == [False, False, True, False, False]
+    assert column(chunk.extras["seen"]) == [0, 1, 2, 0, 1]  # what the policy saw
+    assert np.array_equal(chunk.observation, np.asarray(chunk.observation)[:, ::-1])
+    assert (int(stats.env_steps), int(stats.episodes), float(stats.return_sum)) == (10, 2, 12.0)
+    assert int(stats.length_sum) == 6
+
+
+def test_truncation_bootstraps_from_the_observation_reached():
+    """Countdown(100) cut after 2 steps: last with discount 1, next_observation the state
+    reached (2), not the reset observation the policy acts on next (0)."""
+    chunk, stats = _unroll("tests.gym_envs:countdown", {"length": 100, "limit": 2})
+    column = lambda x: np.asarray(x)[:, 0].tolist()  # noqa: E731
+    assert column(chunk.observation[..., 0]) == [0, 1, 0, 1, 0]
+    assert column(chunk.next_observation[..., 0]) == [1, 2, 1, 2, 1]
+    assert column(chunk.discount) == [1, 1, 1, 1, 1]
+    assert column(chunk.last) == [False, True, False, True, False]
+    assert (int(stats.episodes), float(stats.return_sum)) == (4, 12.0)
+
+
+def test_a_chunk_becomes_the_pipelines_items_with_the_tables_signature():
+    """Every pipeline's item function takes the host chunk, and the items unpack with
+    the structure, shapes and dtypes of the Reverb table's example item."""
+    for algorithm in ("dqn", "ppo", "reinforce"):
+        c = _config("gymnasium:CartPole-v1", algorithm=algorithm)
+        c.actor.num_envs, c.actor.unroll_length = 4, 8
+        env = config_lib.make_env(c)
+        agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
+        pipeline = pipelines.of(agent.config)
+        act = host_rollout.make_act(env, agent.policy, c, pipeline.item_fn(agent.config, c, env))
+        carry, tail = act.init_carry(1), None
+        params = agent.init(jax.random.PRNGKey(0)).params
+        for i in range(3):  # the first call has no tail; later ones do
+            (carry, tail), packed = act(params, carry, jax.random.PRNGKey(i), 0.1, tail)
+        items, stats = act.unpack(packed)
+        act.close()
+        example = pipeline.example_item(c, env).data
+        assert jax.tree.structure(items) == jax.tree.structure(example), algorithm
+        for got, want in zip(jax.tree.leaves(items), jax.tree.leaves(example)):
+            want = np.asarray(want)
+            assert got.shape[got.ndim - want.ndim :] == want.shape, (algorithm, got.shape)
+            assert got.dtype == want.dtype, (algorithm, got.dtype, want.dtype)
+        assert int(stats.env_steps) == 32
+
+
+def test_the_evaluator_plays_exactly_its_episodes_and_scores_success():
+    """Guess(3) with the greedy policy of a Q table that knows the answer: 1000
+    one-step episodes, every one a success; an agent acting 0 scores about 1/3."""
+    c = _config("tests.gym_envs:guess", algorithm="tabular")
+    env = config_lib.make_env(c)
+    agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
+    params = agent.init(jax.random.PRNGKey(0)).params
+    evaluate = host_evaluation.make_evaluator(env, agent, 1000, True, c)
+    result = jax.device_get(evaluate(params, jax.random.PRNGKey(3)))
+    evaluate.close()
+    assert int(result.episodes) == 1000 and float(result.mean_length) == 1.0
+    assert 0.25 < float(result.mean_return) < 0.42  # an untrained Q: one fixed action
+    assert result.return_low < result.mean_return < result.return_high
+
+
+def test_frozenlake_tables_give_the_gridworlds_optimum_on_the_same_map():
+    """gymnasium's FrozenLake-v1 4x4 slippery (rewards 1 on G, 0 elsewhere, 100 steps)
+    and the gridworld on the same map with rewards (1, 0, 0): the same dynamics, so the
+    same exact optimum. With the gridworld's default rewards (-1 in a hole) the
+    discounted pi* differs (holes cost value), but the best success any policy can
+    reach within the limit does not depend on rewards and stays equal."""
+    lake = factory.build("gymnasium:FrozenLake-v1", {})
+    ours = envs.make_env(map_name="4x4", slippery=True, rewards=(1.0, 0.0, 0.0))
+    assert ours.spec.time_limit == lake.spec.time_limit == 100
+    a, b = exact.optimum(lake, 0.99), exact.optimum(ours, 0.99)
+    s = lake.start_cell
+    assert a.success[s] == pytest.approx(b.success[s], abs=1e-12)
+    assert a.value[s] == pytest.approx(b.value[s], abs=1e-12)
+    assert a.max_success[s] == pytest.approx(b.max_success[s], abs=1e-12)
+    assert np.allclose(a.value, b.value, atol=1e-12)
+    default = exact.optimum(envs.make_env(map_name="4x4", slippery=True), 0.99)
+    assert default.max_success[s] == pytest.approx(a.max_success[s], abs=1e-12)
+    assert 0.7 < a.success[s] < 0.8
+
+
+def test_the_exact_answer_scores_a_policy_on_gymnasiums_tables():
+    c = _config("gymnasium:FrozenLake-v1", algorithm="tabular")
+    env = config_lib.make_env(c)
+    agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
+    params = agent.init(jax.random.PRNGKey(0)).params
+    answer = evaluation.exact_answer(env, agent, params, 0.99)
+    assert 0 <= answer["success"] <= answer["max_success"] <= 1
+    assert answer["optimal_success"] == pytest.approx(
+        exact.optimum(env, 0.99).success[env.start_cell]
+    )
+
+
+@pytest.mark.parametrize(
+    "how, message",
+    [
+        ("raise", "step raised ValueError: the simulator lost its state"),
+        ("shape", "observation of shape (2,) and dtype float32; its space needs shape (1,)"),
+        ("dtype", "observation of shape (1,) and dtype float64; its space needs shape (1,) and"),
+    ],
+)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_failing_env_is_named_with_its_copy_and_step(how, message, mode):
+    with pytest.raises(EnvError) as err:
+        _unroll("tests.gym_envs:faulty", {"how": how, "fail_at": 4}, mode=mode)
+    text = str(err.value)
+    assert text.startswith("env tests.gym_envs:faulty (copy ") and message in text, text
+    assert "at step 4 (step 4 of its episode)" in text and "\n" not in text
+
+
+def test_a_hung_env_fails_after_the_step_timeout():
+    with pytest.raises(EnvError) as err:
+        _unroll("tests.gym_envs:faulty", {"how": "hang", "fail_at": 3}, timeout_s=0.5)
+    assert str(err.value) == (
+        "env tests.gym_envs:faulty: vector step 3 of its 2 copies took longer than 0.5 s "
+        "(config.env.step_timeout_s)"
+    )
