@@ -40,6 +40,7 @@ MAX_MAP_CELLS = 250_000
 # fills the evaluator's memory (its envs are stepped together, in one jit).
 MAX_EVAL_EPISODES = 1_000_000
 GRIDWORLD = "gridworld"  # config.env.name of the built-in env
+AUTO = -1.0  # evaluator.target_success: 1.0 where the env has a success signal, else none
 
 
 def agent_section(algorithm: str) -> ml_collections.ConfigDict:
@@ -102,7 +103,10 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             # > 0: evaluate each time the env steps pass a multiple of this instead, so how
             # often a run is judged does not depend on how fast its pipeline is
             every_env_steps=0,
-            target_success=1.0,  # stop once the success interval's lower bound is here (0: never)
+            # stop once the success interval's lower bound is here (0: never); -1 (AUTO):
+            # 1.0 on an env with a success signal (the gridworld), none on one without;
+            # a value 0..1 set on an env without a success signal is refused
+            target_success=AUTO,
             # > 0: the target is this fraction of the exact optimal success (envs.exact's
             # pi* for the agent's discount) instead of target_success
             target_of_optimal=0.0,
@@ -383,10 +387,21 @@ def validate(config) -> None:
     _validate_restart(config)
 
 
+def success_target(config, has_success: bool) -> float:
+    """The success target a run stops at (0: none): evaluator.target_success, or with
+    AUTO (the default) 1.0 on an env with a success signal and none on one without."""
+    value = float(config.evaluator.target_success)
+    if value == AUTO:
+        return 1.0 if has_success else 0.0
+    return value
+
+
 def check_env(config, env) -> None:
     """ConfigError when the run needs what `env` lacks (`distrl.envs.interface`): a
-    success target needs the env's success signal, a target of the optimum its
-    tabular model (for the exact optimum) as well. The gridworld has both. A conv
+    success target set (0..1) needs the env's success signal, a target of the optimum
+    its tabular model (for the exact optimum) as well; the default success target
+    (AUTO) applies only where there is a signal, and a run needs some target or
+    budget to end on. The gridworld has both. A conv
     torso (config.agent.torso) needs image observations [H, W, C]."""
     _check(
         isinstance(env, envs.Environment),
@@ -396,10 +411,21 @@ def check_env(config, env) -> None:
     e = config.evaluator
     kind = type(env).__name__
     _check(
-        not e.target_success or envs.success_signal(env) is not None,
+        e.target_success <= 0 or envs.success_signal(env) is not None,
         f"config.evaluator.target_success={e.target_success}: the env ({kind}) has no "
-        f"success signal; set it to 0 and stop on config.evaluator.target_return (the "
-        f"mean return) or a budget (config.budget)",
+        f"success signal; leave it at -1 (the default: a success target only where there "
+        f"is one) or 0 and stop on config.evaluator.target_return (the mean return) or a "
+        f"budget (config.budget)",
+    )
+    _check(
+        success_target(config, envs.success_signal(env) is not None)
+        or e.target_of_optimal
+        or e.target_return
+        or config.budget.env_steps
+        or config.budget.learner_steps
+        or config.budget.seconds,
+        "config.budget sets no limit and config.evaluator sets no target: "
+        "the run would never stop; set one of them",
     )
     _check(
         not e.target_of_optimal
@@ -518,21 +544,12 @@ def _validate_budget_and_evaluator(config) -> None:
         f"config.evaluator.target_of_optimal={e.target_of_optimal}; need 0..1 (0 disables)",
     )
     _check(
-        0.0 <= e.target_success <= 1.0,
-        f"config.evaluator.target_success={e.target_success}; need 0..1 (0 disables)",
+        0.0 <= e.target_success <= 1.0 or e.target_success == AUTO,
+        f"config.evaluator.target_success={e.target_success}; need 0..1 (0 disables) "
+        f"or -1 (1.0 where the env has a success signal)",
     )
     for name in ("env_steps", "learner_steps", "seconds"):
         _check(bud[name] >= 0, f"config.budget.{name}={bud[name]}; need >= 0 (0 = no limit)")
-    _check(
-        bud.env_steps
-        or bud.learner_steps
-        or bud.seconds
-        or e.target_success
-        or e.target_of_optimal
-        or e.target_return,
-        "config.budget sets no limit and config.evaluator sets no target: "
-        "the run would never stop; set one of them",
-    )
     log, ckpt = config.log.every_seconds, config.checkpoint.every_seconds
     _check(log > 0, f"config.log.every_seconds={log}; need > 0")
     _check(ckpt >= 0, f"config.checkpoint.every_seconds={ckpt}; need >= 0 (0 = only at the end)")

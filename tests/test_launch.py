@@ -75,7 +75,7 @@ BAD_INPUTS = [
         "returned a dict, not an environment",
     ),
     (
-        ["--config.env.name=tests.user_envs:make_contexts"],
+        ["--config.env.name=tests.user_envs:make_contexts", "--config.evaluator.target_success=1"],
         "config.evaluator.target_success=1.0: the env (Contexts) has no success signal",
     ),
     (
