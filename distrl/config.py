@@ -180,6 +180,28 @@ def slippery_8x8_to_optimum(algorithm: str) -> ml_collections.ConfigDict:
     return c
 
 
+def to_return(algorithm: str, env_name: str, target_return: float, confirm_envs: int = 1000):
+    """The base of the configs of a gymnax env with a return target
+    (configs/*_cartpole.py, *_breakout.py): `env_name`, a run that stops once the greedy
+    mean return's 95% lower bound over `confirm_envs` episodes reaches `target_return`,
+    100-episode evaluations every 8,192 env steps in the distributed run (the configs
+    set local.eval_every to the same cadence in distrl.local's iterations; both
+    machine-independent), discount 0.99 and a 2M env step / 900 s budget."""
+    c = base_config(algorithm)
+    c.env.name = env_name
+    c.agent.discount = 0.99
+    c.evaluator.update(
+        dict(
+            target_return=float(target_return),
+            num_envs=100,
+            confirm_envs=confirm_envs,
+            every_env_steps=8_192,
+        )
+    )
+    c.budget.update(dict(env_steps=2_000_000, seconds=900.0))
+    return c
+
+
 def make_env(config) -> envs.Environment:
     """The env `config.env.name` names: the built-in gridworld (from env.map, slippery,
     time_limit, rewards) or a user's factory 'module.path:function' called with
