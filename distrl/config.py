@@ -180,6 +180,13 @@ def slippery_8x8_to_optimum(algorithm: str) -> ml_collections.ConfigDict:
     return c
 
 
+# MinAtar's network (Young & Tian 2019): one 3x3 conv of 16 channels, a dense layer of
+# 128, ReLU; the agent fields of configs/*_breakout.py.
+MINATAR_NETWORK = dict(
+    torso="conv", conv_channels=(16,), conv_kernel=3, hidden_sizes=(128,), activation="relu"
+)
+
+
 def to_return(algorithm: str, env_name: str, target_return: float, confirm_envs: int = 1000):
     """The base of the configs of a gymnax env with a return target
     (configs/*_cartpole.py, *_breakout.py): `env_name`, a run that stops once the greedy
