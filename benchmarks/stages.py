@@ -107,7 +107,9 @@ def stage_program(configs, run_dir: str, warmup: float, window: float, actors_on
                     "name": gate,
                     "replay": algo,
                     "touch": gate + nodes.GO,
-                    "wait_for": [counter_key],
+                    # the shared counter's key and, for an actor, its own table's
+                    # inserts: another phase's counts never start this one's window
+                    "wait_for": [counter_key] + (["table_inserts"] if role == "actor" else []),
                     "warmup": warmup,
                     "window": window,
                     "after": gate + nodes.STOP,
