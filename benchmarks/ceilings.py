@@ -145,6 +145,16 @@ def _steps(config, calls_per_s: float) -> dict:
     return {"calls_per_s": calls_per_s, "steps_per_s": calls_per_s * t * b, "shape": f"[{t}, {b}]"}
 
 
+def measure_actors(configs, seconds: float) -> dict:
+    """The rollout and actor compute ceilings of each config ({name: config}) ->
+    {name: {'rollout', 'actor_compute'}}: the env presets' actor rows."""
+    out = {}
+    for name, config in configs.items():
+        rollout_rate, actor_rate = rollout_and_actor_compute(ActorWork(config), seconds)
+        out[name] = {"rollout": rollout_rate, "actor_compute": actor_rate}
+    return out
+
+
 def measure_all(configs, seconds: float) -> dict:
     """Every ceiling of each config ({name: config}) -> {name: {'rollout',
     'actor_compute', 'update', 'reverb'}}; one Reverb server process serves all."""

@@ -66,6 +66,8 @@ class Monitor:
             self._touch(phase["touch"])
         started, timeout = time.time(), phase.get("timeout", 120)
         if not self._wait_for(phase["wait_for"], baseline, timeout):
+            if phase.get("after"):  # stop it anyway: a late start must not run on into
+                self._touch(phase["after"])  # the next phases' windows
             return {"error": f"{phase['wait_for']} did not move in {timeout} s"}
         ready = time.time()
         time.sleep(phase["warmup"])

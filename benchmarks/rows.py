@@ -4,8 +4,8 @@ A row names where its figure sits in `run.py`'s results (a dotted path such as
 'stages.dqn.actor.env_steps_per_s'), its unit, where its ceilings sit (the lowest
 one measured counts), its goal (issue 14's table: '>= 0.8x' on the ratio, '<= 10 s'
 on the figure) and a note template ('{path}' or '{path:unit}' are filled in from the
-results). A row with '<algo>' or '<role>' in a field stands for one row per
-algorithm or node group (`expand`). Every ratio
+results). A row with "<algo>", "<actor>" or "<role>" in a field stands for one row per
+algorithm, actor (the env presets too) or node group (`expand`). Every ratio
 divides two figures of the same run. Sections that did not run (or failed) give
 rows with no figure and the error as the note, so the table keeps its shape.
 """
@@ -16,6 +16,9 @@ import re
 from benchmarks.report import Row, fmt
 
 ALGOS = ("dqn", "ppo")
+# Env presets whose actors get rows against their own rollout (configs/<name>.py): a
+# vector env through chunks and an image env (conv torso) through n-step replay.
+ENV_PRESETS = ("ppo_cartpole", "dqn_breakout")
 ROLES = ("replay", "counter", "learner", "actor", "evaluator")  # node groups of make_program
 E2E_ACTORS = 2  # the end-to-end program's actors (issue 14's rows)
 
@@ -36,12 +39,13 @@ class Spec:
     only_if: str = ""
 
 
-_PLACEHOLDERS = {"<algo>": ALGOS, "<role>": ROLES}
+ACTORS = ALGOS + ENV_PRESETS  # the actor rows: the gridworld's and the env presets'
+_PLACEHOLDERS = {"<algo>": ALGOS, "<actor>": ACTORS, "<role>": ROLES}
 
 
 def expand(spec: Spec) -> list:
-    """`spec` once per value of each placeholder it uses ('<algo>': dqn, ppo; '<role>':
-    the node groups), in that order."""
+    """`spec` once per value of each placeholder it uses ('<algo>': dqn, ppo; '<actor>':
+    those and the env presets; '<role>': the node groups), in that order."""
     specs = [spec]
     for placeholder, values in _PLACEHOLDERS.items():
         if placeholder in repr(spec):
@@ -71,16 +75,16 @@ ROWS = [
     # 1. Each stage's work alone, in the bench process.
     Spec(
         "1 ceilings",
-        "<algo> rollout {ceilings.<algo>.rollout.shape} (no I/O)",
-        figure="ceilings.<algo>.rollout.steps_per_s",
+        "<actor> rollout {ceilings.<actor>.rollout.shape} (no I/O)",
+        figure="ceilings.<actor>.rollout.steps_per_s",
         unit="env steps/s",
     ),
     Spec(
         "1 ceilings",
-        "<algo> actor compute (rollout + items + device_get)",
-        figure="ceilings.<algo>.actor_compute.steps_per_s",
+        "<actor> actor compute (rollout + items + device_get)",
+        figure="ceilings.<actor>.actor_compute.steps_per_s",
         unit="env steps/s",
-        ceiling=("ceilings.<algo>.rollout.steps_per_s",),
+        ceiling=("ceilings.<actor>.rollout.steps_per_s",),
         ceiling_name="rollout",
         goal=">= 0.8x",
     ),
@@ -126,17 +130,17 @@ ROWS = [
     # 2. The real Actor alone and the real Learner alone, under local_mp.
     Spec(
         "2 stages",
-        "<algo> 1 actor alone: env steps/s",
-        figure="stages.<algo>.actor.env_steps_per_s",
+        "<actor> 1 actor alone: env steps/s",
+        figure="stages.<actor>.actor.env_steps_per_s",
         unit="env steps/s",
-        ceiling=("ceilings.<algo>.rollout.steps_per_s",),
+        ceiling=("ceilings.<actor>.rollout.steps_per_s",),
         ceiling_name="rollout",
         goal=">= 0.5x",
-        note="blocked on Reverb {stages.<algo>.actor.blocked_share:share}, "
-        "{stages.<algo>.actor.items_per_s} items/s, "
-        "{stages.<algo>.actor.transitions_to_reverb_per_s} transitions/s into Reverb "
-        "(insert ceiling {ceilings.<algo>.reverb.insert_steps_per_s}); "
-        "CPU cores {stages.<algo>.actor.cores_text}",
+        note="blocked on Reverb {stages.<actor>.actor.blocked_share:share}, "
+        "{stages.<actor>.actor.items_per_s} items/s, "
+        "{stages.<actor>.actor.transitions_to_reverb_per_s} transitions/s into Reverb "
+        "(insert ceiling {ceilings.<actor>.reverb.insert_steps_per_s}); "
+        "CPU cores {stages.<actor>.actor.cores_text}",
     ),
     *[
         Spec(

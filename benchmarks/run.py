@@ -103,6 +103,8 @@ class Bench:
 
         configs = {algo: load_config(algo, self.overrides(algo)) for algo in rows.ALGOS}
         self.results["ceilings"] = ceilings.measure_all(configs, self.s["ceiling_s"])
+        presets = {name: load_config(name, self.overrides(name)) for name in rows.ENV_PRESETS}
+        self.results["ceilings"].update(ceilings.measure_actors(presets, self.s["ceiling_s"]))
 
     def host(self) -> None:
         """The host-stepped actor (gymnasium CartPole) against its vector env alone."""
@@ -111,8 +113,9 @@ class Bench:
         self.results["host"] = host_env.measure(rows.ALGOS, window=self.s["window"] / 2)
 
     def stages(self) -> None:
-        """One program: each algorithm's actor alone, then its learner alone."""
-        measured = self._program("stage", rows.ALGOS, 1)
+        """One program: each algorithm's actor alone, then its learner alone; each env
+        preset's actor alone (rows.ENV_PRESETS)."""
+        measured = self._program("stage", rows.ALGOS + rows.ENV_PRESETS, 1)
         self.results["stages"] = {
             algo: {
                 "actor": measured.get(f"{algo}-actor"),
@@ -120,7 +123,7 @@ class Bench:
                 "error": measured.get("error"),
                 "wall": measured["wall"],
             }
-            for algo in rows.ALGOS
+            for algo in rows.ALGOS + rows.ENV_PRESETS
         }
 
     def e2e(self) -> None:
@@ -146,6 +149,7 @@ class Bench:
         flags = [
             f"--mode={mode}",
             f"--algo={','.join(algos)}",
+            f"--actors_only={','.join(a for a in algos if a in rows.ENV_PRESETS)}",
             f"--actors={actors}",
             "--spi=1",
             f"--warmup={self.s['warmup']}",
@@ -265,7 +269,7 @@ def _validate(overrides) -> None:
     """Every algorithm's config with the overrides, validated before anything starts
     (ConfigError for one they make invalid, e.g. replay.item_steps=4 without a
     min_size of whole items)."""
-    for algo in rows.ALGOS:
+    for algo in rows.ALGOS + rows.ENV_PRESETS:
         config_lib.validate(load_config(algo, overrides.of(algo)))
 
 
@@ -284,7 +288,11 @@ def main(argv=None) -> int:
     args = _flags()
     argv = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
     overrides = cli.parse_several(
-        args, argv, lambda _: configs_of(rows.ALGOS), check=_validate, usage=__doc__
+        args,
+        argv,
+        lambda _: configs_of(rows.ALGOS + rows.ENV_PRESETS),
+        check=_validate,
+        usage=__doc__,
     )
     if args.report:
         results = read_json(args.report)

@@ -52,10 +52,12 @@ from distrl.program import launcher, topology
 from distrl.program.lifecycle import LAUNCHPAD
 
 
-def stage_program(configs, run_dir: str, warmup: float, window: float):
+def stage_program(configs, run_dir: str, warmup: float, window: float, actors_only=()):
     """Each algorithm's actor alone, then its learner alone (see module doc).
 
-    `configs` maps an algorithm name to its config. Returns (program, counter handle,
+    `configs` maps an algorithm (or preset) name to its config; the names in
+    `actors_only` (the env presets' rows: configs/ppo_cartpole.py, ...) time their
+    actor alone, with no learner phase. Returns (program, counter handle,
     replay handles by algorithm, monitor plan). One program serves every algorithm,
     so the startup of a Launchpad program is paid once: each algorithm has its own
     Reverb server, params server, actor and learner, started and stopped in turn
@@ -85,10 +87,11 @@ def stage_program(configs, run_dir: str, warmup: float, window: float):
         }
         # Each stage node: the real node class behind a gate, and the plan entry that
         # opens the gate, times the counter it drives, and closes it again.
-        for role, stage_node, real_node, counter_key in (
+        roles = (
             ("actor", nodes.StageActor, Actor, "env_steps"),
             ("learner", nodes.StageLearner, Learner, "learner_steps"),
-        ):
+        )
+        for role, stage_node, real_node, counter_key in roles[: 1 if algo in actors_only else 2]:
             gate = f"{algo}-{role}"
             with p.group(role):
                 p.add_node(
@@ -104,7 +107,9 @@ def stage_program(configs, run_dir: str, warmup: float, window: float):
                     "name": gate,
                     "replay": algo,
                     "touch": gate + nodes.GO,
-                    "wait_for": [counter_key],
+                    # the shared counter's key and, for an actor, its own table's
+                    # inserts: another phase's counts never start this one's window
+                    "wait_for": [counter_key] + (["table_inserts"] if role == "actor" else []),
                     "warmup": warmup,
                     "window": window,
                     "after": gate + nodes.STOP,
@@ -297,7 +302,12 @@ def bench_config(
 def _flags():
     values = flags.FlagValues()
     flags.DEFINE_enum("mode", None, ["stage", "e2e"], "What to measure.", flag_values=values)
-    flags.DEFINE_string("algo", "dqn", "dqn | ppo (stage mode: dqn,ppo)", flag_values=values)
+    flags.DEFINE_string(
+        "algo", "dqn", "dqn | ppo | a config name (stage mode: dqn,ppo)", flag_values=values
+    )
+    flags.DEFINE_list(
+        "actors_only", [], "stage mode: names of --algo timed without a learner", flag_values=values
+    )
     flags.DEFINE_integer("actors", 1, "Actors of the program.", flag_values=values)
     flags.DEFINE_float("spi", 0.0, "DQN samples per insert (0: config's)", flag_values=values)
     flags.DEFINE_float("warmup", 2.0, "Seconds before the window.", flag_values=values)
@@ -331,7 +341,7 @@ def main(argv=None) -> None:
     except config_lib.ConfigError as err:
         cli.fail(f"bad config: {err}")
     if args.mode == "stage":
-        built = stage_program(configs, run_dir, args.warmup, args.window)
+        built = stage_program(configs, run_dir, args.warmup, args.window, args.actors_only)
     else:
         (config,) = configs.values()
         built = e2e_program(config, run_dir, args.warmup, args.window)

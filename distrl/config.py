@@ -40,6 +40,7 @@ MAX_MAP_CELLS = 250_000
 # fills the evaluator's memory (its envs are stepped together, in one jit).
 MAX_EVAL_EPISODES = 1_000_000
 GRIDWORLD = "gridworld"  # config.env.name of the built-in env
+AUTO = -1.0  # evaluator.target_success: 1.0 where the env has a success signal, else none
 
 
 def agent_section(algorithm: str) -> ml_collections.ConfigDict:
@@ -105,7 +106,10 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             # > 0: evaluate each time the env steps pass a multiple of this instead, so how
             # often a run is judged does not depend on how fast its pipeline is
             every_env_steps=0,
-            target_success=1.0,  # stop once the success interval's lower bound is here (0: never)
+            # stop once the success interval's lower bound is here (0: never); -1 (AUTO):
+            # 1.0 on an env with a success signal (the gridworld), none on one without;
+            # a value 0..1 set on an env without a success signal is refused
+            target_success=AUTO,
             # > 0: the target is this fraction of the exact optimal success (envs.exact's
             # pi* for the agent's discount) instead of target_success
             target_of_optimal=0.0,
@@ -165,30 +169,6 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
     return c
 
 
-def gymnasium_cartpole_to_475(algorithm: str) -> ml_collections.ConfigDict:
-    """The base of configs/*_gymnasium_cartpole.py: gymnasium's CartPole-v1 stepped in
-    Python by the actors (16 copies each), a run that stops when the greedy mean
-    return's 95% lower bound reaches 475 over 1,000 episodes, routine evaluations of
-    100 episodes every 50k env steps (the evaluator plays them on its host: 1,000
-    episodes of 500 steps are half a million env steps of its own), discount 0.99, a
-    2M env step / 900 s budget."""
-    c = base_config(algorithm)
-    c.env.name = "gymnasium:CartPole-v1"
-    c.actor.num_envs = 16
-    c.agent.update(dict(hidden_sizes=(64, 64), discount=0.99))
-    c.evaluator.update(
-        dict(
-            target_success=0.0,
-            target_return=475.0,
-            num_envs=100,
-            confirm_envs=1000,
-            every_env_steps=50_000,
-        )
-    )
-    c.budget.update(dict(env_steps=2_000_000, seconds=900.0))
-    return c
-
-
 def slippery_8x8_to_optimum(algorithm: str) -> ml_collections.ConfigDict:
     """The base of configs/*_slippery8x8.py: slippery 8x8, discount 0.99, a run that
     stops at a confirmed 98% of the exact optimum (`evaluator.target_of_optimal`), an
@@ -200,6 +180,48 @@ def slippery_8x8_to_optimum(algorithm: str) -> ml_collections.ConfigDict:
     c.agent.update(dict(discount=0.99, learning_rate_final=1e-5))
     c.evaluator.update(dict(target_success=0.0, target_of_optimal=0.98, every_env_steps=100_000))
     c.budget.update(dict(env_steps=6_000_000, seconds=900.0))
+    return c
+
+
+# MinAtar's network (Young & Tian 2019): one 3x3 conv of 16 channels, a dense layer of
+# 128, ReLU; the agent fields of configs/*_breakout.py.
+MINATAR_NETWORK = dict(
+    torso="conv", conv_channels=(16,), conv_kernel=3, hidden_sizes=(128,), activation="relu"
+)
+
+
+def to_return(algorithm: str, env_name: str, target_return: float, confirm_envs: int = 1000):
+    """The base of the configs of an env with a return target
+    (configs/*_cartpole.py, *_breakout.py, and through `gymnasium_cartpole_to_475`
+    configs/*_gymnasium_cartpole.py): `env_name`, a run that stops once the greedy
+    mean return's 95% lower bound over `confirm_envs` episodes reaches `target_return`,
+    100-episode evaluations every 8,192 env steps in the distributed run (the configs
+    set local.eval_every to the same cadence in distrl.local's iterations; both
+    machine-independent), discount 0.99 and a 2M env step / 900 s budget."""
+    c = base_config(algorithm)
+    c.env.name = env_name
+    c.agent.discount = 0.99
+    c.evaluator.update(
+        dict(
+            target_return=float(target_return),
+            num_envs=100,
+            confirm_envs=confirm_envs,
+            every_env_steps=8_192,
+        )
+    )
+    c.budget.update(dict(env_steps=2_000_000, seconds=900.0))
+    return c
+
+
+def gymnasium_cartpole_to_475(algorithm: str) -> ml_collections.ConfigDict:
+    """The base of configs/*_gymnasium_cartpole.py: `to_return` on gymnasium's
+    CartPole-v1 (stepped in Python by the actors, 16 copies each) to 475, routine
+    evaluations every 50k env steps (the evaluator plays them on its host: 1,000
+    episodes of 500 steps are half a million env steps of its own)."""
+    c = to_return(algorithm, "gymnasium:CartPole-v1", 475.0)
+    c.actor.num_envs = 16
+    c.agent.hidden_sizes = (64, 64)
+    c.evaluator.every_env_steps = 50_000
     return c
 
 
@@ -413,10 +435,21 @@ def validate(config) -> None:
     _validate_restart(config)
 
 
+def success_target(config, has_success: bool) -> float:
+    """The success target a run stops at (0: none): evaluator.target_success, or with
+    AUTO (the default) 1.0 on an env with a success signal and none on one without."""
+    value = float(config.evaluator.target_success)
+    if value == AUTO:
+        return 1.0 if has_success else 0.0
+    return value
+
+
 def check_env(config, env) -> None:
     """ConfigError when the run needs what `env` lacks (`distrl.envs.interface`): a
-    success target needs the env's success signal, a target of the optimum its
-    tabular model (for the exact optimum) as well. The gridworld has both. A conv
+    success target set (0..1) needs the env's success signal, a target of the optimum
+    its tabular model (for the exact optimum) as well; the default success target
+    (AUTO) applies only where there is a signal, and a run needs some target or
+    budget to end on. The gridworld has both. A conv
     torso (config.agent.torso) needs image observations [H, W, C]."""
     _check(
         isinstance(env, envs.Environment) or host_env.is_host_env(env),
@@ -433,10 +466,21 @@ def check_env(config, env) -> None:
     e = config.evaluator
     kind = type(env).__name__
     _check(
-        not e.target_success or envs.success_signal(env) is not None,
+        e.target_success <= 0 or envs.success_signal(env) is not None,
         f"config.evaluator.target_success={e.target_success}: the env ({kind}) has no "
-        f"success signal; set it to 0 and stop on config.evaluator.target_return (the "
-        f"mean return) or a budget (config.budget)",
+        f"success signal; leave it at -1 (the default: a success target only where there "
+        f"is one) or 0 and stop on config.evaluator.target_return (the mean return) or a "
+        f"budget (config.budget)",
+    )
+    _check(
+        success_target(config, envs.success_signal(env) is not None)
+        or e.target_of_optimal
+        or e.target_return
+        or config.budget.env_steps
+        or config.budget.learner_steps
+        or config.budget.seconds,
+        "config.budget sets no limit and config.evaluator sets no target: "
+        "the run would never stop; set one of them",
     )
     _check(
         not e.target_of_optimal
@@ -557,21 +601,12 @@ def _validate_budget_and_evaluator(config) -> None:
         f"config.evaluator.target_of_optimal={e.target_of_optimal}; need 0..1 (0 disables)",
     )
     _check(
-        0.0 <= e.target_success <= 1.0,
-        f"config.evaluator.target_success={e.target_success}; need 0..1 (0 disables)",
+        0.0 <= e.target_success <= 1.0 or e.target_success == AUTO,
+        f"config.evaluator.target_success={e.target_success}; need 0..1 (0 disables) "
+        f"or -1 (1.0 where the env has a success signal)",
     )
     for name in ("env_steps", "learner_steps", "seconds"):
         _check(bud[name] >= 0, f"config.budget.{name}={bud[name]}; need >= 0 (0 = no limit)")
-    _check(
-        bud.env_steps
-        or bud.learner_steps
-        or bud.seconds
-        or e.target_success
-        or e.target_of_optimal
-        or e.target_return,
-        "config.budget sets no limit and config.evaluator sets no target: "
-        "the run would never stop; set one of them",
-    )
     log, ckpt = config.log.every_seconds, config.checkpoint.every_seconds
     _check(log > 0, f"config.log.every_seconds={log}; need > 0")
     _check(ckpt >= 0, f"config.checkpoint.every_seconds={ckpt}; need >= 0 (0 = only at the end)")

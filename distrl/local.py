@@ -35,7 +35,8 @@ How the experiment config maps onto one process (`Settings.of`):
 - on-policy: the [T, B] rollout is split into num_actors / learner.batch_chunks
   updates of [T, batch_chunks x actor.num_envs], the distributed learner's batch
   (num_actors must be a multiple of batch_chunks).
-- stop: evaluator.target_success (0: none), or evaluator.target_of_optimal of the
+- stop: evaluator.target_success (0: none; -1, the default: 1.0 where the env has a
+  success signal, none where it has not), or evaluator.target_of_optimal of the
   exact optimum, and/or evaluator.target_return (the mean return's lower bound; 0:
   none), confirmed as above; evaluator.num_envs greedy episodes every
   local.eval_every iterations; budget.env_steps inside the jitted loop,
@@ -50,6 +51,7 @@ ray and run_dir (nothing is written).
 """
 
 import functools
+import math
 import threading
 import time
 from typing import Any, NamedTuple
@@ -72,7 +74,7 @@ class Settings(NamedTuple):
     max_env_steps: int  # budget.env_steps (0: no limit -> int32 max)
     max_updates: int  # budget.learner_steps (0: none), checked between calls
     max_seconds: float  # budget.seconds (0: none), checked between calls
-    target_success: float  # evaluator.target_success (0: none)
+    target_success: float  # evaluator.target_success (0: none; -1: 1.0 if the env has success)
     target_of_optimal: float  # evaluator.target_of_optimal (> 0: replaces target_success)
     target_return: float  # evaluator.target_return (0: none)
     eval_every: int  # iterations between greedy evaluations
@@ -293,6 +295,7 @@ def _loop(env, step, carry: TrainCarry, key, cfg: Settings, target, log, start: 
         elapsed = time.perf_counter() - start
         history.append((int(steps), elapsed, judge(carry.state.params)))
         if log:
+            exact_note = "" if math.isnan(history[-1][2]) else f" exact={history[-1][2]:.3f}"
             rate = (
                 f"success={ev.success_rate:.3f} [{ev.success_low:.3f}, {ev.success_high:.3f}] "
                 if success
@@ -301,7 +304,7 @@ def _loop(env, step, carry: TrainCarry, key, cfg: Settings, target, log, start: 
             log(
                 f"env_steps={steps} updates={updates} {rate}"
                 f"return={ev.mean_return:+.2f} [{ev.return_low:+.2f}, {ev.return_high:+.2f}]"
-                f"/{ev.episodes:.0f} exact={history[-1][2]:.3f} t={elapsed:.2f}s"
+                f"/{ev.episodes:.0f}{exact_note} t={elapsed:.2f}s"
             )
         if (
             _reached(ev, target, cfg)
@@ -332,7 +335,7 @@ def train(config, log=None, env=None) -> TrainResult:
     discount = agent.config.discount
     model = envs.tabular_model(env)
     best = exact.optimum(model, discount) if model is not None else None
-    target = cfg.target_success
+    target = config_lib.success_target(config, evaluation.has_success(env))
     if cfg.target_of_optimal:
         target = cfg.target_of_optimal * float(best.success[model.start_cell])
     target = (float(target), float(cfg.target_return))  # (success, mean return); 0: none

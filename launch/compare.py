@@ -16,7 +16,10 @@ curves.png (the greedy policy's exact success as a share of the optimum's, and t
 sampled greedy success rate, against env steps and training time: mean over seeds
 and min-max band). The report gives the final exact success against the optimum,
 env steps and time to 95% and 98% of it, samples per insert, data age and
-throughput. A config with `evaluator.target_of_optimal` ends each run at that
+throughput. On an env without a success signal (`--config.env.name=gymnax:CartPole-v1`)
+the report compares the result policy's greedy mean return with its 95% interval
+instead, and env steps and time to `--target_return` (its lower bound). A config
+with `evaluator.target_of_optimal` ends each run at that
 confirmed share; otherwise runs use the whole budget (`--stop_at_target` ends each
 at --target instead). `--report_only` runs nothing and rewrites <out>'s report from
 the runs there (e.g. after more configs were run into the same --out).
@@ -57,6 +60,13 @@ _SECONDS = flags.DEFINE_float(
 _TARGET = flags.DEFINE_float(
     "target", 1.0, "Success rate whose first reaching is reported.", flag_values=_FLAGS
 )
+_TARGET_RETURN = flags.DEFINE_float(
+    "target_return",
+    0.0,
+    "Envs without a success signal (e.g. gymnax:CartPole-v1): the greedy mean return "
+    "whose lower bound's first reaching is reported (0: none).",
+    flag_values=_FLAGS,
+)
 _STOP_AT_TARGET = flags.DEFINE_bool(
     "stop_at_target", False, "End each run at the target.", flag_values=_FLAGS
 )
@@ -78,14 +88,31 @@ _REPORT_ONLY = flags.DEFINE_bool(
 
 
 def _shared() -> dict:
+    """What every run gets. With --stop_at_target a run ends at --target_return when
+    that is set (an env without a success signal), else at the success --target."""
+    stop, by_return = _STOP_AT_TARGET.value, bool(_TARGET_RETURN.value)
     return {
         "env.map": _MAP.value,
         "num_actors": _ACTORS.value,
         "budget.env_steps": _ENV_STEPS.value,
         "budget.seconds": _SECONDS.value,
         "budget.learner_steps": 0,
-        "evaluator.target_success": _TARGET.value if _STOP_AT_TARGET.value else 0.0,
+        "evaluator.target_success": _TARGET.value if stop and not by_return else 0.0,
+        "evaluator.target_return": _TARGET_RETURN.value if stop else 0.0,
     }
+
+
+def _env_name(config) -> str:
+    """The map of a gridworld run, else its env's name."""
+    if config.env.name == config_lib.GRIDWORLD:
+        return config.env.map
+    return config.env.name
+
+
+def _target_line() -> str:
+    if _TARGET_RETURN.value:
+        return f"target return {_TARGET_RETURN.value:g} (the greedy mean's lower bound"
+    return f"target success rate {_TARGET.value:.2f} (greedy"
 
 
 def _setup_lines(specs, out: str) -> list:
@@ -111,13 +138,18 @@ def _setup_lines(specs, out: str) -> list:
         if s.seed == specs[0].seed
     )
     machine = platform.processor() or platform.machine()
+    where = (
+        f"Map `{first.env.map}` (slippery: {first.env.slippery})"
+        if first.env.name == config_lib.GRIDWORLD
+        else f"Env `{first.env.name}`"
+    )
     return [
         (
-            f"Map `{first.env.map}` (slippery: {first.env.slippery}), {first.num_actors} actors"
+            f"{where}, {first.num_actors} actors"
             f" x {first.actor.num_envs} envs, unroll {first.actor.unroll_length}"
         ),
         (
-            f"Budget per run: {budget}; target success rate {_TARGET.value:.2f} (greedy, "
+            f"Budget per run: {budget}; {_target_line()}, "
             f"{first.evaluator.num_envs} episodes every {_cadence(first.evaluator)}); "
             f"seeds {', '.join(_SEEDS.value)}"
         ),
@@ -168,11 +200,15 @@ def _run_all(specs) -> list:
         )
         start = time.time()
         code = compare.run_one(spec, _LAUNCH.value, _TIMEOUT.value)
-        row = compare.summarize(spec, _TARGET.value, code)
+        row = compare.summarize(spec, _TARGET.value, code, _TARGET_RETURN.value)
         rows.append(row)
+        final = (
+            f"final success {compare_report.fmt(row.get('final_success'), 'rate')}"
+            if row.get("has_success", True)
+            else f"final return {compare_report.fmt(row.get('final_return'), 'ratio')}"
+        )
         print(
-            f"    {time.time() - start:.0f} s, exit {code}, {row.get('stop_reason', '?')}, "
-            f"final success {compare_report.fmt(row.get('final_success'), 'rate')}",
+            f"    {time.time() - start:.0f} s, exit {code}, {row.get('stop_reason', '?')}, {final}",
             flush=True,
         )
     return rows
@@ -183,24 +219,35 @@ def _write_report(specs, rows, out: str) -> str:
     curves = compare.curves(specs)
     if curves:
         exact = any("exact_ratio" in run for runs in curves.values() for run in runs)
+        success = any("success_rate" in run for runs in curves.values() for run in runs)
         panels = (("exact_ratio", "exact success / optimum"),) if exact else ()
+        panels += (("success_rate", "greedy success rate"),) if success else ()
+        panels = panels or (("mean_return", "greedy mean return"),)
         plots.plot_comparison(
             curves,
             (("env_steps", "env steps"), ("train_seconds", "training wall time (s)")),
-            f"{len(curves)} configs on {specs[0].config.env.map}: mean and min-max over seeds",
+            f"{len(curves)} configs on {_env_name(specs[0].config)}: mean and min-max over seeds",
             os.path.join(out, "curves.png"),
-            target={"exact_ratio": compare.FRACTIONS, "success_rate": [_TARGET.value]},
-            panels=panels + (("success_rate", "greedy success rate"),),
+            target={
+                "exact_ratio": compare.FRACTIONS,
+                "success_rate": [_TARGET.value],
+                "mean_return": [_TARGET_RETURN.value] if _TARGET_RETURN.value else [],
+            },
+            panels=panels,
         )
         caption = (
             "Greedy policy's exact success as a share of the optimum's (dashed: 95% and "
-            "98%) and sampled greedy success rate against env steps and training wall "
+            "98%) and sampled greedy success rate"
+            if success
+            else "Greedy mean return (dashed: the target return)"
+        ) + (
+            " against env steps and training wall "
             "time; line: mean over seeds, band: min to max, up to the end of the "
             "shortest seed's run (runs stop at their target)."
         )
         figures.append(("curves.png", caption))
     pipelines = {s.name: config_lib.pipeline(s.config).describe(s.config) for s in specs}
-    title = f"{' vs '.join(pipelines)} on {specs[0].config.env.map}"
+    title = f"{' vs '.join(pipelines)} on {_env_name(specs[0].config)}"
     text = compare_report.markdown(title, _setup_lines(specs, out), rows, pipelines, figures)
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(text)
@@ -215,7 +262,9 @@ def _report_only(seeds, out: str) -> int:
         print(f"compare: no runs of {','.join(_CONFIGS.value)} in {out}", file=sys.stderr)
         return 2
     specs = [spec for spec, _ in found]
-    rows = [compare.summarize(spec, _TARGET.value, code) for spec, code in found]
+    rows = [
+        compare.summarize(spec, _TARGET.value, code, _TARGET_RETURN.value) for spec, code in found
+    ]
     _write_report(specs, rows, out)
     print(f"compare: report of {len(rows)} runs {os.path.join(out, 'report.md')}")
     return 0

@@ -35,7 +35,7 @@ def test_ceilings_section_measures_every_ceiling_row(tmp_path, monkeypatch):
         results = json.load(f)
     assert "errors" not in results
     ceiling_rows = [r for r in results["rows"] if r["section"] == "1 ceilings"]
-    assert len(ceiling_rows) == 5 * len(rows.ALGOS)
+    assert len(ceiling_rows) == 5 * len(rows.ALGOS) + 2 * len(rows.ENV_PRESETS)
     for row in ceiling_rows:
         assert row["figure"] > 0, row
     compute = [r for r in ceiling_rows if "actor compute" in r["name"]]
@@ -132,7 +132,10 @@ def test_node_memory_names_each_node_by_its_output_file(tmp_path):
         ("--config.actor.nope=3", "config.actor.nope is unknown (in --config.actor.nope)"),
         ("--config.actor.num_envs", "Missing value for flag --config.actor.num_envs"),
         ("--config.actor.num_envs=many", "--config.actor.num_envs=many: invalid literal"),
-        ("--a2c.actor.num_envs=8", "--dqn.<field>, --ppo.<field> for one"),
+        (
+            "--a2c.actor.num_envs=8",
+            "--dqn.<field>, --ppo.<field>, --ppo_cartpole.<field>, --dqn_breakout.<field> for one",
+        ),
         ("--set=actor.num_envs=8", "Unknown command line flag 'set'"),
         # A valid field whose value the DQN config cannot take with the base sizes.
         ("--config.replay.item_steps=4", "config.replay.min_size=640 transitions; need a"),

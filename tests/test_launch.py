@@ -76,7 +76,7 @@ BAD_INPUTS = [
         "returned a dict, not an environment",
     ),
     (
-        ["--config.env.name=tests.user_envs:make_contexts"],
+        ["--config.env.name=tests.user_envs:make_contexts", "--config.evaluator.target_success=1"],
         "config.evaluator.target_success=1.0: the env (Contexts) has no success signal",
     ),
     (
@@ -84,6 +84,23 @@ BAD_INPUTS = [
         "config.agent.epsilon_init is unknown",
     ),
     (["--config=configs/nope.py"], "config file 'configs/nope.py' does not exist"),
+    # The env presets (tests/test_presets.py): a bad value in each exits 2 in one line.
+    (
+        ["--config=configs/ppo_cartpole.py", "--config.evaluator.target_success=0.9"],
+        "config.evaluator.target_success=0.9: the env (GymnaxEnv) has no success signal",
+    ),
+    (
+        ["--config=configs/dqn_cartpole.py", "--config.evaluator.confirm_envs=0"],
+        "config.evaluator.confirm_envs=0 episodes; need 1 .. 1,000,000",
+    ),
+    (
+        ["--config=configs/ppo_breakout.py", "--config.agent.conv_kernel=0"],
+        "config.agent.conv_kernel=0; need an integer >= 1",
+    ),
+    (
+        ["--config=configs/dqn_breakout.py", "--config.replay.max_size=1000"],
+        "config.replay.max_size=1000 transitions; need a multiple",
+    ),
     (["--config={tmp}/broken.py"], "invalid syntax (broken.py, line 1)"),
     (["--run_dir={tmp}/file"], "is a file, not a directory"),
     (["--run_dir=/proc/1/run"], "/proc/1 is not writable"),

@@ -14,6 +14,10 @@ Definitions used in the report (also printed under its table):
   period); steps / time to target: likewise for the sampled success rate;
 - final exact success: result.json's `exact` (the run's result policy), and its
   ratio to the optimum;
+- on an env without a success signal (no `success_rate` in its evaluator rows):
+  the result policy's greedy mean return with its 95% interval (result.json's
+  `evaluation`), and steps / time to the first evaluation whose return interval's
+  lower bound reached the target return;
 - data age: result.json's `data` (learner updates from acting to learning);
 - throughput: env steps and learner updates divided by training time;
 - samples per insert: Reverb's completed samples / completed inserts over the run
@@ -174,13 +178,18 @@ def first_reach(data, fraction: float, origin: float):
 
 def result_fields(result: dict) -> dict:
     """The report's numbers from result.json: the final policy's exact success and its
-    ratio to the optimum, samples per insert, data age (NaN where absent)."""
+    ratio to the optimum, its greedy mean return with the 95% interval (the result's
+    evaluation), samples per insert, data age (NaN where absent)."""
     exact = result.get("exact") or {}
     data = result.get("data") or {}
+    evaluation = result.get("evaluation") or {}
     return dict(
         exact_success=exact.get("success", np.nan),
         optimal_success=exact.get("optimal_success", np.nan),
         exact_ratio=exact.get("ratio", np.nan),
+        result_return=evaluation.get("mean_return", np.nan),
+        result_return_low=evaluation.get("return_low", np.nan),
+        result_return_high=evaluation.get("return_high", np.nan),
         samples_per_insert=(result.get("replay") or {}).get("samples_per_insert", np.nan),
         data_age_mean=data.get("data_age_mean", np.nan),
         data_age_max=data.get("data_age_max", np.nan),
@@ -188,20 +197,32 @@ def result_fields(result: dict) -> dict:
     )
 
 
-def summarize(spec: RunSpec, target: float, returncode: int) -> dict:
-    """One run's numbers for the report (NaN where the run has none)."""
+def summarize(spec: RunSpec, target: float, returncode: int, target_return: float = 0.0) -> dict:
+    """One run's numbers for the report (NaN where the run has none).
+
+    On an env with a success signal (its evaluator rows have `success_rate`) the
+    target is the success rate `target`; on one without, the greedy mean return's
+    lower bound reaching `target_return` (0: none) counts instead.
+    """
     data = metrics.read_csv(metrics.csv_path(spec.run_dir, "evaluator"))
     row = dict(config=spec.name, seed=spec.seed, returncode=returncode, run_dir=spec.run_dir)
     if not data or not len(data["step"]):
         return row
     origin = training_origin(data)
     seconds = max(float(data["elapsed"][-1]) - origin, 1e-9)
-    reached = np.flatnonzero(data["success_rate"] >= target)
+    has_success = "success_rate" in data
+    if has_success:
+        reached = np.flatnonzero(data["success_rate"] >= target)
+    elif target_return:
+        reached = np.flatnonzero(data["return_low"] >= target_return)
+    else:
+        reached = np.array([], int)
     row.update(
+        has_success=has_success,
         startup_s=origin,
         steps_to_target=float(data["env_steps"][reached[0]]) if len(reached) else np.nan,
         seconds_to_target=float(data["elapsed"][reached[0]]) - origin if len(reached) else np.nan,
-        final_success=float(data["success_rate"][-1]),
+        final_success=float(data["success_rate"][-1]) if has_success else np.nan,
         final_return=float(data["mean_return"][-1]),
         env_steps=float(data["env_steps"][-1]),
         env_steps_per_s=float(data["env_steps"][-1]) / seconds,

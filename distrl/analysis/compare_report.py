@@ -47,6 +47,22 @@ RUN_COLUMNS = (
     ("updates_per_s", "updates/s", "count"),
 )
 REACHED = (("steps_to_95", "reached 95%"), ("steps_to_98", "reached 98%"))
+# An env without a success signal (CartPole, MinAtar): the greedy mean return instead.
+_SHARED = SUMMARY_COLUMNS[6:]  # env steps, samples per insert, data age, throughput
+RETURN_SUMMARY_COLUMNS = (
+    ("result_return", "final return", "ratio"),
+    ("steps_to_target", "env steps to target", "count"),
+    ("seconds_to_target", "wall s to target", "seconds"),
+    *_SHARED,
+)
+RETURN_RUN_COLUMNS = (
+    *RUN_COLUMNS[:4],
+    ("return_interval", "final return [95%]", None),
+    ("steps_to_target", "steps to target", "count"),
+    ("seconds_to_target", "s to target", "seconds"),
+    *RUN_COLUMNS[11:],
+)
+RETURN_REACHED = (("steps_to_target", "reached target"),)
 
 
 DEFINITIONS = (
@@ -68,6 +84,32 @@ DEFINITIONS = (
     "updates between the params an item was acted with and the update that learned "
     "from it (mean over the items learned, and max)."
 )
+
+
+RETURN_DEFINITIONS = (
+    "Final return: the greedy mean episodic return of the run's result policy (the "
+    "confirmed one at the target, or with `evaluator.keep_best` the best confirmed one "
+    "when a budget ended the run), over the result's evaluation episodes, with its 95% "
+    "interval per run; the summary gives its mean [min–max] over seeds. Env steps and "
+    "wall time to target: the first evaluation whose return interval's lower bound "
+    "reached the target return; they count only the seeds that reached it. "
+    + DEFINITIONS[DEFINITIONS.index("Wall time is measured") :]
+)
+
+
+def returns_only(rows) -> bool:
+    """Whether the runs' env has no success signal (their rows say so), so the
+    report compares mean returns instead of success rates."""
+    known = [r["has_success"] for r in rows if "has_success" in r]
+    return bool(known) and not any(known)
+
+
+def _interval(row) -> str:
+    """'+12.30 [+11.90, +12.70]' of the result's mean return, or '—'."""
+    mean = row.get("result_return", math.nan)
+    if mean is None or math.isnan(mean):
+        return "—"
+    return f"{mean:+.2f} [{row['result_return_low']:+.2f}, {row['result_return_high']:+.2f}]"
 
 
 def fmt(value, kind) -> str:
@@ -100,7 +142,11 @@ def spread(values, kind) -> str:
 
 
 def aggregate(rows, pipelines: dict) -> list:
-    """One summary row (formatted strings) per config, in first-seen order."""
+    """One summary row (formatted strings) per config, in first-seen order: success
+    columns, or return columns for an env without a success signal (`returns_only`)."""
+    returns = returns_only(rows)
+    reached_columns = RETURN_REACHED if returns else REACHED
+    columns = RETURN_SUMMARY_COLUMNS if returns else SUMMARY_COLUMNS
     out = []
     for name in dict.fromkeys(r["config"] for r in rows):
         runs = [r for r in rows if r["config"] == name]
@@ -110,10 +156,10 @@ def aggregate(rows, pipelines: dict) -> list:
             "pipeline": pipelines.get(name, ""),
             "confirmed target": f"{confirmed}/{len(runs)}",
         }
-        for key, label in REACHED:
+        for key, label in reached_columns:
             reached = sum(1 for r in runs if not math.isnan(r.get(key, math.nan)))
             row[label] = f"{reached}/{len(runs)}"
-        for key, label, kind in SUMMARY_COLUMNS:
+        for key, label, kind in columns:
             row[label] = spread([r.get(key, math.nan) for r in runs], kind)
         out.append(row)
     return out
@@ -129,8 +175,14 @@ def table(rows, columns) -> str:
 def markdown(title: str, setup: list, rows, pipelines: dict, figures: list) -> str:
     """The whole report: setup bullets, summary table, definitions, figures, runs."""
     summary = aggregate(rows, pipelines)
+    returns = returns_only(rows)
+    columns = RETURN_RUN_COLUMNS if returns else RUN_COLUMNS
     runs = [
-        {label: fmt(r.get(key, math.nan), kind) for key, label, kind in RUN_COLUMNS} for r in rows
+        {
+            label: _interval(r) if key == "return_interval" else fmt(r.get(key, math.nan), kind)
+            for key, label, kind in columns
+        }
+        for r in rows
     ]
     parts = [
         f"# {title}",
@@ -141,11 +193,11 @@ def markdown(title: str, setup: list, rows, pipelines: dict, figures: list) -> s
         "",
         table(summary, list(summary[0]) if summary else []),
         "",
-        DEFINITIONS,
+        RETURN_DEFINITIONS if returns else DEFINITIONS,
         "",
     ]
     parts += [f"![{caption}]({path})\n\n*{caption}*\n" for path, caption in figures]
-    parts += ["## Runs", "", table(runs, [label for _, label, _ in RUN_COLUMNS]), ""]
+    parts += ["## Runs", "", table(runs, [label for _, label, _ in columns]), ""]
     return "\n".join(parts)
 
 

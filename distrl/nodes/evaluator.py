@@ -36,17 +36,20 @@ from distrl.nodes.variables import ParamsClient
 
 
 def target_for(config, best, env=None) -> float:
-    """The success the run stops at: a fraction of the optimum's, or target_success.
+    """The success the run stops at: a fraction of the optimum's, or target_success
+    (`config.success_target`: with the default, 1.0 where the env has a success
+    signal, 0, none, where it has not).
 
     best: `exact.Optimum` for the agent's discount (None: target_success alone), of
     `env`'s tabular model (None: config.env's).
     """
     e = config.evaluator
+    env = config_lib.make_env(config) if env is None else env
     fraction = e.target_of_optimal
     if fraction and best is not None:
-        model = envs.tabular_model(config_lib.make_env(config) if env is None else env)
+        model = envs.tabular_model(env)
         return float(fraction * best.success[model.start_cell])
-    return float(e.target_success)
+    return config_lib.success_target(config, evaluation.has_success(env))
 
 
 def stop_reason(config, report, counts, elapsed: float, target=None):
@@ -55,10 +58,12 @@ def stop_reason(config, report, counts, elapsed: float, target=None):
     The targets count only when the lower bounds of the success interval and of the
     mean return's (config.evaluator.target_return), those set, reach them in an exact
     evaluation or one of `confirm_envs` episodes (`evaluation.confirmed`); target
-    None means config.evaluator.target_success. report None: budgets only.
+    None means config's success target (`target_for`). report None: budgets only.
     """
     budget = config.budget
-    target = config.evaluator.target_success if target is None else target
+    if target is None:
+        auto = config.evaluator.target_success == config_lib.AUTO  # AUTO needs the env
+        target = target_for(config, None) if auto else float(config.evaluator.target_success)
     target_return = config.evaluator.target_return
     confirm_envs = config.evaluator.confirm_envs
     if report is not None and evaluation.confirmed(report, target, confirm_envs, target_return):

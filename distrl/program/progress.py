@@ -16,6 +16,7 @@ import threading
 import time
 
 from distrl import metrics, rundir
+from distrl.config import success_target
 from distrl.metrics import human
 
 _CLEAR_LINE = "\r\x1b[K"
@@ -32,8 +33,8 @@ def budget_left(config, row) -> str:
         parts.append(f"{max(b.seconds - row['elapsed'], 0):.0f} s")
     if config.evaluator.target_of_optimal:
         parts.append(f"or {100 * config.evaluator.target_of_optimal:.0f}% of optimal success")
-    elif config.evaluator.target_success:
-        parts.append(f"or success {config.evaluator.target_success:.2f}")
+    elif success_target(config, "success_rate" in row):  # rows of envs without one lack it
+        parts.append(f"or success {success_target(config, True):.2f}")
     if config.evaluator.target_return:
         parts.append(f"or return {config.evaluator.target_return:+g}")
     return ", ".join(parts)

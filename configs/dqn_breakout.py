@@ -1,0 +1,33 @@
+"""Double DQN on gymnax Breakout-MinAtar (10x10x4 boolean images, a conv torso): a 5M
+env step budget, no return target.
+
+Published references: MinAtar (Young & Tian 2019, arXiv:1903.03176) trains DQN on
+Breakout for 5M frames and gives its learning curves as figures (the MinAtar README's
+`img/results.gif`); the only number stated in its text is the random policy's return,
+0.5 (MinAtar README). With no published return we could read as a number, this config
+sets no target_return (README, "Presets that learn", says what was measured here
+instead); set one with --config.evaluator.target_return=<return>.
+
+Settings after MinAtar's DQN: one 3x3 conv of 16 channels, then a dense layer of 128;
+a 100k-transition replay; a target network copied every 1,000 updates; exploration
+from 1 to 0.1 over the first 100k env steps; learning rate 2.5e-4 (Adam here, RMSProp
+there); batches of 32 at 1 sample per inserted transition.
+"""
+
+from distrl.config import MINATAR_NETWORK, to_return
+
+
+def get_config():
+    config = to_return("dqn", "gymnax:Breakout-MinAtar", 0.0)
+    config.agent.update(MINATAR_NETWORK)
+    config.agent.update(dict(learning_rate=2.5e-4, epsilon_final=0.1))
+    config.agent.target_update_period = 1_000  # updates
+    config.agent.epsilon_decay_steps = 100_000  # env steps
+    config.actor.num_envs = 16
+    config.learner.batch_size = 32
+    config.replay.update(dict(samples_per_insert=1.0, max_size=100_000, min_size=5_024))
+    config.local.eval_every = 32  # iterations of [16, 32]: every 16,384 env steps
+    config.evaluator.every_env_steps = 16_384
+    config.local.xla_opt_level = -1  # distrl.local: XLA's full optimisation (long runs)
+    config.budget.update(dict(env_steps=5_000_000, seconds=3600.0))
+    return config

@@ -1,0 +1,98 @@
+"""The env presets (configs/ppo_cartpole.py, dqn_cartpole.py, ppo_breakout.py,
+dqn_breakout.py): each loads and validates with the target it states; a CartPole
+pipeline under Launchpad's test_mt (real Reverb, real courier nodes) improves the
+greedy return; the comparison report of such a run (an env without a success
+signal) compares mean returns with their intervals, not success rates. Bad values
+in these configs exit 2 through launch/train.py (tests/test_launch.py, BAD_INPUTS)."""
+
+import jax
+import pytest
+from conftest import load_config
+
+pytest.importorskip("gymnax")
+
+from distrl import config as config_lib  # noqa: E402
+from distrl import envs, evaluation, rundir  # noqa: E402
+from distrl.analysis import compare, compare_report  # noqa: E402
+from distrl.program import launcher as program  # noqa: E402
+
+PRESETS = {  # name: (env, algorithm, target_return, observation rank)
+    "ppo_cartpole": ("gymnax:CartPole-v1", "ppo", 475.0, 1),
+    "dqn_cartpole": ("gymnax:CartPole-v1", "dqn", 475.0, 1),
+    "ppo_breakout": ("gymnax:Breakout-MinAtar", "ppo", 0.0, 3),
+    "dqn_breakout": ("gymnax:Breakout-MinAtar", "dqn", 0.0, 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_each_env_preset_loads_and_validates_with_its_target(name):
+    env_name, algorithm, target_return, rank = PRESETS[name]
+    config = load_config(name)
+    config_lib.validate(config)
+    assert (config.env.name, config.algorithm) == (env_name, algorithm)
+    assert config.evaluator.target_return == target_return
+    env = config_lib.make_env(config)
+    assert len(env.spec.observation_shape) == rank
+    # no success signal: the default success target asks for none
+    assert envs.success_signal(env) is None and config.evaluator.target_success == config_lib.AUTO
+    assert config_lib.success_target(config, evaluation.has_success(env)) == 0.0
+    if target_return:  # "greedy mean return lower bound >= 475 over 1,000 episodes"
+        assert config.evaluator.confirm_envs == 1000
+    if rank == 3:
+        assert config.agent.torso == "conv"
+    # the two modes judge at the same env-step cadence
+    iteration = config.num_actors * config.actor.num_envs * config.actor.unroll_length
+    assert config.local.eval_every * iteration == config.evaluator.every_env_steps
+
+
+def test_a_success_target_set_on_a_return_env_is_refused():
+    config = load_config("ppo_cartpole")
+    config.evaluator.target_success = 1.0
+    with pytest.raises(config_lib.ConfigError, match="target_success=1.0: .* no success signal"):
+        config_lib.validate(config)
+
+
+@pytest.fixture(scope="module")
+def cartpole_run(tmp_path_factory):
+    """configs/ppo_cartpole.py under test_mt, to a return of 250 (the untrained greedy
+    policy, the learner's initial params, balances for 113 [105, 120]): (result, run
+    directory)."""
+    config = load_config("ppo_cartpole")
+    config.run_dir = str(tmp_path_factory.mktemp("cartpole") / "run")
+    config.evaluator.update(dict(target_return=250.0, confirm_envs=256))
+    config.budget.update(dict(env_steps=600_000, seconds=120.0))
+    config.checkpoint.every_seconds = 0.0
+    return program.run(config, "test_mt")
+
+
+def test_a_cartpole_pipeline_improves_the_greedy_return(cartpole_run):
+    result, run_dir = cartpole_run
+    assert result["stop_reason"] == "target_reached", result.get("evaluation")
+    assert result["evaluation"]["return_low"] >= 250.0
+    assert "success_rate" not in result["evaluation"] and result["exact"] is None
+    config = rundir.load_config(run_dir)
+    env, agent = config_lib.make_env(config), config_lib.make_agent(config)
+    key = jax.random.PRNGKey(0)
+    initial = agent.init(jax.random.PRNGKey(config.seed)).params  # the learner's (seed)
+    untrained = evaluation.make_evaluator(env, agent, 256)(initial, key)
+    assert float(untrained.return_high) < 200.0
+
+
+def test_compare_reports_mean_returns_for_an_env_without_success(cartpole_run):
+    result, run_dir = cartpole_run
+    spec = compare.RunSpec("ppo_cartpole", 0, run_dir, rundir.load_config(run_dir))
+    row = compare.summarize(spec, target=1.0, returncode=0, target_return=250.0)
+    final = result["evaluation"]
+    assert row["has_success"] is False and row["result_return"] == final["mean_return"]
+    assert (row["result_return_low"], row["result_return_high"]) == (
+        final["return_low"],
+        final["return_high"],
+    )
+    assert row["steps_to_target"] > 0 and row["seconds_to_target"] >= 0
+    text = compare_report.markdown("t", [], [row], {"ppo_cartpole": "queue"}, [])
+    summary, runs = text.split("## Runs")
+    assert "| reached target | final return | env steps to target |" in summary
+    assert "success" not in summary and "exact" not in summary
+    interval = f"{final['mean_return']:+.2f} [{final['return_low']:+.2f}, "
+    assert interval in runs and "| final return [95%] | steps to target |" in runs
+    assert "| 1/1 |" in summary  # the one seed reached the target return
