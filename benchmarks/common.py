@@ -40,6 +40,29 @@ def configs_of(names) -> dict:
     return {name: load_config(name) for name in names}
 
 
+def several_overrides(args, argv, usage: str, base: Callable[[object], dict] = lambda a: {}):
+    """The overrides of a benchmark that runs the configs `args.configs`, parsed from
+    `argv` (`cli.parse_several`: exit 2 with one line for a bad one) and validated on
+    each config after `base(args)` (dotted-path overrides of its own, e.g. a map,
+    read once the flags are parsed)."""
+
+    def validate(overrides):
+        for name in args.configs:
+            config_lib.validate(load_config(name, {**base(args), **overrides.of(name)}))
+
+    return cli.parse_several(
+        args, argv, lambda a: configs_of(a.configs), check=validate, usage=usage
+    )
+
+
+def emit_row(row: dict, out: str | None, shown: dict | None = None) -> None:
+    """Prints `shown` (default: the row) as one JSON line; appends the row to `out`."""
+    print(json.dumps(row if shown is None else shown), flush=True)
+    if out:
+        with open(out, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
 def algo_overrides(args, argv, usage: str) -> dict:
     """The overrides of a benchmark that runs one config (`--algo`), parsed from
     `argv` with its own flags `args` and validated on that config (`cli.parse_several`:

@@ -17,14 +17,12 @@ for every config, `--<config name>.<section>.<field>=<value>` for one; applied a
 `--map`, before this benchmark's fixed batch and budget; checked before any run.
 """
 
-import json
 import sys
 
 from absl import flags
 
-from benchmarks.common import configs_of, load_config
+from benchmarks.common import emit_row, load_config, several_overrides
 from distrl import cli, local
-from distrl import config as config_lib
 
 
 def first_reach(history, optimal: float, fraction: float):
@@ -86,23 +84,12 @@ def main(argv=None) -> list:
     args = _flags()
     argv = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
 
-    def validate(overrides):
-        for name in args.configs:
-            map_override = {"env.map": args.map} if args.map else {}
-            config_lib.validate(load_config(name, {**map_override, **overrides.of(name)}))
-
-    given = cli.parse_several(
-        args, argv, lambda a: configs_of(a.configs), check=validate, usage=__doc__
-    )
+    given = several_overrides(args, argv, __doc__, lambda a: {"env.map": a.map} if a.map else {})
     rows = []
     for name in args.configs:
         for seed in (int(s) for s in args.seeds):
-            row = run_one(name, seed, args.map, args.env_steps, given.of(name))
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-            if args.out:
-                with open(args.out, "a") as f:
-                    f.write(json.dumps(row) + "\n")
+            rows.append(run_one(name, seed, args.map, args.env_steps, given.of(name)))
+            emit_row(rows[-1], args.out)
     return rows
 
 

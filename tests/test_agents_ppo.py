@@ -142,3 +142,27 @@ def test_update_compiles_once(advantage):
     assert int(state.step) == 3
     assert all(np.isfinite(v) for v in metrics.values())
     assert not np.array_equal(state.key, agent.init(jax.random.PRNGKey(0)).key)  # reshuffles
+
+
+def test_the_entropy_bonus_decays_by_updates_as_a2cs_does():
+    """ppo_slippery8x8's schedule: an update after entropy_decay_steps updates is the
+    one a config with the final weight takes, halfway the mean weight's."""
+    batch = batch_with_extras(jax.random.PRNGKey(1))
+
+    def update_at(step, **fields):
+        agent = ppo.make_agent(ppo.PPOConfig(hidden_sizes=(), **fields), SPEC)
+        state = agent.init(jax.random.PRNGKey(0))
+        return agent.update(state._replace(step=jnp.int32(step)), batch)[0].params
+
+    decaying = dict(entropy_coef=0.05, entropy_decay_steps=10, entropy_coef_final=0.01)
+    for step, weight in ((10, 0.01), (50, 0.01), (5, 0.03), (0, 0.05)):
+        jax.tree.map(
+            lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-7),
+            update_at(step, **decaying),
+            update_at(step, entropy_coef=weight),
+        )
+    moved = (
+        update_at(10, **decaying)["policy_head"]["w"]
+        - update_at(10, entropy_coef=0.05)["policy_head"]["w"]
+    )
+    assert np.abs(moved).max() > 1e-6  # the weight matters to this update

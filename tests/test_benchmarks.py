@@ -200,3 +200,27 @@ def test_stage_actor_on_fixed_params_runs_ungated():
     with pytest.raises(ConfigError):
         stages.bench_config("ppo", num_actors=1)
     assert stages.bench_config("ppo", num_actors=2).actor.chunks_per_version == 1  # e2e: gated
+
+
+def test_stability_takes_the_second_half_and_the_final_policy(tmp_path):
+    from benchmarks import stability
+
+    history = [(100, 1.0, 0.1), (200, 2.0, 0.89), (300, 3.0, 0.84), (400, 4.0, 0.88)]
+    row = stability.second_half(history, 400, 0.89)
+    shares = (0.84 / 0.89, 0.88 / 0.89)  # the calls past 200 env steps: 94% < 95%
+    assert row == dict(
+        min=round(shares[0], 4),
+        mean=round(sum(shares) / 2, 4),
+        final=round(shares[1], 4),
+        points=2,
+        ok=False,
+    )
+    assert stability.second_half(history[:2], 200, 0.89)["ok"]  # 1.0 and 1.0
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    lines = ["elapsed,env_steps,exact_success,optimal_success", "1.0,100,,", "2.0,200,0.89,0.89"]
+    lines += ["3.0,300,0.84,0.89", "4.0,400,0.88,0.89"]  # a row without exact figures is skipped
+    (logs / "evaluator.csv").write_text("\n".join(lines) + "\n")
+    from_csv = stability.from_run_dir(str(tmp_path), 400)
+    assert {k: from_csv[k] for k in row} == row
+    assert from_csv["curve"] == [(200, 0.89), (300, 0.84), (400, 0.88)]

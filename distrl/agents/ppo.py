@@ -52,6 +52,8 @@ class PPOConfig:
     clip_epsilon: float = 0.2  # probability ratio clipped to [1 - eps, 1 + eps]
     value_coef: float = 0.5  # weight of the value loss in the total loss
     entropy_coef: float = 0.05  # weight of the entropy bonus in the total loss
+    entropy_decay_steps: int = 0  # updates of linear decay to entropy_coef_final; 0: none
+    entropy_coef_final: float = 0.0  # the entropy bonus's weight after the decay
     clip_value: bool = False  # clip V around extras['value'] by clip_epsilon
     normalize_advantages: bool = False  # over the whole batch (True hurt on 4x4)
     num_epochs: int = 4  # passes over each batch per update
@@ -80,6 +82,8 @@ RULES = {
     "clip_epsilon": checks.POSITIVE,
     "value_coef": checks.NONNEGATIVE,
     "entropy_coef": checks.NONNEGATIVE,
+    "entropy_decay_steps": checks.at_least(0),
+    "entropy_coef_final": checks.NONNEGATIVE,
     "clip_value": checks.FLAG,
     "normalize_advantages": checks.FLAG,
     "num_epochs": checks.at_least(1),
@@ -125,8 +129,9 @@ def example_terms(network, params, sample: PPOSample):
     return log_prob, value, entropy
 
 
-def minibatch_loss(network, config: PPOConfig, params, mb: PPOSample):
-    """PPO loss [] over a minibatch [M]; returns (loss, metrics)."""
+def minibatch_loss(network, config: PPOConfig, params, mb: PPOSample, entropy_coef=None):
+    """PPO loss [] over a minibatch [M]; returns (loss, metrics). entropy_coef: the
+    bonus's weight at this update (`actor_critic.entropy_weight`; None: config's)."""
     log_prob, value, entropy = jax.vmap(example_terms, (None, None, 0))(network, params, mb)
     ratio = jnp.exp(log_prob - mb.behaviour_log_prob)  # [M]
     pg_loss = rlax.clipped_surrogate_pg_loss(ratio, mb.advantage, config.clip_epsilon)
@@ -140,7 +145,8 @@ def minibatch_loss(network, config: PPOConfig, params, mb: PPOSample):
     if config.advantage == "grpo":  # no critic
         value_loss = jnp.zeros_like(value_loss)
     entropy = jnp.mean(entropy)
-    loss = pg_loss + config.value_coef * value_loss - config.entropy_coef * entropy
+    weight = config.entropy_coef if entropy_coef is None else entropy_coef
+    loss = pg_loss + config.value_coef * value_loss - weight * entropy
     clip_frac = jnp.mean((jnp.abs(ratio - 1.0) > config.clip_epsilon).astype(jnp.float32))
     metrics = {
         "loss": loss,
@@ -152,12 +158,11 @@ def minibatch_loss(network, config: PPOConfig, params, mb: PPOSample):
     return loss, metrics
 
 
-def _minibatch_step(network, optimizer, config, carry, mb: PPOSample):
+def _minibatch_step(network, optimizer, config, entropy_coef, carry, mb: PPOSample):
     """One Adam step on a minibatch; scanned over minibatches."""
     params, opt_state = carry
-    grads, metrics = jax.grad(functools.partial(minibatch_loss, network, config), has_aux=True)(
-        params, mb
-    )
+    loss = functools.partial(minibatch_loss, network, config, entropy_coef=entropy_coef)
+    grads, metrics = jax.grad(loss, has_aux=True)(params, mb)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     metrics["grad_norm"] = base.global_norm(grads)
     return (optax.apply_updates(params, updates), opt_state), metrics
@@ -188,7 +193,8 @@ def _update(net, optimizer, config: PPOConfig, state: base.TrainingState, batch:
     """Advantages once, then epochs x shuffled minibatches of Adam steps (lax.scan)."""
     adv, targets, adv_metrics = batch_advantages(net, config, state.params, batch)
     flat = make_samples(batch, adv, targets)  # [T * N]
-    step_fn = functools.partial(_minibatch_step, net, optimizer, config)
+    weight = actor_critic.entropy_weight(config, state.step)
+    step_fn = functools.partial(_minibatch_step, net, optimizer, config, weight)
 
     def epoch(carry, key):
         minibatches = _shuffle(key, flat, config.num_minibatches)
