@@ -59,8 +59,30 @@ def _forkserver() -> str:
     launcher, which starts a program of its own."""
     import multiprocessing  # noqa: PLC0415
 
+    _short_socket_dir()
     multiprocessing.set_forkserver_preload(["distrl.pyenv"])
     return "forkserver"
+
+
+# A unix socket's path must fit 107 bytes; multiprocessing adds about 35 to its temp dir.
+_SOCKET_DIR_MAX = 64
+
+
+def _short_socket_dir() -> None:
+    """The forkserver listens on a unix socket in multiprocessing's temp dir, made under
+    TMPDIR, which for a node lies inside the run directory and may be deep ("AF_UNIX
+    path too long"). Past the margin, that dir is made (and cached, removed at exit)
+    under /tmp instead."""
+    import multiprocessing.util  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    if len(tempfile.gettempdir()) <= _SOCKET_DIR_MAX:
+        return
+    saved, tempfile.tempdir = tempfile.tempdir, "/tmp"
+    try:
+        multiprocessing.util.get_temp_dir()
+    finally:
+        tempfile.tempdir = saved
 
 
 class _Worker:

@@ -3,6 +3,10 @@ line, the host rollout's chunks against known answers (episode ends, truncation,
 autoreset), the evaluator's episodes, failures named with the env and the step, and
 gymnasium's own FrozenLake tables against the built-in gridworld's optimum."""
 
+import os
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -225,3 +229,22 @@ def test_a_hung_env_fails_after_the_step_timeout():
         "env tests.gym_envs:faulty: vector step 3 of its 2 copies took longer than 0.5 s "
         "(config.env.step_timeout_s)"
     )
+
+
+def test_async_copies_start_under_a_deep_tmpdir(tmp_path):
+    """A node's TMPDIR lies inside the run directory; the forkserver's unix socket must
+    still fit its 107 bytes (it failed with "AF_UNIX path too long")."""
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    script = (
+        "import multiprocessing as mp\n"
+        "from distrl import host_rollout\n"
+        "ctx = mp.get_context(host_rollout._forkserver())\n"
+        "p = ctx.Process(target=print, args=('child ran',)); p.start(); p.join()\n"
+        "print('exit', p.exitcode)\n"
+    )
+    env = dict(os.environ, TMPDIR=str(deep))
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert "child ran" in out.stdout and "exit 0" in out.stdout, out.stderr[-2000:]
