@@ -19,14 +19,18 @@ ALGOS = ("dqn", "ppo")
 # Env presets whose actors get rows against their own rollout (configs/<name>.py): a
 # vector env through chunks and an image env (conv torso) through n-step replay.
 ENV_PRESETS = ("ppo_cartpole", "dqn_breakout")
+# The single-process trainer's preset and seed, run as a user runs it and with
+# benchmarks/slippery.py's settings (section `local`; issue 30 item 6's seed).
+LOCAL_PRESET = ("ppo_slippery8x8", 13)
 ROLES = ("replay", "counter", "learner", "actor", "evaluator")  # node groups of make_program
 E2E_ACTORS = 2  # the end-to-end program's actors (issue 14's rows)
 
 
 @dataclasses.dataclass(frozen=True)
 class Spec:
-    """One declared row (see the module docstring). `only_if`: a path that must hold
-    a true value for the figure to count (a time to solve counts once it solved)."""
+    """One declared row (see the module docstring). `only_if`: a path (or a tuple of
+    paths) that must hold a true value for the figure to count (a time to solve counts
+    once it solved)."""
 
     section: str
     label: str
@@ -36,7 +40,7 @@ class Spec:
     ceiling_name: str = ""
     goal: str = ""
     note: str = ""
-    only_if: str = ""
+    only_if: str | tuple = ""
 
 
 ACTORS = ALGOS + ENV_PRESETS  # the actor rows: the gridworld's and the env presets'
@@ -264,6 +268,21 @@ ROWS = [
     ),
     Spec(
         "5 time to solve",
+        "{local.config:s} seed {local.seed}, single-process as a user runs it (`python -m "
+        "distrl.local --config=configs/{local.config:s}.py --config.seed={local.seed}`): to its "
+        "confirmed target",
+        figure="local.user.wall",
+        unit="s",
+        ceiling=("local.bench.wall",),
+        ceiling_name="the same with benchmarks/slippery.py's settings",
+        goal="<= 1.5x",
+        note="user: {local.user.env_steps} env steps, command {local.user.command_wall:s}; "
+        "benchmark: {local.bench.env_steps} env steps, command {local.bench.command_wall:s} "
+        "(a figure only where both confirmed)",
+        only_if=("local.user.solved", "local.bench.solved"),
+    ),
+    Spec(
+        "5 time to solve",
         "<algo> 8x8 slippery (configs/<algo>_slippery8x8.py), 2 actors: to 95% of optimal "
         "({slippery.optimal.target})",
         figure="slippery.<algo>.wall",
@@ -315,7 +334,8 @@ def _error(results, path: str) -> str:
 def build_row(spec: Spec, results) -> Row:
     """One row: the figure, the lowest ceiling measured, the goal, the filled-in note."""
     figure = get(results, spec.figure)
-    if spec.only_if and not get(results, spec.only_if):
+    conditions = (spec.only_if,) if isinstance(spec.only_if, str) else spec.only_if
+    if not all(get(results, path) for path in conditions if path):
         figure = None
     ceilings = [c for c in (get(results, p) for p in spec.ceiling) if c]
     note = render(spec.note, results)

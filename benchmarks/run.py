@@ -5,14 +5,14 @@ Runs the sections in order (ceilings first), keeps every raw result in
 run keeps what it measured), and prints one table (also `bench.md` there) with each
 row's figure, ceiling, ratio, goal (issue 14) and whether the goal holds.
 
-    python benchmarks/run.py                   # everything, under 10 minutes
+    python benchmarks/run.py                   # everything, under 12 minutes
     python benchmarks/run.py --quick           # shorter windows and caps
     python benchmarks/run.py --only=ceilings,stages
     python benchmarks/run.py --report=runs/bench-<time>/bench.json   # re-print a run
     python benchmarks/run.py --config.actor.num_envs=256      # what-if: every algorithm
     python benchmarks/run.py --dqn.replay.item_steps=4 --dqn.replay.min_size=1024  # DQN's
 
-Sections: ceilings, host, stages, e2e, solve, slippery (see README.md). Config overrides,
+Sections: ceilings, host, stages, e2e, solve, local, slippery (see README.md). Config overrides,
 as launch/train.py takes them: `--config.<section>.<field>=<value>` changes every
 algorithm's config in every run of the bench, `--dqn.<section>.<field>=<value>` or
 `--ppo.<section>.<field>=<value>` that algorithm's alone (over `--config.`'s). Every
@@ -44,7 +44,7 @@ from benchmarks.common import (
 from distrl import cli
 from distrl import config as config_lib
 
-SECTIONS = ("ceilings", "host", "stages", "e2e", "solve", "slippery")
+SECTIONS = ("ceilings", "host", "stages", "e2e", "solve", "local", "slippery")
 
 # Seconds per setting, full run / --quick.
 SETTINGS = {
@@ -54,6 +54,7 @@ SETTINGS = {
         "window": 6.0,
         "solve_cap": 60.0,
         "slippery_cap": 120.0,
+        "local_cap": 150.0,
     },
     "quick": {
         "ceiling_s": 0.5,
@@ -61,6 +62,7 @@ SETTINGS = {
         "window": 3.0,
         "solve_cap": 30.0,
         "slippery_cap": 30.0,
+        "local_cap": 90.0,
     },
 }
 
@@ -208,6 +210,18 @@ class Bench:
             )
             self.save()
 
+    def local(self) -> None:
+        """The single-process trainer on a slippery 8x8 preset (rows.LOCAL_PRESET), the
+        way a user runs it against benchmarks/slippery.py's settings, one after the other."""
+        from benchmarks import slippery
+
+        name, seed = rows.LOCAL_PRESET
+        cap = min(self.s["local_cap"], (self.left() - 60) / 2)
+        if cap < 30:
+            self.results["local"] = {"error": f"skipped: {self.left():.0f} s left of the budget"}
+            return
+        self.results["local"] = slippery.as_a_user(name, seed, self.path("local"), cap)
+
     def slippery(self) -> None:
         from benchmarks import solve
 
@@ -279,7 +293,7 @@ def _flags():
     flags.DEFINE_bool("quick", False, "Short windows and caps.", flag_values=values)
     flags.DEFINE_string("only", "", f"Comma-separated subset of {SECTIONS}.", flag_values=values)
     flags.DEFINE_string("out", "", "Run directory (default runs/bench-<time>).", flag_values=values)
-    flags.DEFINE_float("budget", 570.0, "Seconds for everything.", flag_values=values)
+    flags.DEFINE_float("budget", 720.0, "Seconds for everything.", flag_values=values)
     flags.DEFINE_string("report", "", "Re-print the table of a bench.json.", flag_values=values)
     return values
 

@@ -17,11 +17,14 @@ for every config, `--<config name>.<section>.<field>=<value>` for one; applied a
 `--map`, before this benchmark's fixed batch and budget; checked before any run.
 """
 
+import json
+import os
+import re
 import sys
 
 from absl import flags
 
-from benchmarks.common import emit_row, load_config, several_overrides
+from benchmarks.common import emit_row, load_config, python_cmd, run_subprocess, several_overrides
 from distrl import cli, local
 
 
@@ -62,6 +65,51 @@ def run_one(name: str, seed: int, map_name: str | None, env_steps: int, override
         steps, seconds = first_reach(result.history, answer["optimal_success"], fraction)
         row[f"steps_{fraction:.0%}"], row[f"wall_{fraction:.0%}"] = steps, seconds
     return row
+
+
+_SUMMARY = re.compile(
+    r"solved=(?P<solved>\w+) env_steps=(?P<env_steps>\d+) .*"
+    r"wall=(?P<wall>[\d.]+)s \(compile (?P<compile>[\d.]+)s\)"
+)
+
+
+def as_a_user(name: str, seed: int, directory: str, timeout: float) -> dict:
+    """configs/<name>.py single-process, the way a user runs it (`python -m distrl.local
+    --config=configs/<name>.py --config.seed=<seed>`, every default as it is) and with
+    this benchmark's settings (`run_one`), one after the other, each in its own process.
+    Per mode: solved, env steps, the trainer's wall time (compile included), the
+    command's time from start to exit; or the error."""
+    os.makedirs(directory, exist_ok=True)
+    rows = os.path.join(directory, "bench.jsonl")
+    commands = {
+        "user": python_cmd(
+            "distrl.local", f"--config=configs/{name}.py", f"--config.seed={seed}", "--quiet"
+        ),
+        "bench": python_cmd(
+            "benchmarks.slippery", f"--configs={name}", f"--seeds={seed}", f"--out={rows}"
+        ),
+    }
+    out = {"config": name, "seed": seed}
+    for mode, command in commands.items():
+        log = os.path.join(directory, f"{mode}.log")
+        proc = run_subprocess(command, timeout, log)
+        with open(log) as f:
+            found = _SUMMARY.search(f.read()) if mode == "user" else None
+        if mode == "bench" and os.path.exists(rows):
+            with open(rows) as f:
+                found = json.loads(f.readlines()[-1])
+        if proc["rc"] != 0 or not found:
+            why = "timed out" if proc["timed_out"] else f"rc {proc['rc']}"
+            out[mode] = {"error": f"{why}, no summary (see {log})"}
+            continue
+        figures = found if mode == "bench" else found.groupdict()
+        out[mode] = dict(
+            solved=str(figures["solved"]) == "True",
+            env_steps=int(figures["env_steps"]),
+            wall=float(figures["wall"]),
+            command_wall=round(proc["wall"], 1),
+        )
+    return out
 
 
 def _flags():

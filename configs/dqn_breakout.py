@@ -26,8 +26,6 @@ def get_config():
     config.actor.num_envs = 16
     config.learner.batch_size = 32
     config.replay.update(dict(samples_per_insert=1.0, max_size=100_000, min_size=5_024))
-    config.local.eval_every = 32  # iterations of [16, 32]: every 16,384 env steps
     config.evaluator.every_env_steps = 16_384
-    config.local.xla_opt_level = -1  # distrl.local: XLA's full optimisation (long runs)
     config.budget.update(dict(env_steps=5_000_000, seconds=3600.0))
     return config

@@ -22,7 +22,6 @@ def get_config():
         )
     )
     config.actor.num_envs = 16
-    config.local.eval_every = 16  # iterations of [16, 32]: every 8,192 env steps
     config.learner.batch_size = 128
     config.replay.update(dict(samples_per_insert=8.0, max_size=50_016, min_size=1_024))
     return config

@@ -26,8 +26,6 @@ def get_config():
     config.learner.batch_chunks = 2  # chunks of [T, B] per update: one per actor
     config.learner.prefetch = 0
     config.replay.queue_size = 2
-    config.local.eval_every = 2  # iterations of [128, 64]: every 16,384 env steps
     config.evaluator.every_env_steps = 16_384
-    config.local.xla_opt_level = -1  # distrl.local: XLA's full optimisation (long runs)
     config.budget.update(dict(env_steps=10_000_000, seconds=3600.0))
     return config

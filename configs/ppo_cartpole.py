@@ -18,5 +18,4 @@ def get_config():
     config.learner.batch_chunks = 2  # chunks of [T, B] per update: one per actor
     config.learner.prefetch = 0
     config.replay.queue_size = 2
-    config.local.eval_every = 2  # iterations of [128, 32]: every 8,192 env steps
     return config

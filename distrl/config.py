@@ -159,10 +159,15 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
     # The single-process trainer only (python -m distrl.local; see distrl/local.py).
     c.local = ml_collections.ConfigDict(
         dict(
-            eval_every=1,  # iterations (rollouts of T x num_actors*num_envs) between evaluations
+            # iterations (rollouts of T x num_actors*num_envs) between evaluations; 0 (auto):
+            # evaluator.every_env_steps in iterations, as the distributed evaluator's
+            # cadence, or every iteration where that is 0 (an evaluation on wall time)
+            eval_every=0,
             iterations_per_call=200,  # iterations per jitted call (a log line after each)
-            xla_opt_level=0,  # XLA backend optimisation level; 0 compiles 2x faster, steps
-            # ~3x slower; -1: XLA's default (2), for long runs and throughput comparisons
+            # XLA backend optimisation level; -1: XLA's default (2). Level 0 compiled
+            # 0.4-1.3 s faster and stepped 3-4x slower on every preset measured
+            # (benchmarks/README.md, "Issue 30: the single-process trainer at its defaults")
+            xla_opt_level=-1,
         )
     )
     c.run_dir = ""  # everything a run writes goes here; "" -> runs/<algorithm>-<timestamp>
@@ -195,9 +200,9 @@ def to_return(algorithm: str, env_name: str, target_return: float, confirm_envs:
     (configs/*_cartpole.py, *_breakout.py, and through `gymnasium_cartpole_to_475`
     configs/*_gymnasium_cartpole.py): `env_name`, a run that stops once the greedy
     mean return's 95% lower bound over `confirm_envs` episodes reaches `target_return`,
-    100-episode evaluations every 8,192 env steps in the distributed run (the configs
-    set local.eval_every to the same cadence in distrl.local's iterations; both
-    machine-independent), discount 0.99 and a 2M env step / 900 s budget."""
+    100-episode evaluations every 8,192 env steps (distrl.local's too: its
+    local.eval_every follows evaluator.every_env_steps; machine-independent),
+    discount 0.99 and a 2M env step / 900 s budget."""
     c = base_config(algorithm)
     c.env.name = env_name
     c.agent.discount = 0.99
@@ -546,7 +551,7 @@ _LOWEST = {
     "evaluator.num_envs": 1,
     "seed": 0,
     "env.time_limit": 0,
-    "local.eval_every": 1,
+    "local.eval_every": 0,
     "local.iterations_per_call": 1,
     "local.xla_opt_level": -1,
 }

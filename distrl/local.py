@@ -39,14 +39,14 @@ How the experiment config maps onto one process (`Settings.of`):
   success signal, none where it has not), or evaluator.target_of_optimal of the
   exact optimum, and/or evaluator.target_return (the mean return's lower bound; 0:
   none), confirmed as above; evaluator.num_envs greedy episodes every
-  local.eval_every iterations; budget.env_steps inside the jitted loop,
+  local.eval_every iterations (0, the default: evaluator.every_env_steps in
+  iterations, else every iteration); budget.env_steps inside the jitted loop,
   budget.learner_steps and budget.seconds between jitted calls; 0 = no limit.
 - seed, env, agent: as in the distributed run. local.* holds the trainer's own
   settings (eval_every, iterations_per_call, xla_opt_level).
 Not used here: replay.sampler (always uniform), priority_exponent, error_buffer,
 queue_size, learner.prefetch, actor.params_update_period and epsilon_spread (one
-policy, always current), evaluator.every_seconds, every_env_steps (it evaluates
-every local.eval_every iterations) and sampled, log, checkpoint,
+policy, always current), evaluator.every_seconds and sampled, log, checkpoint,
 ray and run_dir (nothing is written).
 """
 
@@ -110,7 +110,7 @@ class Settings(NamedTuple):
             target_success=config.evaluator.target_success,
             target_of_optimal=config.evaluator.target_of_optimal,
             target_return=config.evaluator.target_return,
-            eval_every=config.local.eval_every,
+            eval_every=config.local.eval_every or _cadence(config),
             eval_envs=config.evaluator.num_envs,
             confirm_envs=config.evaluator.confirm_envs,
             iterations_per_call=config.local.iterations_per_call,
@@ -124,6 +124,17 @@ class Settings(NamedTuple):
 
 
 _INT32_MAX = 2**31 - 1  # env steps are counted in int32 inside the jitted loop
+
+
+def _cadence(config) -> int:
+    """local.eval_every's auto (0): the distributed evaluator's env-step cadence in
+    iterations of T x B env steps (at least 1), or every iteration where the evaluator
+    judges on wall time instead (evaluator.every_env_steps 0)."""
+    steps = config.evaluator.every_env_steps
+    if not steps:
+        return 1
+    iteration = config.num_actors * config.actor.num_envs * config.actor.unroll_length
+    return max(1, round(steps / iteration))
 
 
 class TrainCarry(NamedTuple):

@@ -62,6 +62,30 @@ def test_host_section_measures_the_host_stepped_actor_against_the_env_alone(tmp_
         assert row["status"] == ("PASS" if row["ratio"] >= 0.7 else "MISS")
 
 
+def test_local_section_runs_a_preset_as_a_user_and_with_the_benchmarks_settings(
+    tmp_path, monkeypatch
+):
+    """Issue 30 item 6's row: the user's command at its defaults against
+    benchmarks/slippery.py's settings, each in its own process (tabular Q on 4x4 here:
+    seconds, where the table's slippery 8x8 PPO takes a minute each)."""
+    monkeypatch.setattr(rows, "LOCAL_PRESET", ("tabular_q", 0))
+    assert run.main(["--quick", "--only=local", f"--out={tmp_path}"]) == 0
+    with open(tmp_path / "bench.json") as f:
+        results = json.load(f)
+    assert "errors" not in results
+    for mode in ("user", "bench"):
+        run_ = results["local"][mode]
+        assert run_["solved"] and run_["env_steps"] > 0, run_
+        assert 0 < run_["wall"] <= run_["command_wall"], run_  # the trainer inside the command
+    (row,) = [r for r in results["rows"] if "as a user runs it" in r["name"]]
+    assert row["name"].startswith("tabular_q seed 0") and "configs/tabular_q.py" in row["name"]
+    assert (row["figure"], row["ceiling"]) == (
+        results["local"]["user"]["wall"],
+        results["local"]["bench"]["wall"],
+    )
+    assert row["status"] == ("PASS" if row["ratio"] <= 1.5 else "MISS")
+
+
 def test_rows_take_ratios_goals_and_errors_from_the_results():
     results = {
         "ceilings": {

@@ -105,6 +105,20 @@ def test_settings_map_the_experiment_config():
         local.Settings.of(a2c)
 
 
+def test_evaluations_follow_the_evaluators_env_step_cadence_by_default():
+    """local.eval_every 0 (auto): evaluator.every_env_steps in iterations of T x B, so
+    both modes judge a preset as often in env steps; every iteration without one."""
+    config = load_config("ppo_slippery8x8")  # every 100k env steps; [T, B] = [16, 32]
+    assert config.local.eval_every == 0 and config.evaluator.every_env_steps == 100_000
+    assert local.Settings.of(config).eval_every == round(100_000 / (16 * 32)) == 195
+    config.evaluator.every_env_steps = 100  # less than one iteration: every iteration
+    assert local.Settings.of(config).eval_every == 1
+    config.evaluator.every_env_steps = 0  # the evaluator judges on wall time
+    assert local.Settings.of(config).eval_every == 1
+    config.local.eval_every = 7  # set: as given
+    assert local.Settings.of(config).eval_every == 7
+
+
 def test_n_step_dqn_runs_and_counts_warmup():
     config = load_config("dqn")
     config.num_actors, config.actor.num_envs = 1, 16

@@ -12,7 +12,7 @@ from conftest import load_config
 pytest.importorskip("gymnax")
 
 from distrl import config as config_lib  # noqa: E402
-from distrl import envs, evaluation, rundir  # noqa: E402
+from distrl import envs, evaluation, local, rundir  # noqa: E402
 from distrl.analysis import compare, compare_report  # noqa: E402
 from distrl.program import launcher as program  # noqa: E402
 
@@ -42,7 +42,7 @@ def test_each_env_preset_loads_and_validates_with_its_target(name):
         assert config.agent.torso == "conv"
     # the two modes judge at the same env-step cadence
     iteration = config.num_actors * config.actor.num_envs * config.actor.unroll_length
-    assert config.local.eval_every * iteration == config.evaluator.every_env_steps
+    assert local.Settings.of(config).eval_every * iteration == config.evaluator.every_env_steps
 
 
 def test_a_success_target_set_on_a_return_env_is_refused():
