@@ -248,3 +248,24 @@ def test_stability_takes_the_second_half_and_the_final_policy(tmp_path):
     from_csv = stability.from_run_dir(str(tmp_path), 400)
     assert {k: from_csv[k] for k in row} == row
     assert from_csv["curve"] == [(200, 0.89), (300, 0.84), (400, 0.88)]
+
+
+def test_the_study_runs_its_parts_through_compare_and_gathers_their_tables(tmp_path):
+    """`benchmarks.study` (issue 30 item 5's one command), its `fixed` part at a tiny
+    budget on real runs (test_mt): compare.py's summary table and, per run, whether
+    the last and the second-half policies stayed learned."""
+    from benchmarks import study
+
+    flags = ["--configs=ppo_slippery8x8", "--seeds=3", "--parts=fixed", f"--out={tmp_path}"]
+    flags += ["--fixed_env_steps=8192", "--config.evaluator.every_env_steps=2048"]
+    flags += ["--config.evaluator.num_envs=10", "--launch_type=test_mt"]
+    assert study.main(flags) == 0
+    text = (tmp_path / "study.md").read_text()
+    assert "## Slippery 8x8, a fixed budget with the target off: the last policy" in text
+    table = study.summary_table(str(tmp_path / "fixed" / "report.md"))
+    assert table in text and "| ppo_slippery8x8 |" in table
+    (verdict,) = [line for line in text.splitlines() if line.startswith("| ppo_slippery8x8 | 3 |")]
+    assert verdict.endswith("| no |")  # 8k env steps learn nothing here
+    with pytest.raises(SystemExit) as exit_:
+        study.main(["--parts=slippery,bogus", f"--out={tmp_path}"])
+    assert exit_.value.code == 2
