@@ -422,19 +422,20 @@ class _Launch:
         for ref, (n, t) in list(self._pending.items()):
             if now - t > _WATCH_S + _LATE_S:
                 del self._pending[ref]
-                if not self._unreachable(n, None):
+                if not self._unreachable(n, None, since=t + _WATCH_S):
                     return False
         return True
 
-    def _unreachable(self, n: _Node, err: Exception | None) -> bool:
-        """`n`'s host failed its watch call with `err`, or did not answer it (None).
+    def _unreachable(self, n: _Node, err: Exception | None, since: float | None = None) -> bool:
+        """`n`'s host failed its watch call with `err`, or did not answer it (None) when it
+        was due, at `since` (monotonic; default now).
 
         Lost when Ray's verdict says so (`_verdict`): then moved like any lost host
         (`_failed`). Otherwise called again after _RETRY_S: a network pause costs
         nothing more than the wait. False when the loss ends the program."""
         now = time.monotonic()
         if n.unreachable_since is None:
-            n.unreachable_since = now
+            n.unreachable_since = now if since is None else since
             what = type(err).__name__ if err is not None else "no answer"
             self._say(
                 f"{n.name}'s host on {n.machine()} is unreachable ({what}); waiting for Ray's "
