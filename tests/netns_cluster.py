@@ -8,7 +8,9 @@ head's Ray node). Needs root and iproute2's `ip`; `available()` says whether bot
 are there. Every process started is in a session of its own and is killed on
 `shutdown()`, which also deletes the namespaces and the bridge. `lose_worker` takes a
 worker machine down whole (every process in its namespace SIGKILLed at once) and
-`restart_worker` brings it back as a new Ray node.
+`restart_worker` brings it back as a new Ray node. `cut_link` takes a worker's network
+link down for a while (every process keeps running; packets to and from it are
+dropped, as on a pulled cable) and brings it up again.
 """
 
 import json
@@ -133,6 +135,16 @@ class NetnsRayCluster:
             time.sleep(0.1)
         for p in self._lost:
             p.wait()
+
+    def cut_link(self, i: int, seconds: float) -> None:
+        """Worker `i`'s link is down for `seconds` (its interface in its namespace), then
+        up again with its address and route; nothing in the namespace is touched."""
+        ns = self._namespaces[i]
+        _ip("link", "set", "eth0", "down", netns=ns)
+        try:
+            time.sleep(seconds)
+        finally:
+            _ip("link", "set", "eth0", "up", netns=ns)
 
     def restart_worker(self, i: int, timeout_s: float = 90.0) -> None:
         """Worker `i` comes back (after `lose_worker`) as a new Ray node on its address,

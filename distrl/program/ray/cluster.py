@@ -16,8 +16,14 @@ point, and changes only where each node runs and what its handles resolve to:
    host's cluster address (`distrl.program.bindhost`).
 4. Watch: a node's `lp.stop()` (the evaluator at its target or budget, a failing
    node) touches its host's stop file (`lifecycle.stop_via_file`), which the host
-   watches locally (`NodeHost.watch`, one long call per node). A node exiting
-   non-zero or whose Ray node is lost is recorded in `failures/` with its host and,
+   watches locally (`NodeHost.watch`, one long call per node). A host that fails a
+   call as unreachable (`ActorUnavailableError`) or does not answer one is not lost
+   by that: a network pause does both. It is lost on Ray's verdict (`_Launch._verdict`:
+   its Ray node dead once Ray's health checks give up, or its actor dead), or when
+   it has not answered for `_UNREACHABLE_GRACE_S` while Ray still counts its node
+   alive; until then its watch call is renewed, and a host that answers again goes
+   on where it was (nothing restarted, nothing moved). A node exiting
+   non-zero or whose host is lost is recorded in `failures/` with its host and,
    while `config.restart` allows (the local_mp policy, `supervisor.restart_delay`
    and `record_restart`), started again after its backoff: on the same host (same
    machine and ports, so every handle to it stays valid), or, when its host was
@@ -66,6 +72,17 @@ _WATCH_S = 1.0
 _SIGNAL_POLL_S = 0.2
 _PLACEMENT_TIMEOUT_S = 120.0
 _RPC_TIMEOUT_S = 30.0
+# A watch call that has not come back this long after its _WATCH_S counts as unanswered
+# (its host unreachable, `_Launch._unreachable`); a new call is sent, which also makes a
+# connection left half-open by a network pause fail at once instead of hanging.
+_LATE_S = 5.0
+# How long after an unreachable host's last failed call the next one is made.
+_RETRY_S = 1.0
+# The most a host may stay unreachable while Ray counts its node alive (a partition that
+# Ray's health checks do not see); Ray's verdict, when it comes first, decides at once.
+_UNREACHABLE_GRACE_S = 60.0
+# How often Ray's node table (the GCS's verdict on each node) is read while a host is unreachable.
+_NODES_READ_S = 1.0
 _START_RAY = (
     "Start one first: `ray start --head` on the head machine, then "
     "`ray start --address=<head ip>:6379` on each other machine."
@@ -96,6 +113,7 @@ class _Node:
     attempt: int = 0  # 0 for its first start, n after its n-th restart
     hosts: int = 0  # host actors made for it so far (each needs a name of its own)
     failures: int = 0  # its own exits and losses restarted so far (what config.restart bounds)
+    unreachable_since: float | None = None  # monotonic time its host stopped answering
     holders: list = dataclasses.field(default_factory=list)  # the _Nodes holding its handles
 
     def machine(self) -> str:
@@ -228,13 +246,13 @@ def stop_signals_noted():
 
 
 def _answer(ref) -> tuple:
-    """(exit code or None, whether the node asked to stop, why its host was lost or "")
-    of a finished `watch` call."""
+    """(exit code or None, whether the node asked to stop, the error or None) of a
+    finished `watch` call."""
     try:
         code, asked = ray.get(ref)
-        return code, asked, ""
+        return code, asked, None
     except ray.exceptions.RayError as err:
-        return None, False, f"its Ray node was lost ({type(err).__name__})"
+        return None, False, err
 
 
 def _alive_nodes() -> list[dict]:
@@ -281,7 +299,8 @@ class _Launch:
         self._began = time.time()
         self._line = None
         self._retired = []  # host actors of nodes placed again elsewhere
-        self._pending, self._due = {}, {}  # see _watch
+        self._pending, self._due, self._retry = {}, {}, {}  # see _watch
+        self._node_alive, self._nodes_read = {}, 0.0  # Ray's node table, when read (_verdict)
         self.restarts: list[dict] = []
 
     def run(self, stream) -> list[dict]:
@@ -352,22 +371,25 @@ class _Launch:
         lost beyond what `config.restart` allows, or `signalled` is set (a stop signal).
 
         One `watch` call per node is always in flight; each returns when its node exits
-        or asks to stop, or after _WATCH_S, and is then renewed. A call that has not come
-        back _RPC_TIMEOUT_S after that means its Ray node is lost. A failed node is
-        started again after its backoff (`_restart`).
+        or asks to stop, or after _WATCH_S, and is then renewed. A call that fails or has
+        not come back _LATE_S after that makes its host unreachable (`_unreachable`):
+        lost on Ray's verdict, else called again after _RETRY_S. A failed node is
+        started again after its backoff (`_start_due`).
         """
         self._pending = {}  # ObjectRef -> (node, when the call was made)
         self._due = {}  # node name -> (node, when to start it again)
+        self._retry = {}  # node name -> (node, when to call its unreachable host again)
         for n in self._nodes:
             self._renew(n)
-        while (self._pending or self._due) and not signalled.is_set():
+        while (self._pending or self._due or self._retry) and not signalled.is_set():
             ready = []
             if self._pending:
                 ready, _ = ray.wait(list(self._pending), num_returns=1, timeout=_SIGNAL_POLL_S)
-            else:  # only nodes waiting out their backoff
+            else:  # only nodes waiting out their backoff or their next call
                 time.sleep(_SIGNAL_POLL_S)
             if not (self._answered(ready) and self._late() and self._start_due()):
                 return
+            self._call_again()
 
     def _renew(self, n: _Node) -> None:
         self._pending[n.host.watch.remote(_WATCH_S)] = (n, time.monotonic())
@@ -376,28 +398,84 @@ class _Launch:
         """Handles finished watch calls; False when the program is to stop."""
         for ref in ready:
             n, _ = self._pending.pop(ref)
-            code, asked, lost = _answer(ref)
+            code, asked, err = _answer(ref)
+            if err is not None:
+                if not self._unreachable(n, err):
+                    return False
+                continue
+            if n.unreachable_since is not None:
+                gone = time.monotonic() - n.unreachable_since
+                self._say(f"{n.name}'s host answers again after {gone:.1f} s; nothing moved")
+                n.unreachable_since = None
             if asked:
                 return False
-            if code is None and not lost:
+            if code is None:
                 self._renew(n)
-            elif (lost or code != 0) and not self._failed(
-                n, lost or nodeproc.exit_cause(code), host_lost=bool(lost)
-            ):
+            elif code != 0 and not self._failed(n, nodeproc.exit_cause(code), host_lost=False):
                 return False
         return True
 
     def _late(self) -> bool:
-        """Nodes whose watch call is overdue count as lost; False when the program is to stop."""
-        limit = _WATCH_S + _RPC_TIMEOUT_S
+        """Hosts whose watch call is overdue are unreachable (`_unreachable`); False when
+        that ends the program."""
         now = time.monotonic()
         for ref, (n, t) in list(self._pending.items()):
-            if now - t > limit:
+            if now - t > _WATCH_S + _LATE_S:
                 del self._pending[ref]
-                why = f"its host stopped answering for {_RPC_TIMEOUT_S:.0f} s"
-                if not self._failed(n, why, host_lost=True):
+                if not self._unreachable(n, None, since=t + _WATCH_S):
                     return False
         return True
+
+    def _unreachable(self, n: _Node, err: Exception | None, since: float | None = None) -> bool:
+        """`n`'s host failed its watch call with `err`, or did not answer it (None) when it
+        was due, at `since` (monotonic; default now).
+
+        Lost when Ray's verdict says so (`_verdict`): then moved like any lost host
+        (`_failed`). Otherwise called again after _RETRY_S: a network pause costs
+        nothing more than the wait. False when the loss ends the program."""
+        now = time.monotonic()
+        if n.unreachable_since is None:
+            n.unreachable_since = now if since is None else since
+            what = type(err).__name__ if err is not None else "no answer"
+            self._say(
+                f"{n.name}'s host on {n.machine()} is unreachable ({what}); waiting for Ray's "
+                f"verdict on its node, at most {_UNREACHABLE_GRACE_S:.0f} s"
+            )
+        lost = self._verdict(n, err, now)
+        if lost:
+            n.unreachable_since = None
+            return self._failed(n, lost, host_lost=True)
+        self._retry[n.name] = (n, now + _RETRY_S)
+        return True
+
+    def _verdict(self, n: _Node, err: Exception | None, now: float) -> str:
+        """Why `n`'s unreachable host counts as lost, or "" while it may come back: its
+        Ray node dead in Ray's node table (the GCS's health checks gave up on it), its
+        actor dead (a call failed otherwise than as unavailable), or no answer for
+        _UNREACHABLE_GRACE_S."""
+        died = isinstance(err, ray.exceptions.RayActorError) and not isinstance(
+            err, ray.exceptions.ActorUnavailableError
+        )
+        if died or now - self._nodes_read >= _NODES_READ_S:  # a dead actor: is its node too?
+            with contextlib.suppress(Exception):  # the GCS may be slow; read it next time
+                self._node_alive = {m["NodeID"]: m["Alive"] for m in ray.nodes()}
+                self._nodes_read = now
+        gone = now - n.unreachable_since
+        if self._node_alive.get((n.where or {}).get("ray_node")) is False:
+            return f"its Ray node was lost (Ray marked it dead; unreachable for {gone:.1f} s)"
+        if died:
+            return f"its host was lost ({type(err).__name__})"
+        if gone >= _UNREACHABLE_GRACE_S:
+            return f"its host did not answer for {gone:.0f} s while Ray counted its node alive"
+        return ""
+
+    def _call_again(self) -> None:
+        """A new watch call to each unreachable host whose _RETRY_S is over."""
+        now = time.monotonic()
+        for name, (n, when) in list(self._retry.items()):
+            if when <= now:
+                del self._retry[name]
+                self._renew(n)
 
     def _start_due(self) -> bool:
         """Starts the failed nodes whose backoff is over, then restarts the live holders of
@@ -435,6 +513,7 @@ class _Launch:
         delay = supervisor.restart_delay(self._backoff, n.failures)
         n.failures += 1
         self._restarted(n, cause, delay)
+        self._retry.pop(n.name, None)
         if host_lost:  # a host that only stopped answering must not run a second copy
             with contextlib.suppress(ray.exceptions.RayError, ValueError):
                 ray.kill(n.host, no_restart=True)
@@ -529,6 +608,7 @@ class _Launch:
             failures.record_failure(self._run_dir, h.name, cause)
             self._restarted(h, cause, 0.0)
             self._pending = {r: v for r, v in self._pending.items() if v[0] is not h}
+            self._retry.pop(h.name, None)
             payload = self._pickled(h)
             ref = h.host.restart.remote(payload, self._envs[h.label], h.output, h.attempt, grace)
             refs[ref] = h
