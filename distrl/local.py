@@ -335,10 +335,7 @@ def train(config, log=None, env=None) -> TrainResult:
     discount = agent.config.discount
     model = envs.tabular_model(env)
     best = exact.optimum(model, discount) if model is not None else None
-    target = config_lib.success_target(config, evaluation.has_success(env))
-    if cfg.target_of_optimal:
-        target = cfg.target_of_optimal * float(best.success[model.start_cell])
-    target = (float(target), float(cfg.target_return))  # (success, mean return); 0: none
+    target = config_lib.targets(config, env, best)  # (success, mean return); 0: none
     init_key, key = jax.random.split(jax.random.PRNGKey(cfg.seed))
     init_fn, step = _compile(
         functools.partial(init_carry, env, agent, cfg),
