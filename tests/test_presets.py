@@ -1,6 +1,6 @@
 """The env presets (configs/ppo_cartpole.py, dqn_cartpole.py, ppo_breakout.py,
 dqn_breakout.py; gymnasium's toy-text: ppo_gymnasium_frozenlake8x8.py,
-dqn_gymnasium_taxi.py): each loads and validates with the target it states; a CartPole
+tabular_gymnasium_taxi.py): each loads and validates with the target it states; a CartPole
 pipeline under Launchpad's test_mt (real Reverb, real courier nodes) improves the
 greedy return; the comparison report of such a run (an env without a success
 signal) compares mean returns with their intervals, not success rates. Bad values
@@ -54,7 +54,7 @@ TOY_TEXT = {  # name: (env, algorithm, what target_of_optimal is a fraction of, 
         "success",
         (0.98 * 0.8629553799611127, 0.0),  # pi*'s success for discount 0.99
     ),
-    "dqn_gymnasium_taxi": ("gymnasium:Taxi-v4", "dqn", "return", (0.0, 7.93 - 0.02 * 7.93)),
+    "tabular_gymnasium_taxi": ("gymnasium:Taxi-v4", "tabular", "return", (0.0, 7.93 - 0.02 * 7.93)),
 }
 
 
