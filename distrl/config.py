@@ -188,17 +188,6 @@ def slippery_8x8_to_optimum(algorithm: str) -> ml_collections.ConfigDict:
     return c
 
 
-def gymnasium_frozenlake8x8_to_optimum(algorithm: str) -> ml_collections.ConfigDict:
-    """The base of configs/*_gymnasium_frozenlake8x8.py: `slippery_8x8_to_optimum`
-    (discount 0.99, 98% of the exact optimal success, evaluations every 100k env steps,
-    a 6M env step / 900 s budget) on gymnasium's FrozenLake8x8-v1 (slippery; its
-    rewards 1 at G, 0 elsewhere), stepped in Python by the actors; env.map and
-    env.slippery are the gridworld's, unused here."""
-    c = slippery_8x8_to_optimum(algorithm)
-    c.env.name = "gymnasium:FrozenLake8x8-v1"
-    return c
-
-
 def gymnasium_taxi_to_optimum(algorithm: str) -> ml_collections.ConfigDict:
     """The base of configs/*_gymnasium_taxi.py: gymnasium's Taxi-v4 (v3's tables and
     rewards: v4, gymnasium 1.3.0's, changed only is_rainy and fickle_passenger;
