@@ -38,9 +38,11 @@ How the experiment config maps onto one process (`Settings.of`):
 - stop: evaluator.target_success (0: none; -1, the default: 1.0 where the env has a
   success signal, none where it has not), or evaluator.target_of_optimal of the
   exact optimum, and/or evaluator.target_return (the mean return's lower bound; 0:
-  none), confirmed as above; evaluator.num_envs greedy episodes every
-  local.eval_every iterations; budget.env_steps inside the jitted loop,
-  budget.learner_steps and budget.seconds between jitted calls; 0 = no limit.
+  none), or with evaluator.optimal_measure=return target_of_optimal of the optimal
+  expected return in its place (`config.targets`), confirmed as above;
+  evaluator.num_envs greedy episodes every local.eval_every iterations;
+  budget.env_steps inside the jitted loop, budget.learner_steps and budget.seconds
+  between jitted calls; 0 = no limit.
 - seed, env, agent: as in the distributed run. local.* holds the trainer's own
   settings (eval_every, iterations_per_call, xla_opt_level).
 Not used here: replay.sampler (always uniform), priority_exponent, error_buffer,

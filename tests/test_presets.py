@@ -17,6 +17,7 @@ from distrl import envs, evaluation, rundir  # noqa: E402
 from distrl.analysis import compare, compare_report  # noqa: E402
 from distrl.envs import exact  # noqa: E402
 from distrl.program import launcher as program  # noqa: E402
+from distrl.program import progress  # noqa: E402
 
 PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     "ppo_cartpole": ("gymnax:CartPole-v1", "ppo", 475.0, 1),
@@ -82,6 +83,18 @@ def test_the_gymnasium_frozenlake_preset_is_the_gridworlds_but_for_the_env():
     for section in ("agent", "actor", "learner", "replay", "evaluator", "budget"):
         assert ours[section].to_dict() == gridworld[section].to_dict(), section
     assert (gridworld.env.map, gridworld.env.slippery) == ("8x8", True)
+
+
+def test_the_progress_line_of_a_run_on_the_optimal_return_shows_returns():
+    row = dict(elapsed=9.0, env_steps=1e6, env_steps_per_s=1e4, learner_steps=1e4)
+    row.update(updates_per_s=100.0, success_rate=1.0, mean_return=7.9)
+    row.update(exact_success=1.0, optimal_success=1.0, exact_return=7.5, optimal_return=7.93)
+    line = progress.format_line(row, load_config("tabular_gymnasium_taxi"), 9.0)
+    assert "return +7.90 (exact +7.50 of +7.93)" in line and "success" not in line
+    assert line.endswith("or 98% of the optimal return")
+    line = progress.format_line(row, load_config("ppo_gymnasium_frozenlake8x8"), 9.0)
+    assert "success 1.000 (exact 1.000 of 1.000)" in line
+    assert line.endswith("or 98% of optimal success")
 
 
 def test_a_success_target_set_on_a_return_env_is_refused():
