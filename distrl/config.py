@@ -26,7 +26,7 @@ import re
 import ml_collections
 
 from distrl import agents, envs, networks, pipelines
-from distrl.envs import factory, host_env
+from distrl.envs import exact, factory, host_env
 from distrl.errors import ConfigError
 from distrl.errors import check as _check
 
@@ -110,9 +110,14 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             # 1.0 on an env with a success signal (the gridworld), none on one without;
             # a value 0..1 set on an env without a success signal is refused
             target_success=AUTO,
-            # > 0: the target is this fraction of the exact optimal success (envs.exact's
-            # pi* for the agent's discount) instead of target_success
+            # > 0: the target is this fraction of the exact optimum (envs.exact's pi* for
+            # the agent's discount, expected over the env's start states) instead of
+            # target_success, in the figure optimal_measure names
             target_of_optimal=0.0,
+            # "success": of pi*'s success probability (a success target); "return": of
+            # pi*'s undiscounted expected return, J* - (1 - fraction) |J*| (a return
+            # target in place of target_return; exact.return_target: returns can be < 0)
+            optimal_measure="success",
             # stop once the greedy mean return's 95% interval lower bound is here (0: never);
             # with a success target set too, both must be reached
             target_return=0.0,
@@ -185,6 +190,31 @@ def slippery_8x8_to_optimum(algorithm: str) -> ml_collections.ConfigDict:
     c.agent.update(dict(discount=0.99, learning_rate_final=1e-5))
     c.evaluator.update(dict(target_success=0.0, target_of_optimal=0.98, every_env_steps=100_000))
     c.budget.update(dict(env_steps=6_000_000, seconds=900.0))
+    return c
+
+
+def gymnasium_taxi_to_optimum(algorithm: str) -> ml_collections.ConfigDict:
+    """The base of configs/*_gymnasium_taxi.py: gymnasium's Taxi-v4 (v3's tables and
+    rewards: v4, gymnasium 1.3.0's, changed only is_rainy and fickle_passenger;
+    gymnasium 1.3.0 has no Taxi-v3), stepped in Python by the actors (16 copies each),
+    discount 0.99, a run that stops at a confirmed 98% of pi*'s undiscounted expected
+    return over Taxi's 300 start states (+7.93 from the tables: `exact.return_target`,
+    a mean return of +7.77 or more, the lower bound of 10,000 greedy episodes' 95%
+    interval), 1,000-episode evaluations every 50k env steps (played on the
+    evaluator's host) and a 3M env step / 900 s budget."""
+    c = base_config(algorithm)
+    c.env.name = "gymnasium:Taxi-v4"
+    c.actor.num_envs = 16
+    c.agent.discount = 0.99
+    c.evaluator.update(
+        dict(
+            target_success=0.0,
+            target_of_optimal=0.98,
+            optimal_measure="return",
+            every_env_steps=50_000,
+        )
+    )
+    c.budget.update(dict(env_steps=3_000_000, seconds=900.0))
     return c
 
 
@@ -305,6 +335,9 @@ def pipeline(config) -> pipelines.Pipeline:
 
 # Fields added after runs were saved, with the value those runs had (their items and
 # replay checkpoints have that layout): what `upgrade` fills in.
+# What evaluator.target_of_optimal is a fraction of (`exact.Optimum`'s figure at the start).
+OPTIMAL_MEASURES = ("success", "return")
+
 ADDED_LATER = {
     "replay.item_steps": 1,
     "learner.batches_per_read": 1,
@@ -315,6 +348,7 @@ ADDED_LATER = {
     "env.vector": "sync",
     "env.step_timeout_s": 60.0,
     "evaluator.target_return": 0.0,
+    "evaluator.optimal_measure": "success",
     # runs before the conv torso flattened every observation into the MLP
     "agent.torso": "mlp",
     "agent.conv_channels": (16,),
@@ -449,6 +483,26 @@ def success_target(config, has_success: bool) -> float:
     return value
 
 
+def targets(config, env, best) -> tuple:
+    """(success, mean return) a run stops at, 0 for none: `success_target` and
+    evaluator.target_return, or with evaluator.target_of_optimal its fraction of pi*'s
+    figure at the start (`exact.at_start`; `best`: `exact.Optimum` of env's tabular
+    model for the agent's discount) in place of the one optimal_measure names, the
+    success target (`success`) or the return target (`return`: `exact.return_target`,
+    and no success target)."""
+    e = config.evaluator
+    success = success_target(config, envs.success_signal(env) is not None)
+    target_return = float(e.target_return)
+    if e.target_of_optimal and best is not None:
+        model = envs.tabular_model(env)
+        if e.optimal_measure == "return":
+            optimal = exact.at_start(model, best.returns)
+            success, target_return = 0.0, exact.return_target(optimal, e.target_of_optimal)
+        else:
+            success = float(e.target_of_optimal * exact.at_start(model, best.success))
+    return float(success), target_return
+
+
 def check_env(config, env) -> None:
     """ConfigError when the run needs what `env` lacks (`distrl.envs.interface`): a
     success target set (0..1) needs the env's success signal, a target of the optimum
@@ -487,12 +541,16 @@ def check_env(config, env) -> None:
         "config.budget sets no limit and config.evaluator sets no target: "
         "the run would never stop; set one of them",
     )
+    on_success = e.optimal_measure == "success"
     _check(
         not e.target_of_optimal
-        or (envs.tabular_model(env) is not None and envs.success_signal(env) is not None),
+        or (
+            envs.tabular_model(env) is not None
+            and (not on_success or envs.success_signal(env) is not None)
+        ),
         f"config.evaluator.target_of_optimal={e.target_of_optimal}: the env ({kind}) has no "
-        f"tabular model with a success signal, so no exact optimum; set it to 0 and stop "
-        f"on a budget (config.budget)",
+        f"tabular model{' with a success signal' if on_success else ''}, so no exact "
+        f"optimum; set it to 0 and stop on a budget (config.budget)",
     )
     try:
         networks.torso_kind(make_agent_config(config).torso, env.spec.observation_shape)
@@ -604,6 +662,15 @@ def _validate_budget_and_evaluator(config) -> None:
     _check(
         0.0 <= e.target_of_optimal <= 1.0,
         f"config.evaluator.target_of_optimal={e.target_of_optimal}; need 0..1 (0 disables)",
+    )
+    _check(
+        e.optimal_measure in OPTIMAL_MEASURES,
+        f"config.evaluator.optimal_measure={e.optimal_measure!r}; valid: {OPTIMAL_MEASURES}",
+    )
+    _check(
+        not (e.target_of_optimal and e.optimal_measure == "return" and e.target_return),
+        f"config.evaluator.target_return={e.target_return:g} with target_of_optimal="
+        f"{e.target_of_optimal} of the optimal return: two return targets; set one",
     )
     _check(
         0.0 <= e.target_success <= 1.0 or e.target_success == AUTO,

@@ -342,11 +342,14 @@ def error_grid(env, learned, exact_values) -> list:
 def exact_answer(env, agent, params, discount: float, best=None) -> dict:
     """The greedy policy's exact figures at S against the optimum's (`envs.exact`), and
     the learned value checked against the exact value of the policy it estimates, for a
-    tabular env on a grid (`has_grids`).
+    tabular env (`envs.tabular_model`). S is the start cell, or with a start
+    distribution (Taxi) every figure at S is the expectation over it (`exact.at_start`).
 
     Returns a JSON-ready dict: `exact.Answer`'s fields (`value`: the greedy policy's
-    V(S)), its ratio, the discount, and the value check: `learned_value` (the agent's
-    V(S) or max_a Q(S)), `learned_policy` ("greedy" or "sampling", the policy that
+    V(S); `mean_return`, `optimal_return`: undiscounted expected returns), its ratios
+    (`ratio` of success, `return_ratio`), the discount, and the value check:
+    `learned_value` (the agent's V(S) or max_a Q(S)), `learned_policy` ("greedy" or
+    "sampling", the policy that
     value is for), `learned_policy_value` (that policy's exact V(S)), `learned_error`
     (their difference) and `value_errors` (the difference per cell, `error_grid`);
     all None when the agent learns no value.
@@ -355,34 +358,40 @@ def exact_answer(env, agent, params, discount: float, best=None) -> dict:
     _, actions = (np.asarray(x) for x in _cell_values_jit(agent, params, env))
     result = exact.answer(model, actions, discount, best)
     check = value_check(env, agent, params, discount)
-    s = model.start_cell
     learned = dict.fromkeys(
         ("learned_value", "learned_policy", "learned_policy_value", "learned_error", "value_errors")
     )
     if check is not None:
-        mine, truth = check
+        mine, truth = (exact.at_start(model, x) for x in check)
         learned = dict(
-            learned_value=float(mine[s]),
+            learned_value=mine,
             learned_policy=agent.valued.name,
-            learned_policy_value=float(truth[s]),
-            learned_error=float(mine[s] - truth[s]),
-            value_errors=error_grid(env, mine, truth),
+            learned_policy_value=truth,
+            learned_error=mine - truth,
+            value_errors=error_grid(env, *check),
         )
-    return dict(result._asdict(), ratio=result.ratio, discount=float(discount), **learned)
+    ratios = dict(ratio=result.ratio, return_ratio=result.return_ratio)
+    return dict(result._asdict(), **ratios, discount=float(discount), **learned)
 
 
 def describe_exact(answer: dict) -> str:
     """Two lines: the greedy policy's exact figures against the optimum's, and the
     learned V(S) beside the exact value of the policy it estimates, e.g.
     'exact success 0.874, optimal 0.890: 98.2% (best any policy: 0.913); greedy policy
-    V(S) +0.500, V*(S) +0.530 (discount 0.99)' and 'V(S) learned +0.350, exact V^pi(S)
-    +0.360 (sampling policy): error -0.010'."""
+    V(S) +0.500, V*(S) +0.530 (discount 0.99); mean return +0.874, optimal +0.890:
+    98.2%' and 'V(S) learned +0.350, exact V^pi(S) +0.360 (sampling policy): error
+    -0.010' (the mean return's part, undiscounted, in results of this version on)."""
     first = (
         f"exact success {answer['success']:.3f}, optimal {answer['optimal_success']:.3f}: "
         f"{100 * answer['ratio']:.1f}% (best any policy: {answer['max_success']:.3f}); "
         f"greedy policy V(S) {answer['value']:+.3f}, V*(S) {answer['optimal_value']:+.3f} "
         f"(discount {answer['discount']:g})"
     )
+    if answer.get("mean_return") is not None:
+        first += (
+            f"; mean return {answer['mean_return']:+.3f}, optimal "
+            f"{answer['optimal_return']:+.3f}: {100 * answer['return_ratio']:.1f}%"
+        )
     return f"{first}\n{describe_learned(answer)}"
 
 

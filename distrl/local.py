@@ -38,10 +38,12 @@ How the experiment config maps onto one process (`Settings.of`):
 - stop: evaluator.target_success (0: none; -1, the default: 1.0 where the env has a
   success signal, none where it has not), or evaluator.target_of_optimal of the
   exact optimum, and/or evaluator.target_return (the mean return's lower bound; 0:
-  none), confirmed as above; evaluator.num_envs greedy episodes every
-  local.eval_every iterations (0, the default: evaluator.every_env_steps in
-  iterations, else every iteration); budget.env_steps inside the jitted loop,
-  budget.learner_steps and budget.seconds between jitted calls; 0 = no limit.
+  none), or with evaluator.optimal_measure=return target_of_optimal of the optimal
+  expected return in its place (`config.targets`), confirmed as above;
+  evaluator.num_envs greedy episodes every local.eval_every iterations (0, the
+  default: evaluator.every_env_steps in iterations, else every iteration);
+  budget.env_steps inside the jitted loop, budget.learner_steps and budget.seconds
+  between jitted calls; 0 = no limit.
 - seed, env, agent: as in the distributed run. local.* holds the trainer's own
   settings (eval_every, iterations_per_call, xla_opt_level).
 Not used here: replay.sampler (always uniform), priority_exponent, error_buffer,
@@ -346,10 +348,7 @@ def train(config, log=None, env=None) -> TrainResult:
     discount = agent.config.discount
     model = envs.tabular_model(env)
     best = exact.optimum(model, discount) if model is not None else None
-    target = config_lib.success_target(config, evaluation.has_success(env))
-    if cfg.target_of_optimal:
-        target = cfg.target_of_optimal * float(best.success[model.start_cell])
-    target = (float(target), float(cfg.target_return))  # (success, mean return); 0: none
+    target = config_lib.targets(config, env, best)  # (success, mean return); 0: none
     init_key, key = jax.random.split(jax.random.PRNGKey(cfg.seed))
     init_fn, step = _compile(
         functools.partial(init_carry, env, agent, cfg),

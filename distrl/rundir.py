@@ -60,6 +60,7 @@ RESUMABLE = (
     "budget.",
     "evaluator.target_success",
     "evaluator.target_of_optimal",
+    "evaluator.optimal_measure",
     "evaluator.target_return",
     "evaluator.confirm_envs",
     "evaluator.every_seconds",

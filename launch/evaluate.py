@@ -5,10 +5,11 @@ saved in <run_dir>/checkpoints/policy/), or with `--checkpoint=latest` the
 learner's last checkpoint; plays `--episodes` greedy episodes from S (one on a
 deterministic map, where they are all alike and the figures exact) and prints the
 success rate and mean return with their 95% intervals (Wilson; normal for the
-return), the exact success and value of the greedy policy against the optimum
-(`distrl.envs.exact`, by DP over the gridworld's tables), the learned V(S) beside
-the exact value of the policy it estimates (greedy for Q-learning, the sampling
-policy for a critic; none without a critic), and the value, greedy-action and
+return), for a tabular env the exact success, value and expected return of the
+greedy policy against the optimum (`distrl.envs.exact`, by DP over the env's tables,
+over its start states where it has several: Taxi), the learned V(S) beside the
+exact value of the policy it estimates (greedy for Q-learning, the sampling policy
+for a critic; none without a critic), and on a grid the value, greedy-action and
 value-error grids. `--json` prints one JSON object instead: param_version,
 evaluation, exact (the value check among its fields, `value_errors` per cell), values
 and actions ([rows][cols], row-major, as in result.json).
@@ -80,13 +81,13 @@ def evaluate(loaded: policy.Policy, episodes: int, seed: int) -> dict:
             env,  # the success figures only where the env has a success signal
         ),
     )
-    if evaluation.has_grids(env):  # the exact figures and grids of a tabular env on a grid
+    if envs.tabular_model(env) is not None:  # the exact figures of a tabular env
+        discount = agent.config.discount
+        figures.update(exact=evaluation.exact_answer(env, agent, loaded.params, discount))
+    if evaluation.has_grids(env):  # and its grids on a grid
         values, actions = evaluation.value_grid(env, agent, loaded.params)
         figures.update(
-            exact=evaluation.exact_answer(env, agent, loaded.params, agent.config.discount),
-            map=list(envs.grid_of(env).desc),
-            values=values.tolist(),
-            actions=actions.tolist(),
+            map=list(envs.grid_of(env).desc), values=values.tolist(), actions=actions.tolist()
         )
     return figures
 
@@ -109,6 +110,7 @@ def describe(figures: dict, env) -> str:
     )
     if "exact" in figures:
         lines.append(evaluation.describe_exact(figures["exact"]))
+    if "values" in figures:
         grids = (figures["values"], figures["actions"])
         lines.append(evaluation.report(env, grids=grids, answer=figures["exact"]))
     return "\n".join(lines)

@@ -1,7 +1,8 @@
 """Envs stepped in Python (gymnasium): names and spaces to specs, every refusal in one
 line, the host rollout's chunks against known answers (episode ends, truncation,
-autoreset), the evaluator's episodes, failures named with the env and the step, and
-gymnasium's own FrozenLake tables against the built-in gridworld's optimum."""
+autoreset), the evaluator's episodes, failures named with the env and the step,
+gymnasium's own FrozenLake tables against the built-in gridworld's optimum, and Taxi's
+300 start states: exact expected returns against its own episodes, the return target."""
 
 import os
 import subprocess
@@ -31,7 +32,7 @@ def _config(name="tests.gym_envs:countdown", kwargs="{}", algorithm="ppo", **env
     [
         ("gymnasium:CartPole-v1", {}, "HostEnv", ((4,), "float32", 2, 500)),
         ("gymnasium:FrozenLake8x8-v1", {}, "GridHostEnv", ((64,), "float32", 4, 200)),
-        ("gymnasium:Taxi-v4", {}, "HostEnv", ((500,), "float32", 6, 200)),
+        ("gymnasium:Taxi-v4", {}, "TabularHostEnv", ((500,), "float32", 6, 200)),
         (
             "gymnasium:CliffWalking-v1",
             {"max_episode_steps": 50},
@@ -62,6 +63,76 @@ def test_a_discrete_observation_is_one_hot_and_capabilities_follow_the_tables():
     assert d.terminal.sum() == 5 and list(np.flatnonzero(d.goal)) == [15]
     cart = factory.build("gymnasium:CartPole-v1", {})
     assert envs.tabular_model(cart) is None and envs.success_signal(cart) is None
+
+
+def _taxi_episode(env, policy, start: int):
+    """The return and whether it delivered: one episode of gymnasium's own Taxi-v4 from
+    state `start`, acting `policy` [S] (Taxi is deterministic: one episode is exact)."""
+    import gymnasium  # noqa: PLC0415
+
+    taxi = gymnasium.make("Taxi-v4")
+    taxi.reset(seed=0)
+    taxi.unwrapped.s = start
+    state, total = start, 0.0
+    while True:
+        state, reward, terminated, truncated, _ = taxi.step(int(policy[state]))
+        total += reward
+        if terminated or truncated:
+            return total, terminated
+
+
+def test_taxi_starts_anywhere_and_its_exact_return_is_the_mean_of_its_episodes():
+    """Taxi-v4 (v3's tables: v4 changed only is_rainy and fickle_passenger) is a
+    tabular model with 300 equally likely start states; pi*'s exact expected return
+    over them (undiscounted, the mean an episode estimates) is the mean of gymnasium's
+    own episodes from each start state, all delivered: +7.93, 21 - the mean shortest
+    route (20 for the drop-off, -1 per other step)."""
+    taxi = factory.build("gymnasium:Taxi-v4", {})
+    assert envs.tabular_model(taxi) is taxi and envs.grid_of(taxi) is None
+    starts = np.flatnonzero(taxi.start_distribution)
+    assert len(starts) == 300 and np.allclose(taxi.start_distribution[starts], 1 / 300)
+    d = taxi.dynamics()
+    assert d.terminal.sum() == d.goal.sum() == 4  # the passenger delivered at R, G, Y, B
+    best = exact.optimum(taxi, 0.99)
+    played = [_taxi_episode(taxi, best.policy, s) for s in starts]
+    assert all(delivered for _, delivered in played)
+    mean = np.mean([r for r, _ in played])
+    assert exact.at_start(taxi, best.returns) == pytest.approx(mean, abs=1e-9)
+    assert mean == pytest.approx(7.93, abs=1e-9)
+    assert exact.at_start(taxi, best.success) == 1.0
+    # the uniform random policy, also exact: mostly truncated after 200 steps
+    uniform = np.full((taxi.num_cells, 6), 1 / 6)
+    assert (
+        exact.at_start(taxi, exact.evaluate_stochastic_policy(taxi, uniform, 0.99).returns) < -700
+    )
+
+
+def test_the_optimal_return_target_and_the_exact_answer_on_taxi():
+    c = _config("gymnasium:Taxi-v4", algorithm="dqn")
+    c.evaluator.update(dict(target_success=config_lib.AUTO, target_of_optimal=0.98))
+    env = config_lib.make_env(c)
+    agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
+    best = exact.optimum(env, agent.config.discount)
+    c.evaluator.optimal_measure = "return"
+    config_lib.validate(c)
+    # 98% of +7.93: a shortfall of 2% of its magnitude, and no success target beside it
+    assert config_lib.targets(c, env, best) == (0.0, pytest.approx(7.93 - 0.02 * 7.93))
+    c.evaluator.optimal_measure = "success"  # pi* delivers from every start: 0.98
+    assert config_lib.targets(c, env, best) == (pytest.approx(0.98), 0.0)
+    params = agent.init(jax.random.PRNGKey(0)).params
+    answer = evaluation.exact_answer(env, agent, params, agent.config.discount, best)
+    assert answer["optimal_return"] == pytest.approx(7.93)
+    assert -200 * 10 <= answer["mean_return"] < answer["optimal_return"]
+    assert answer["return_ratio"] == pytest.approx(1 - (7.93 - answer["mean_return"]) / 7.93)
+    assert "mean return" in evaluation.describe_exact(answer)
+
+
+def test_the_return_target_allows_a_shortfall_of_a_fraction_of_the_optimums_size():
+    assert exact.return_target(7.93, 0.98) == pytest.approx(7.7714)
+    assert exact.return_target(-13.0, 0.98) == pytest.approx(-13.26)  # CliffWalking's
+    assert exact.return_target(0.0, 0.5) == 0.0
+    cliff = factory.build("gymnasium:CliffWalking-v1", {"max_episode_steps": 100})
+    assert exact.at_start(cliff, exact.optimum(cliff, 0.99).returns) == pytest.approx(-13.0)
 
 
 @pytest.mark.parametrize(

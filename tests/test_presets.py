@@ -1,5 +1,6 @@
 """The env presets (configs/ppo_cartpole.py, dqn_cartpole.py, ppo_breakout.py,
-dqn_breakout.py): each loads and validates with the target it states; a CartPole
+dqn_breakout.py; gymnasium's toy-text: ppo_gymnasium_frozenlake8x8.py,
+tabular_gymnasium_taxi.py): each loads and validates with the target it states; a CartPole
 pipeline under Launchpad's test_mt (real Reverb, real courier nodes) improves the
 greedy return; the comparison report of such a run (an env without a success
 signal) compares mean returns with their intervals, not success rates. Bad values
@@ -14,7 +15,9 @@ pytest.importorskip("gymnax")
 from distrl import config as config_lib  # noqa: E402
 from distrl import envs, evaluation, local, rundir  # noqa: E402
 from distrl.analysis import compare, compare_report  # noqa: E402
+from distrl.envs import exact  # noqa: E402
 from distrl.program import launcher as program  # noqa: E402
+from distrl.program import progress  # noqa: E402
 
 PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     "ppo_cartpole": ("gymnax:CartPole-v1", "ppo", 475.0, 1),
@@ -43,6 +46,55 @@ def test_each_env_preset_loads_and_validates_with_its_target(name):
     # the two modes judge at the same env-step cadence
     iteration = config.num_actors * config.actor.num_envs * config.actor.unroll_length
     assert local.Settings.of(config).eval_every * iteration == config.evaluator.every_env_steps
+
+
+TOY_TEXT = {  # name: (env, algorithm, what target_of_optimal is a fraction of, targets)
+    "ppo_gymnasium_frozenlake8x8": (
+        "gymnasium:FrozenLake8x8-v1",
+        "ppo",
+        "success",
+        (0.98 * 0.8629553799611127, 0.0),  # pi*'s success for discount 0.99
+    ),
+    "tabular_gymnasium_taxi": ("gymnasium:Taxi-v4", "tabular", "return", (0.0, 7.93 - 0.02 * 7.93)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TOY_TEXT))
+def test_each_gymnasium_toy_text_preset_stops_at_98_percent_of_its_exact_optimum(name):
+    """Issue 27 item 5: FrozenLake8x8 slippery at 98% of pi*'s success, Taxi at 98% of
+    pi*'s expected return (`exact.return_target`), both from gymnasium's own tables for
+    the agent's discount 0.99, confirmed on 10,000 greedy episodes; sync copies."""
+    env_name, algorithm, measure, targets = TOY_TEXT[name]
+    config = load_config(name)
+    config_lib.validate(config)
+    assert (config.env.name, config.algorithm, config.num_actors) == (env_name, algorithm, 2)
+    e = config.evaluator
+    assert (e.target_of_optimal, e.optimal_measure, e.confirm_envs) == (0.98, measure, 10_000)
+    assert config.agent.discount == 0.99 and config.env.vector == "sync"
+    env = config_lib.make_env(config)
+    best = exact.optimum(envs.tabular_model(env), config.agent.discount)
+    assert config_lib.targets(config, env, best) == pytest.approx(targets)
+
+
+def test_the_gymnasium_frozenlake_preset_is_the_gridworlds_but_for_the_env():
+    """ppo_gymnasium_frozenlake8x8 trains as ppo_slippery8x8 does (the same map, where
+    only a hole's reward differs: 0 against -1)."""
+    ours, gridworld = load_config("ppo_gymnasium_frozenlake8x8"), load_config("ppo_slippery8x8")
+    for section in ("agent", "actor", "learner", "replay", "evaluator", "budget"):
+        assert ours[section].to_dict() == gridworld[section].to_dict(), section
+    assert (gridworld.env.map, gridworld.env.slippery) == ("8x8", True)
+
+
+def test_the_progress_line_of_a_run_on_the_optimal_return_shows_returns():
+    row = dict(elapsed=9.0, env_steps=1e6, env_steps_per_s=1e4, learner_steps=1e4)
+    row.update(updates_per_s=100.0, success_rate=1.0, mean_return=7.9)
+    row.update(exact_success=1.0, optimal_success=1.0, exact_return=7.5, optimal_return=7.93)
+    line = progress.format_line(row, load_config("tabular_gymnasium_taxi"), 9.0)
+    assert "return +7.90 (exact +7.50 of +7.93)" in line and "success" not in line
+    assert line.endswith("or 98% of the optimal return")
+    line = progress.format_line(row, load_config("ppo_gymnasium_frozenlake8x8"), 9.0)
+    assert "success 1.000 (exact 1.000 of 1.000)" in line
+    assert line.endswith("or 98% of optimal success")
 
 
 def test_a_success_target_set_on_a_return_env_is_refused():

@@ -29,6 +29,13 @@ beside it:
 The discount changes pi*: on slippery 8x8 (H = 200, rewards +1/-1/0) pi* succeeds
 with 0.890 for gamma 0.99 but 0.876 for gamma 0.9, the time-aware optimum for gamma
 0.99 with 0.908, and the best any policy can do is 0.913.
+
+Every figure is per cell; a run reports it at the start: at `start_cell`, or, for a
+model that also has `start_distribution` (float64 [S], e.g. gymnasium's Taxi: 300
+start states), as the expectation over it (`at_start`). Beside the discounted value,
+each policy's undiscounted expected return within the time limit (`returns`) is what
+a mean episode return estimates, and `return_target` turns a fraction of pi*'s into
+a return to stop at.
 """
 
 from __future__ import annotations
@@ -47,11 +54,39 @@ class PolicyValue(NamedTuple):
 
     success: np.ndarray  # float64 [S]
     value: np.ndarray  # float64 [S]
+    returns: np.ndarray  # float64 [S]: the undiscounted expected return (an episode's)
 
 
 def dynamics(env: Tabular) -> Dynamics:
     """The env's transition tables as outcome arrays (see `interface.Dynamics`)."""
     return env.dynamics()
+
+
+def start_distribution(env: Tabular) -> np.ndarray:
+    """float64 [S]: where episodes start; the model's `start_distribution` when it has
+    one, else all of it on `start_cell`."""
+    given = getattr(env, "start_distribution", None)
+    if given is not None:
+        return np.asarray(given, np.float64)
+    weights = np.zeros(env.num_cells)
+    weights[env.start_cell] = 1.0
+    return weights
+
+
+def at_start(env: Tabular, per_cell) -> float:
+    """A per-cell figure [S] at the start: its expectation over `start_distribution`."""
+    return float(start_distribution(env) @ np.asarray(per_cell, np.float64))
+
+
+def return_target(optimal_return: float, fraction: float) -> float:
+    """The mean return that is `fraction` of the optimal one: J* - (1 - fraction) |J*|.
+
+    Returns can be negative, so this is not fraction x J*: the allowed shortfall is
+    (1 - fraction) of the optimum's magnitude, J/J* >= fraction where J* > 0 (Taxi's
+    +7.9: 98% is +7.74, about 0.16 steps of -1 more per episode than the optimum),
+    and as far below a negative J* (-13 -> -13.26). J* = 0 allows no shortfall.
+    """
+    return float(optimal_return - (1.0 - fraction) * abs(optimal_return))
 
 
 def _backup(d: Dynamics, gamma: float, value: np.ndarray, success: np.ndarray):
@@ -84,12 +119,15 @@ def evaluate_stochastic_policy(env: Tabular, probs, discount: float) -> PolicyVa
     if np.any(probs < 0) or not np.allclose(sums, 1.0, atol=1e-4):
         raise ValueError(f"probs must be [S, A] distributions; row sums {sums}")
     probs = probs / sums[:, None]
-    value, success = np.zeros(env.num_cells), np.zeros(env.num_cells)
+    value, success, returns = (np.zeros(env.num_cells) for _ in range(3))
     for _ in range(env.time_limit):
         q_value, q_success = _backup(d, discount, value, success)
+        q_return = _backup(d, 1.0, returns, success)[0]  # undiscounted
         value, success = np.sum(probs * q_value, -1), np.sum(probs * q_success, -1)
-        value[d.terminal], success[d.terminal] = 0.0, 0.0
-    return PolicyValue(success, value)
+        returns = np.sum(probs * q_return, -1)
+        for array in (value, success, returns):
+            array[d.terminal] = 0.0
+    return PolicyValue(success, value, returns)
 
 
 class Optimum(NamedTuple):
@@ -101,6 +139,7 @@ class Optimum(NamedTuple):
     horizon_success: np.ndarray  # float64 [S]: the time-aware optimum's success
     horizon_value: np.ndarray  # float64 [S]: the time-aware optimum's value (>= V*)
     max_success: np.ndarray  # float64 [S]: the best success probability of any policy
+    returns: np.ndarray  # float64 [S]: pi*'s undiscounted expected return
 
 
 def _best(q_value: np.ndarray, q_success: np.ndarray) -> np.ndarray:
@@ -153,11 +192,14 @@ def optimum(env: Tabular, discount: float) -> Optimum:
     policy = stationary_optimum(env, discount)
     mine = evaluate_policy(env, policy, discount)
     horizon_value, horizon_success, best = _horizon_optimum(env, discount)
-    return Optimum(policy, mine.success, mine.value, horizon_success, horizon_value, best)
+    return Optimum(
+        policy, mine.success, mine.value, horizon_success, horizon_value, best, mine.returns
+    )
 
 
 class Answer(NamedTuple):
-    """What a run reports at S: the policy's exact figures against pi*'s (see `optimum`)."""
+    """What a run reports at the start (`at_start`): the policy's exact figures against
+    pi*'s (see `optimum`)."""
 
     success: float  # the policy's exact success probability within the time limit
     value: float  # the policy's exact discounted value V^pi(S) within the time limit
@@ -165,11 +207,22 @@ class Answer(NamedTuple):
     optimal_value: float  # V*(S), pi*'s value
     horizon_success: float  # the time-aware optimum's success
     max_success: float  # the best success probability of any policy
+    mean_return: float  # the policy's undiscounted expected return
+    optimal_return: float  # pi*'s undiscounted expected return
 
     @property
     def ratio(self) -> float:
         """success / optimal_success (1.0 when the optimum itself is 0)."""
         return self.success / self.optimal_success if self.optimal_success > 0 else 1.0
+
+    @property
+    def return_ratio(self) -> float:
+        """The fraction of the optimal return reached, in `return_target`'s sense:
+        1 - (J* - J) / |J*| (J / J* when J* > 0); with J* = 0, 1.0 if J >= 0 else 0.0."""
+        gap, scale = self.optimal_return - self.mean_return, abs(self.optimal_return)
+        if scale == 0:
+            return 1.0 if gap <= 0 else 0.0
+        return 1.0 - gap / scale
 
     def describe(self) -> str:
         """E.g. 'exact success 0.874, optimal 0.890: 98.2%; V(S) 0.512, V*(S) 0.530'."""
@@ -184,19 +237,17 @@ def answer(env: Tabular, actions, discount: float, best: Optimum | None = None) 
     """The exact figures at S for `actions` [S]; pass `best` to reuse a computed optimum."""
     best = optimum(env, discount) if best is None else best
     mine = evaluate_policy(env, actions, discount)
-    s = env.start_cell
     return Answer(
-        float(mine.success[s]),
-        float(mine.value[s]),
-        float(best.success[s]),
-        float(best.value[s]),
-        float(best.horizon_success[s]),
-        float(best.max_success[s]),
+        *(at_start(env, x) for x in (mine.success, mine.value, best.success, best.value)),
+        *(at_start(env, x) for x in (best.horizon_success, best.max_success)),
+        at_start(env, mine.returns),
+        at_start(env, best.returns),
     )
 
 
 def make_policy_stats(env: Tabular):
-    """Jittable `stats(actions [S] int) -> (success, mean return, mean length)` at S.
+    """Jittable `stats(actions [S] int) -> (success, mean return, mean length)` at the
+    start (`at_start`).
 
     The same dynamic programme as `evaluate_policy` (undiscounted: the mean return
     and length of an episode from S), in float32 JAX so that a jitted training loop
@@ -211,6 +262,7 @@ def make_policy_stats(env: Tabular):
     alive = jnp.asarray(~d.terminal[d.next_cell], jnp.float32)
     prob, reward = jnp.asarray(d.prob, jnp.float32), jnp.asarray(d.reward, jnp.float32)
     next_cell, terminal = jnp.asarray(d.next_cell), jnp.asarray(d.terminal)
+    start = jnp.asarray(start_distribution(env), jnp.float32)
 
     def stats(actions):
         pick = lambda x: x[cells, actions]  # noqa: E731 - [S, A, K] -> [S, K]
@@ -222,6 +274,6 @@ def make_policy_stats(env: Tabular):
 
         zero = jnp.zeros(env.num_cells, jnp.float32)
         out = jax.lax.fori_loop(0, env.time_limit, backup, (zero, zero, zero))
-        return tuple(x[env.start_cell] for x in out)
+        return tuple(start @ x for x in out)
 
     return stats

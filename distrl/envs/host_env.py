@@ -16,13 +16,14 @@ time limit is the env's TimeLimit (its registration's `max_episode_steps`, or
 `max_episode_steps` in env.kwargs for a gymnasium id).
 
 Capabilities, asked for as for JAX envs (`interface`): a toy-text env publishing its
-transition tables (`env.unwrapped.P`: FrozenLake any map, CliffWalking, Taxi) with one
-start state is a `TabularHostEnv`: the exact optimum and the greedy policy's exact
-value (`envs/exact.py`) come from gymnasium's own tables, and its success signal is
-"the episode ended on a goal cell", a terminal cell entered with a positive reward
-(FrozenLake's G, Taxi's drop-off). Taxi starts in any of 300 states, so it has no
-tabular model here (exact.py scores one start cell). FrozenLake is also a grid
-(`GridHostEnv`: value and arrow grids; its action order is the gridworld's).
+transition tables (`env.unwrapped.P`: FrozenLake any map, CliffWalking, Taxi) and its
+start distribution (`env.unwrapped.initial_state_distrib`) is a `TabularHostEnv`: the
+exact optimum and the greedy policy's exact value (`envs/exact.py`) come from
+gymnasium's own tables, and its success signal is "the episode ended on a goal cell",
+a terminal cell entered with a positive reward (FrozenLake's G, Taxi's drop-off).
+Taxi starts in any of 300 states with equal probability: its exact figures are
+expectations over them (`exact.at_start`). FrozenLake is also a grid (`GridHostEnv`:
+value and arrow grids; its action order is the gridworld's).
 """
 
 import dataclasses
@@ -44,7 +45,7 @@ class _Info(NamedTuple):
     discrete_obs: int  # n of a Discrete observation space (one-hot), 0 for a Box
     obs_start: int  # a Discrete observation space's start
     action_start: int  # the Discrete action space's start
-    tables: object  # (Dynamics, start cell) of a tabular env, else None
+    tables: object  # (Dynamics, start distribution float64 [S]) of a tabular env, else None
     desc: tuple  # FrozenLake's map rows, else ()
 
 
@@ -85,8 +86,8 @@ class HostEnv:
 
 @dataclasses.dataclass(frozen=True)
 class TabularHostEnv(HostEnv):
-    """A toy-text env with transition tables and one start cell (`interface.Tabular`)
-    and a success signal (ended on a goal cell)."""
+    """A toy-text env with transition tables and a start distribution
+    (`interface.Tabular`) and a success signal (ended on a goal cell)."""
 
     @property
     def num_cells(self) -> int:
@@ -94,6 +95,12 @@ class TabularHostEnv(HostEnv):
 
     @property
     def start_cell(self) -> int:
+        """The start cell (of several, the first most likely: `start_distribution`)."""
+        return int(np.argmax(self.start_distribution))
+
+    @property
+    def start_distribution(self) -> np.ndarray:
+        """float64 [S]: the probability of starting in each cell (`exact.at_start`)."""
         return self.info.tables[1]
 
     @property
@@ -202,16 +209,20 @@ def _info_of(env) -> _Info:
 
 
 def _tables(unwrapped, num_states: int, num_actions: int):
-    """(Dynamics, start cell) from a toy-text env's `P` and one start state, else None.
+    """(Dynamics, start distribution [S]) from a toy-text env's `P` and
+    `initial_state_distrib`, else None.
 
     P[s][a] lists (probability, next state, reward, terminated); a state is terminal
-    when entering it ends the episode (every transition into it says so, or the
-    tables are not of this form), a goal when it is terminal and entered with a
-    positive reward.
+    when entering it ends the episode (every transition into it that an episode can
+    make says so, or the tables are not of this form: Taxi also lists states no
+    episode reaches, e.g. its passenger waiting at the destination), a goal when it is
+    terminal and entered with a positive reward.
     """
     table = getattr(unwrapped, "P", None)
     start = np.asarray(getattr(unwrapped, "initial_state_distrib", []), np.float64)
-    if not isinstance(table, dict) or start.shape != (num_states,) or start.max() != 1.0:
+    if not isinstance(table, dict) or start.shape != (num_states,):
+        return None
+    if np.any(start < 0) or abs(start.sum() - 1.0) > 1e-9:
         return None
     width = max(len(table[s][a]) for s in range(num_states) for a in range(num_actions))
     shape = (num_states, num_actions, width)
@@ -225,10 +236,17 @@ def _tables(unwrapped, num_states: int, num_actions: int):
                 if p > 0:
                     entered[s2], ends[s2] = True, ends[s2] or bool(done)
                     paid[s2] |= bool(done) and r > 0
-    for s in range(num_states):  # terminal must depend on the state entered only
+    if np.any(start[ends] > 0):
+        return None
+    reached, frontier = start > 0, list(np.flatnonzero(start > 0))
+    while frontier:  # terminal must depend on the state entered only, where episodes go
+        s = frontier.pop()
         for a in range(num_actions):
             for p, s2, _, done in table[s][a]:
                 if p > 0 and bool(done) != ends[s2]:
                     return None
+                if p > 0 and not ends[s2] and not reached[s2]:
+                    reached[s2] = True
+                    frontier.append(s2)
     dynamics = Dynamics(next_cell, prob, reward, ends, ends & paid)
-    return dynamics, int(np.argmax(start))
+    return dynamics, start / start.sum()

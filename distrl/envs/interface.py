@@ -144,7 +144,9 @@ class Tabular(Protocol):
     """A finite-state env with its tables; its states are called cells, 0..num_cells-1."""
 
     num_cells: int
-    start_cell: int  # every episode starts here
+    start_cell: int  # every episode starts here; a model whose episodes start anywhere
+    # may also have start_distribution (float64 [S]), which exact figures then average
+    # over (`exact.at_start`; gymnasium's Taxi), start_cell being its most likely cell
     time_limit: int
 
     def dynamics(self) -> Dynamics:

@@ -36,35 +36,32 @@ from distrl.nodes.variables import ParamsClient
 
 
 def target_for(config, best, env=None) -> float:
-    """The success the run stops at: a fraction of the optimum's, or target_success
-    (`config.success_target`: with the default, 1.0 where the env has a success
-    signal, 0, none, where it has not).
+    """The success the run stops at (`config.targets`' first): a fraction of the
+    optimum's, or target_success (`config.success_target`: with the default, 1.0
+    where the env has a success signal, 0, none, where it has not).
 
     best: `exact.Optimum` for the agent's discount (None: target_success alone), of
     `env`'s tabular model (None: config.env's).
     """
-    e = config.evaluator
     env = config_lib.make_env(config) if env is None else env
-    fraction = e.target_of_optimal
-    if fraction and best is not None:
-        model = envs.tabular_model(env)
-        return float(fraction * best.success[model.start_cell])
-    return config_lib.success_target(config, evaluation.has_success(env))
+    return config_lib.targets(config, env, best)[0]
 
 
-def stop_reason(config, report, counts, elapsed: float, target=None):
+def stop_reason(config, report, counts, elapsed: float, target=None, target_return=None):
     """Why the run should end now, or None: target first, then each budget.
 
     The targets count only when the lower bounds of the success interval and of the
-    mean return's (config.evaluator.target_return), those set, reach them in an exact
-    evaluation or one of `confirm_envs` episodes (`evaluation.confirmed`); target
-    None means config's success target (`target_for`). report None: budgets only.
+    mean return's, those set, reach them in an exact evaluation or one of
+    `confirm_envs` episodes (`evaluation.confirmed`); target None means config's
+    success target (`target_for`), target_return None config.evaluator.target_return
+    (`config.targets` gives both). report None: budgets only.
     """
     budget = config.budget
     if target is None:
         auto = config.evaluator.target_success == config_lib.AUTO  # AUTO needs the env
         target = target_for(config, None) if auto else float(config.evaluator.target_success)
-    target_return = config.evaluator.target_return
+    if target_return is None:
+        target_return = config.evaluator.target_return
     confirm_envs = config.evaluator.confirm_envs
     if report is not None and evaluation.confirmed(report, target, confirm_envs, target_return):
         return "target_reached"
@@ -99,7 +96,8 @@ def progress_line(elapsed: float, counts, report, success: bool = True) -> str:
 def eval_row(counts, report, rates, elapsed: float, answer=None, success: bool = True) -> dict:
     """One evaluator metrics row: progress, throughput, the greedy evaluation (its
     success figures only if `success`: the env has a success signal) and, given
-    `answer` (`evaluation.exact_answer`), the exact success and the optimum's."""
+    `answer` (`evaluation.exact_answer`), the exact success and mean return and the
+    optimum's."""
     row = dict(
         elapsed=elapsed,
         env_steps=counts.get("env_steps", 0),
@@ -121,6 +119,7 @@ def eval_row(counts, report, rates, elapsed: float, answer=None, success: bool =
         row = {k: v for k, v in row.items() if not k.startswith("success")}
     if answer is not None:
         row.update(exact_success=answer["success"], optimal_success=answer["optimal_success"])
+        row.update(exact_return=answer["mean_return"], optimal_return=answer["optimal_return"])
     return row
 
 
@@ -172,10 +171,10 @@ class Evaluator:
         source = ParamsClient(self._learner)
         log = metrics.MetricsLogger(self._run_dir, "evaluator")
         monitor = ReplayMonitor(self._replay, self._run_dir, c.log.every_seconds)
-        target = target_for(c, best, env)
+        targets = config_lib.targets(c, env, best)  # (success, mean return)
         if source.wait_first(self._lifecycle.should_stop):
             reason, report, counts, kept = self._loop(
-                (evaluate, confirm, judge), source, log, monitor, target
+                (evaluate, confirm, judge), source, log, monitor, targets
             )
         else:
             reason, report, counts, kept = "stopped", None, {}, (source.params, source.version)
@@ -188,8 +187,8 @@ class Evaluator:
         if reason != "stopped":
             self._lifecycle.request_stop()
 
-    def _loop(self, evaluators, source, log, monitor, target):
-        """Evaluates until there is a stop reason.
+    def _loop(self, evaluators, source, log, monitor, targets):
+        """Evaluates until there is a stop reason (targets: `config.targets`).
 
         evaluators: (evaluate, confirm, judge): the routine evaluation, the large
         confirming one (also the final report's), and the exact figures' function.
@@ -199,6 +198,7 @@ class Evaluator:
         """
         c = self._config
         evaluate, confirm, judge = evaluators
+        target, target_return = targets
         success = evaluation.has_success(config_lib.make_env(c))
         confirm_envs = c.evaluator.confirm_envs
         key = jax.random.PRNGKey(c.seed + 7)
@@ -208,7 +208,7 @@ class Evaluator:
         while True:
             key, eval_key, confirm_key = jax.random.split(key, 3)
             report = jax.device_get(evaluate(source.params, eval_key))
-            if evaluation.touches(report, target, confirm_envs, c.evaluator.target_return):
+            if evaluation.touches(report, target, confirm_envs, target_return):
                 # many more episodes decide, not this sample
                 report = jax.device_get(confirm(source.params, confirm_key))
             counts = self._read_counts(counts)
@@ -223,7 +223,7 @@ class Evaluator:
             kept = best is not None and c.evaluator.keep_best
             reported = best if kept else (report, source.params, source.version)
             self._policy.offer(reported[1], reported[2], reported[0]._asdict())
-            reason = stop_reason(c, report, counts, elapsed, target)
+            reason = stop_reason(c, report, counts, elapsed, target, target_return)
             if reason is None and self._wait_until_due(counts):
                 reason = "stopped"  # a signal, Ctrl-C, or a failed node
             if reason is not None:

@@ -32,7 +32,8 @@ def budget_left(config, row) -> str:
     if b.seconds:
         parts.append(f"{max(b.seconds - row['elapsed'], 0):.0f} s")
     if config.evaluator.target_of_optimal:
-        parts.append(f"or {100 * config.evaluator.target_of_optimal:.0f}% of optimal success")
+        figure = "the optimal return" if _on_return(config) else "optimal success"
+        parts.append(f"or {100 * config.evaluator.target_of_optimal:.0f}% of {figure}")
     elif success_target(config, "success_rate" in row):  # rows of envs without one lack it
         parts.append(f"or success {success_target(config, True):.2f}")
     if config.evaluator.target_return:
@@ -44,27 +45,38 @@ def format_line(row, config, launcher_seconds: float) -> str:
     """The progress line of the evaluator's latest row (or a start-up note without one)."""
     if not row:
         return f"[{launcher_seconds:5.0f}s] starting {config.num_actors + 4} nodes ..."
+    on_return = _on_return(config)
     return (
         f"[{row['elapsed']:5.0f}s] env steps {human(row['env_steps']):>6}"
         f" ({human(row['env_steps_per_s'])}/s)"
         f"  updates {human(row['learner_steps']):>6} ({human(row['updates_per_s'])}/s)"
-        f"  {_figure(row)}{_exact_note(row)}  left: {budget_left(config, row)}"
+        f"  {_figure(row, on_return)}{_exact_note(row, on_return)}"
+        f"  left: {budget_left(config, row)}"
     )
 
 
-def _figure(row) -> str:
+def _on_return(config) -> bool:
+    """The run's target is a fraction of the optimal return (not of the success)."""
+    e = config.evaluator
+    return bool(e.target_of_optimal) and e.optimal_measure == "return"
+
+
+def _figure(row, on_return: bool = False) -> str:
     """The greedy success rate, or the mean return for an env without a success signal
-    (its rows have no success column)."""
-    if row.get("success_rate") is not None:
+    (its rows have no success column) or a run on the optimal return."""
+    if row.get("success_rate") is not None and not on_return:
         return f"success {row['success_rate']:.3f}"
     return f"return {row['mean_return']:+.2f}"
 
 
-def _exact_note(row) -> str:
-    """' (exact 0.874 of 0.890)' when the row carries the exact figures, else ''."""
-    if row.get("exact_success") is None or row.get("optimal_success") is None:
+def _exact_note(row, on_return: bool = False) -> str:
+    """' (exact 0.874 of 0.890)' when the row carries the exact figures (the mean
+    return's, ' (exact +7.12 of +7.93)', on the optimal return), else ''."""
+    name, form = ("return", "+.2f") if on_return else ("success", ".3f")
+    mine, best = row.get(f"exact_{name}"), row.get(f"optimal_{name}")
+    if mine is None or best is None:
         return ""
-    return f" (exact {row['exact_success']:.3f} of {row['optimal_success']:.3f})"
+    return f" (exact {mine:{form}} of {best:{form}})"
 
 
 class ProgressLine:
