@@ -21,7 +21,10 @@ steps, when it was stopped. A random policy delivers in ~5% of its 200-step
 episodes, so the batch must hold enough deliveries for the critic to learn their
 value before the -10s drive pick-up and drop-off out: with 4x the env steps per
 update the same number of updates sees 4x the deliveries. Seeds 0-2 (tuned on):
-confirmed at 0.79M, 0.67M, 0.75M env steps.
+confirmed at 0.79M, 0.67M, 0.75M env steps. Seeds 41-43 (not tuned on): 3 of 3
+confirmed, at 0.75M / 0.72M / 0.77M env steps, 76 / 68 / 72 s, greedy exact return
++7.923 / +7.897 / +7.903 (99.6-99.9% of pi*'s; benchmarks/README.md, "Issue 27
+item 5").
 """
 
 from distrl.config import gymnasium_taxi_to_optimum

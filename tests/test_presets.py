@@ -1,10 +1,11 @@
 """The env presets (configs/ppo_cartpole.py, dqn_cartpole.py, ppo_breakout.py,
 dqn_breakout.py; gymnasium's toy-text: ppo_gymnasium_frozenlake8x8.py,
-tabular_gymnasium_taxi.py): each loads and validates with the target it states; a CartPole
-pipeline under Launchpad's test_mt (real Reverb, real courier nodes) improves the
-greedy return; the comparison report of such a run (an env without a success
-signal) compares mean returns with their intervals, not success rates. Bad values
-in these configs exit 2 through launch/train.py (tests/test_launch.py, BAD_INPUTS)."""
+tabular_gymnasium_taxi.py, ppo_gymnasium_taxi.py): each loads and validates with the
+target it states; a CartPole pipeline under Launchpad's test_mt (real Reverb, real
+courier nodes) improves the greedy return; the comparison report of such a run (an
+env without a success signal) compares mean returns with their intervals, not
+success rates. Bad values in these configs exit 2 through launch/train.py
+(tests/test_launch.py, BAD_INPUTS)."""
 
 import jax
 import pytest
@@ -56,6 +57,7 @@ TOY_TEXT = {  # name: (env, algorithm, what target_of_optimal is a fraction of, 
         (0.98 * 0.8629553799611127, 0.0),  # pi*'s success for discount 0.99
     ),
     "tabular_gymnasium_taxi": ("gymnasium:Taxi-v4", "tabular", "return", (0.0, 7.93 - 0.02 * 7.93)),
+    "ppo_gymnasium_taxi": ("gymnasium:Taxi-v4", "ppo", "return", (0.0, 7.93 - 0.02 * 7.93)),
 }
 
 
@@ -83,6 +85,33 @@ def test_the_gymnasium_frozenlake_preset_is_the_gridworlds_but_for_the_env():
     for section in ("agent", "actor", "learner", "replay", "evaluator", "budget"):
         assert ours[section].to_dict() == gridworld[section].to_dict(), section
     assert (gridworld.env.map, gridworld.env.slippery) == ("8x8", True)
+
+
+def test_the_ppo_taxi_preset_is_ppo_slippery8x8_with_4x_the_env_steps_per_update():
+    """ppo_gymnasium_taxi: ppo_slippery8x8's agent with 64 envs per actor in place of 16
+    (1,024 env steps per update: with 256 the policy dropped pick-up and drop-off
+    before it delivered), its decays a quarter as many updates and optimizer steps, so
+    they end at the same env steps (entropy 2M, learning rate 3M), and Taxi's base."""
+    ours, slippery = load_config("ppo_gymnasium_taxi"), load_config("ppo_slippery8x8")
+    taxi = config_lib.gymnasium_taxi_to_optimum("ppo")
+    paced = ("entropy_decay_steps", "learning_rate_decay_steps")
+    for field, value in slippery.agent.items():
+        if field not in paced:
+            assert ours.agent[field] == value, field
+    assert (ours.actor.num_envs, slippery.actor.num_envs) == (64, 16)
+
+    def env_steps(config, field):  # optimizer steps count epochs x minibatches per update
+        actor, chunks = config.actor, config.learner.batch_chunks
+        per_update = actor.num_envs * actor.unroll_length * chunks
+        if field == "learning_rate_decay_steps":
+            per_update /= config.agent.num_epochs * config.agent.num_minibatches
+        return config.agent[field] * per_update
+
+    for field in paced:
+        assert env_steps(ours, field) == env_steps(slippery, field), field
+    assert env_steps(ours, "entropy_decay_steps") == 2_048_000
+    for section in ("evaluator", "budget", "env"):
+        assert ours[section].to_dict() == taxi[section].to_dict(), section
 
 
 def test_the_progress_line_of_a_run_on_the_optimal_return_shows_returns():
