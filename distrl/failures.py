@@ -28,6 +28,20 @@ def record_failure(run_dir: str, name: str, text: str) -> None:
         f.write(text)
 
 
+def record_failure_once(run_dir: str, name: str, text: str) -> bool:
+    """Writes the report of `name` unless one is there (several writers may see the
+    same failure: the first one's stays); True when this call wrote it."""
+    path = failure_path(run_dir, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return True
+
+
 def exception_report(err: Exception) -> str:
     """The report of a node whose body raised `err`: its cause, then its traceback.
     Call it in the `except` block (the traceback is the one being handled)."""

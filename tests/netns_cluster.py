@@ -47,13 +47,15 @@ def _free_port() -> int:
 class NetnsRayCluster:
     """head: Ray node args of the head; workers: one dict of `ray start` args per worker."""
 
-    def __init__(self, head: dict, workers: list):
-        tag = f"dr{os.getpid() % 100000}"
+    def __init__(self, head: dict, workers: list, instance: int = 0):
+        # `instance`: this process's n-th cluster (names and addresses of its own, as the
+        # kernel may still hold an earlier one's for a while after its shutdown)
+        tag = f"dr{os.getpid() % 100000}{'abcdefgh'[instance] if instance else ''}"
         self._bridge = f"{tag}b"
         self._namespaces = [f"{tag}n{i}" for i in range(len(workers))]
         octet = 100 + os.getpid() % 150  # a /24 of our own, away from common ranges
-        self.head_ip = f"10.{octet}.77.1"
-        self.worker_ips = [f"10.{octet}.77.{11 + i}" for i in range(len(workers))]
+        self.head_ip = f"10.{octet}.{77 + instance}.1"
+        self.worker_ips = [f"10.{octet}.{77 + instance}.{11 + i}" for i in range(len(workers))]
         self._head_args, self._worker_args = head, workers
         self._procs = []
         self._workers = {}  # worker index -> its current `ray start` process
@@ -135,6 +137,27 @@ class NetnsRayCluster:
             time.sleep(0.1)
         for p in self._lost:
             p.wait()
+
+    def lose_head(self, timeout_s: float = 20.0) -> None:
+        """The head machine goes down: every process of its `ray start` session (the
+        GCS, its raylet, its Ray workers and the nodes they run) is SIGKILLed, again
+        until none is left. The workers' Ray processes end themselves once the GCS has
+        not answered for 60 s; `shutdown` ends what is left."""
+        from conftest import session_processes  # noqa: PLC0415 - the suite's helper
+
+        head = self._procs[0]
+        self._lost.append(head)
+        deadline = time.time() + timeout_s
+        while procs := session_processes(head.pid):
+            if time.time() > deadline:
+                raise RuntimeError(f"processes left in the head's session: {procs}")
+            for p in procs:
+                try:
+                    p.kill()
+                except psutil.NoSuchProcess:
+                    pass
+            time.sleep(0.1)
+        head.wait()
 
     def cut_link(self, i: int, seconds: float) -> None:
         """Worker `i`'s link is down for `seconds` (its interface in its namespace), then

@@ -38,14 +38,17 @@ from distrl.program.ray import cluster as cluster_lib
 PLACE = ["--config.ray.replay_resource=replay_host", "--config.ray.learner_resource=learner_host"]
 
 
+HEAD = dict(num_cpus=0, resources={"replay_host": 1})
+WORKERS = [
+    dict(num_cpus=2, resources={"learner_host": 1, "spare_host": 1}),
+    dict(num_cpus=2, resources={"spare_host": 1}),
+]
+
+
 @pytest.fixture(scope="module")
 def ray_cluster():
     """Three Ray nodes; each its own network host when this machine allows (root, `ip`)."""
-    head = dict(num_cpus=0, resources={"replay_host": 1})
-    workers = [
-        dict(num_cpus=2, resources={"learner_host": 1, "spare_host": 1}),
-        dict(num_cpus=2, resources={"spare_host": 1}),
-    ]
+    head, workers = HEAD, WORKERS
     if netns_cluster.available():
         c = netns_cluster.NetnsRayCluster(head, workers).start()
         try:
@@ -555,6 +558,93 @@ def test_a_network_pause_costs_no_move(ray_cluster, tmp_path):
     print(f"cut off for {PAUSE_S:.0f} s: {sorted(cut_off)}; {back}")
     print(f"env steps grew again {_outage(rows, cut_elapsed):.1f} s after the cut began")
     _nothing_left_on(ray_cluster, proc)
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_a_lost_head_is_named_in_the_run_directory_and_a_resume_never_counts_back(tmp_path):
+    """The head machine lost while the run trains (every process of the head's `ray
+    start`, then the launcher's session, SIGKILLed; the replay ran there): the hosts on the
+    workers see neither launcher calls nor the GCS, the first writes failures/head.txt
+    naming the cause and how to resume, and every node stops (the learner with its final
+    checkpoint) before Ray ends them. `--resume` on a new head (a new cluster, the same
+    run directory) continues with counts that never go back from the counter's last."""
+    if not netns_cluster.available():
+        pytest.skip("needs each Ray node on a network host of its own (root and `ip`)")
+    run_dir = tmp_path / "run"
+    evaluator = run_dir / "logs" / "evaluator.csv"
+    report = run_dir / "failures" / "head.txt"
+    c = netns_cluster.NetnsRayCluster(HEAD, WORKERS).start()
+    try:
+        ray.shutdown()  # a driver of the lost head would end itself with it
+        proc = launch_train(
+            ["--lp_launch_type=ray", f"--ray_address={c.address}"]
+            + _endless(run_dir)
+            + ["--config.checkpoint.every_seconds=5"]
+        )
+        try:
+            _wait_for_training(run_dir, proc)
+            manifest = run_dir / "checkpoints" / "learner" / "manifest.json"
+            _until(
+                lambda: manifest.exists() and _last_row(evaluator)["env_steps"] > 0,
+                proc,
+                "a checkpoint and env steps",
+            )
+            # The GCS first: a GCS that outlived the launcher would end its host actors
+            # at once (their owner died), which is not what a lost machine does.
+            lost_at = time.time()
+            c.lose_head()
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=60)
+        learner_out = run_dir / "logs" / "nodes" / "learner" / "0"
+
+        def final_checkpoint():  # its loop ended, or a thread wrote it (a stuck loop)
+            text = learner_out.read_text()[-5000:]
+            return "learner: stopped after" in text or "final checkpoint written" in text
+
+        deadline = time.time() + 90
+        while time.time() < deadline and not (report.exists() and final_checkpoint()):
+            time.sleep(0.5)
+        seen_after = time.time() - lost_at
+        text = report.read_text() if report.exists() else ""
+        assert text.startswith(
+            f"the Ray head was lost (the launcher and Ray's control service, GCS at {c.address})"
+        ), text
+        assert f"--resume={run_dir} --lp_launch_type=ray" in text, text
+        assert final_checkpoint(), learner_out.read_text()[-3000:]
+    finally:
+        c.shutdown()
+    heard = json.loads((run_dir / "checkpoints" / "counter.json").read_text())
+    rows_before, elapsed = len(_rows(evaluator)), _last_row(evaluator)["elapsed"]
+    new = netns_cluster.NetnsRayCluster(HEAD, WORKERS, instance=1).start()
+    try:
+        proc = launch_train(
+            [
+                "--lp_launch_type=ray",
+                f"--ray_address={new.address}",
+                f"--resume={run_dir}",
+                f"--config.budget.seconds={elapsed + 30:.0f}",
+            ]
+        )
+        out = _finish(proc, timeout_s=400)
+        assert proc.returncode == 0, out[-4000:]
+        _nothing_left_on(types.SimpleNamespace(sessions=new.sessions), proc)
+    finally:
+        new.shutdown()
+    assert not report.exists()  # the resumed run reports its own outcome
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["stop_reason"] == "time_budget", result
+    for name in ("env_steps", "episodes", "param_version"):
+        assert result["counts"][name] >= heard[name], (name, heard, result["counts"])
+    resumed = _rows(evaluator)[rows_before:]
+    assert resumed, out[-4000:]
+    for name in ("env_steps", "episodes", "param_version"):
+        values = [r[name] for r in resumed]
+        assert values[0] >= heard[name] and values == sorted(values), (name, heard[name], values)
+    print(f"head lost: report and the learner's final checkpoint {seen_after:.1f} s after; {text}")
+    for name in ("env_steps", "episodes", "param_version"):
+        print(f"{name}: the counter's last {heard[name]:.0f}, resumed from {resumed[0][name]:.0f}")
 
 
 def _endless(run_dir):

@@ -344,3 +344,17 @@ def test_a_return_target_stops_on_the_return_interval_and_joins_a_success_target
     # Negative returns (costs) are targets too.
     costs = large._replace(mean_return=-80.0, return_low=-85.0, return_high=-75.0)
     assert evaluation.confirmed(costs, 0.0, 1000, target_return=-100.0)
+
+
+def test_each_launch_of_a_resumed_log_is_a_segment_of_its_own():
+    """A resume after a kill continues the counts (never lower) but restarts the clock
+    at its checkpoint's; older logs restarted the counts lower too."""
+    now = dict(
+        env_steps=np.array([10.0, 20.0, 30.0, 30.0, 40.0]),
+        elapsed=np.array([1.0, 2.0, 3.0, 2.5, 3.5]),
+    )
+    assert [list(s) for s in plots.segments(now)] == [[0, 1, 2], [3, 4]]
+    older = dict(env_steps=np.array([10.0, 20.0, 15.0]), elapsed=np.array([1.0, 2.0, 3.0]))
+    assert [list(s) for s in plots.segments(older)] == [[0, 1], [2]]
+    one = dict(env_steps=np.array([10.0, 20.0]), elapsed=np.array([1.0, 2.0]))
+    assert [list(s) for s in plots.segments(one)] == [[0, 1]]

@@ -37,6 +37,7 @@ from distrl import (
 )
 from distrl import config as config_lib
 from distrl.analysis import compare, compare_report
+from distrl.nodes import counter
 from distrl.program import launcher as program
 from distrl.program import progress
 
@@ -211,13 +212,63 @@ def test_a_resumed_learner_starts_from_the_checkpointed_state(short_run):
     )
     learner = Learner(config, None, None, str(run_dir), time.time(), restore=True)
     state, version, counts = learner.initial_state(agent)
-    assert version == manifest["version"] and counts == manifest["counts"]
+    # A clean stop's counter record holds nothing newer than its final checkpoint's
+    # version: the same version, counts continued from that record.
+    assert version == manifest["version"]
+    assert counts == counter.resumed_counts(manifest["counts"], counter.state_file(str(run_dir)))
+    assert counts["env_steps"] >= manifest["counts"]["env_steps"]
     for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(state), strict=True):
         np.testing.assert_array_equal(a, np.asarray(b))
     fresh, _, _ = Learner(config, None, None, str(run_dir), 0.0).initial_state(agent)
     assert not np.array_equal(
         np.asarray(fresh.params["q_head"]["w"]), expected.params["q_head"]["w"]
     )
+
+
+def test_resume_after_a_kill_long_after_the_checkpoint_never_counts_back(
+    short_run, tmp_path, capfd
+):
+    """A kill after the last checkpoint leaves the counter's record ahead of it (the
+    record is written at every change): the resume continues from that record, and
+    the learner publishes versions above every one served, though its params are
+    the checkpoint's."""
+    _, run_dir, _ = short_run
+    copy = tmp_path / "killed"
+    shutil.copytree(run_dir, copy)
+    before = checkpoint.read_manifest(checkpoint.directory(str(copy)))
+    record = pathlib.Path(counter.state_file(str(copy)))
+    ahead = json.loads(record.read_text())  # what the counter had heard by the kill
+    for name, more in dict(env_steps=50_000, episodes=7_000, items_written=12_000).items():
+        ahead[name] = before["counts"][name] + more
+    ahead.update(param_version=before["version"] + 500, learner_steps=before["version"] + 500)
+    record.write_text(json.dumps(ahead))
+    rows_before = len(metrics.read_csv(metrics.csv_path(str(copy), "evaluator"))["step"])
+    config = rundir.load_config(str(copy))
+    config.run_dir = str(copy)
+    config.budget.update(dict(learner_steps=ahead["learner_steps"] + 30, seconds=200.0))
+    result, _ = program.run(config, "test_mt", resume=True)
+    said = capfd.readouterr().err
+    assert f"counts continue from {record}, ahead of the checkpoint's: " in said, said
+    assert f"param_version {before['version']} -> {ahead['param_version']}" in said, said
+    assert result["stop_reason"] == "learner_step_budget", result
+    for name in ("env_steps", "learner_steps"):
+        assert result["counts"][name] > ahead[name], (name, result["counts"])
+    for name in ("episodes", "items_written"):
+        assert result["counts"][name] >= ahead[name], (name, result["counts"])
+    assert result["param_version"] > ahead["param_version"], result
+    evaluator = metrics.read_csv(metrics.csv_path(str(copy), "evaluator"))
+    resumed = {k: v[rows_before:] for k, v in evaluator.items()}
+    assert len(resumed["step"]) >= 1
+    assert resumed["env_steps"].min() >= ahead["env_steps"], resumed["env_steps"]
+    assert resumed["episodes"].min() >= ahead["episodes"], resumed["episodes"]
+    assert resumed["param_version"].min() >= ahead["param_version"], resumed["param_version"]
+    # Every version the resumed learner published is above those served before the kill.
+    learner = metrics.read_csv(metrics.csv_path(str(copy), "learner"))
+    resumed_rows = learner["step"][learner["step"] > before["version"]]
+    assert resumed_rows.size and resumed_rows.min() > ahead["param_version"], learner["step"]
+    after = checkpoint.read_manifest(checkpoint.directory(str(copy)))
+    assert after["version"] > ahead["param_version"]
+    assert after["counts"]["env_steps"] > ahead["env_steps"]
 
 
 def test_resume_refuses_a_changed_config_but_allows_budget_changes(short_run, tmp_path):
@@ -801,6 +852,8 @@ def test_local_mp_run_killed_with_sigkill_resumes_and_ends_at_least_as_good(tmp_
     before = checkpoint.read_manifest(ckpt_dir)
     success_before = metrics.last_row(metrics.csv_path(str(run_dir), "evaluator"))["success_rate"]
     assert not (run_dir / "result.json").exists()  # it really was killed, not finished
+    heard = json.loads(pathlib.Path(counter.state_file(str(run_dir))).read_text())
+    rows_before = len(metrics.read_csv(metrics.csv_path(str(run_dir), "evaluator"))["step"])
     # The killed run kept the policy it would have reported: the best, which solved it.
     kept_policy = policy.load_policy(str(run_dir))
     exact_before = evaluation.exact_answer(
@@ -845,6 +898,14 @@ def test_local_mp_run_killed_with_sigkill_resumes_and_ends_at_least_as_good(tmp_
     # evaluation, when the checkpointed policy already reaches the target).
     assert result["counts"]["env_steps"] >= before["counts"]["env_steps"] > 0
     assert result["param_version"] >= before["version"] > 0
+    # ... and never go back from what the counter had heard by the kill, after the
+    # checkpoint: every count, every evaluation row, every version published.
+    for name in ("env_steps", "episodes", "learner_steps", "param_version"):
+        assert result["counts"][name] >= heard[name], (name, heard, result["counts"])
+    assert result["param_version"] >= heard["param_version"]
+    evaluator = metrics.read_csv(metrics.csv_path(str(run_dir), "evaluator"))
+    for name in ("env_steps", "episodes", "param_version"):
+        assert evaluator[name][rows_before:].min() >= heard[name], (name, heard[name])
     assert result["policy"]["version"] == result["param_version"]
     assert (run_dir / "logs" / "nodes-2" / "learner" / "0").stat().st_size > 0
     assert "success rate 1.000" in out and "[replay/0]" not in out

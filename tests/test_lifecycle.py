@@ -33,3 +33,10 @@ def test_a_body_that_ends_leaves_no_report_and_no_stop(tmp_path):
     with lifecycle.guard("learner", str(tmp_path)):
         pass
     assert not lifecycle.should_stop() and failures.read_failures(str(tmp_path)) == {}
+
+
+def test_a_failure_several_processes_see_is_reported_once_by_the_first(tmp_path):
+    """The hosts of a lost head's workers all see it: the first report stays."""
+    assert failures.record_failure_once(str(tmp_path), "head", "seen first\n")
+    assert not failures.record_failure_once(str(tmp_path), "head", "seen second\n")
+    assert failures.read_failures(str(tmp_path)) == {"head": "seen first\n"}

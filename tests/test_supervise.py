@@ -390,7 +390,7 @@ def test_a_restarted_learner_loads_the_newest_checkpoint_and_publishes_newer_ver
     from distrl import agents, checkpoint
     from distrl import config as config_lib
     from distrl.nodes import lifecycle
-    from distrl.nodes.counter import Counter
+    from distrl.nodes.counter import Counter, state_file
     from distrl.nodes.learner import Learner
 
     config = load_config("dqn")
@@ -398,7 +398,7 @@ def test_a_restarted_learner_loads_the_newest_checkpoint_and_publishes_newer_ver
     saved = agent.init(jax.random.PRNGKey(11))
     run_dir = str(tmp_path)
     checkpoint.save(checkpoint.directory(run_dir), saved, 40, {"algorithm": "dqn"})
-    counter = Counter()
+    counter = Counter(None, state_file(run_dir))  # the run's counter, keeping its record
     counter.set(param_version=95)  # what it served before it died
     monkeypatch.setenv(lifecycle.ATTEMPT_ENV, "1")
     learner = Learner(config, None, counter, run_dir, time.time())

@@ -48,10 +48,14 @@ def plot_run(run_dir: str) -> list:
 
 
 def segments(data) -> list:
-    """Index arrays of the launches in one evaluator log (env steps restart lower on resume)."""
+    """Index arrays of the launches in one evaluator log: a resume after a kill restarts
+    the clock at its checkpoint's, lower (its counts continue from the counter's record,
+    never lower; logs from before that went lower in env steps too)."""
     steps = data["env_steps"]
-    cuts = np.flatnonzero(np.diff(steps) < 0) + 1
-    return np.split(np.arange(len(steps)), cuts)
+    back = np.diff(steps) < 0
+    if "elapsed" in data:
+        back |= np.diff(data["elapsed"]) < 0
+    return np.split(np.arange(len(steps)), np.flatnonzero(back) + 1)
 
 
 def plot_curves(data, title: str, path: str) -> str:

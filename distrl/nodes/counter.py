@@ -4,7 +4,9 @@ Actors add env steps, episodes and items written, the learner adds updates, item
 learned from, the data age sum and maximum, and its parameter version, the
 evaluator reads the totals to decide when the budget is spent. One small RPC
 object behind a lock; courier serves its public methods. A resumed run
-starts it from the totals in the learner's checkpoint, so counts continue.
+starts it from the newer of the learner's checkpoint's totals and this file's
+(`resumed_counts`), so counts continue and never go back, even after a kill that
+came long after the last checkpoint.
 
 With `state_path` every change is written there (a small JSON file, atomically
 replaced) before anyone hears of it, and a counter restarted after its process
@@ -68,6 +70,37 @@ class Counter:
         if not self._path:
             return
         files.write_json(self._path, self._counts)  # a death leaves the old or the new file
+
+
+def state_file(run_dir: str) -> str:
+    """Where the counter keeps its totals (every change), for its restart, a resume and
+    new actors."""
+    return os.path.join(run_dir, "checkpoints", "counter.json")
+
+
+# Counts a learner checkpoint records exactly at its version (`learner._Report.counts`);
+# the counter hears them up to 0.1 s later, so its file may be behind on these.
+_EXACT_IN_CHECKPOINT = ("learner_steps", "param_version")
+
+
+def resumed_counts(checkpointed: dict[str, float], state_path: str) -> dict[str, float]:
+    """The totals a resumed run starts from: the counter's file (`state_path`), the
+    newest record of every count (written at each change, before anyone heard of
+    it, so never behind a checkpoint's copy of it), over the learner checkpoint's
+    `checkpointed` counts, which a kill after that checkpoint leaves behind; the
+    larger of the two for the counts a checkpoint records exactly. A missing or
+    unreadable file leaves the checkpoint's counts."""
+    try:
+        latest = files.read_json(state_path)
+    except (OSError, ValueError):
+        latest = None
+    if not isinstance(latest, dict):
+        return dict(checkpointed)
+    counts = {**checkpointed, **latest}
+    for name in _EXACT_IN_CHECKPOINT:
+        if name in checkpointed and name in latest:
+            counts[name] = max(checkpointed[name], latest[name])
+    return counts
 
 
 def data_summary(counts: dict[str, float]) -> dict[str, float]:

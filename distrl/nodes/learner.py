@@ -27,6 +27,7 @@ from absl import logging
 
 from distrl import agents, checkpoint, metrics, pipelines, replay
 from distrl import config as config_lib
+from distrl.nodes import counter as counter_lib
 from distrl.nodes import lifecycle as lifecycle_lib
 
 _REPORT_SECONDS = 0.1  # counts reach the counter (and result.json) at most this late
@@ -186,9 +187,11 @@ class Learner:
         """(TrainingState, version, counts): agent.init, or the run's checkpoint.
 
         A learner restarted after its process died (`lifecycle.attempt() > 0`, of
-        `distrl.nodes.lifecycle`) loads the run's newest checkpoint too, and publishes
-        versions above every one it served before (actors take only newer versions),
-        from the counter's record.
+        `distrl.nodes.lifecycle`) loads the run's newest checkpoint too. Restarted or
+        resumed, it publishes versions above every one served before whose params
+        may differ from its checkpoint's (actors take only newer versions; a kill
+        after the checkpoint served later ones), from the counter's record, and
+        starts its counts from that record (`counter.resumed_counts`), so neither goes back.
         """
         state = agent.init(jax.random.PRNGKey(self._config.seed))
         restarted = lifecycle_lib.attempt() > 0
@@ -198,10 +201,12 @@ class Learner:
             state, manifest = checkpoint.load(ckpt_dir, self._config.algorithm, state)
             version, counts = manifest["version"], manifest.get("counts", {})
             logging.info("learner: resumed from version %d", version)
-        if restarted:
-            served = _counter_totals(self._counter).get("param_version", 0)
-            version = max(version, int(served) + 1)
-            logging.info("learner: restarted; publishing from version %d", version)
+        if self._restore or restarted:
+            counts = counter_lib.resumed_counts(counts, counter_lib.state_file(self._run_dir))
+            served = int(counts.get("param_version", 0))
+            if restarted or served > version:
+                version = max(version, served + 1)
+                logging.info("learner: publishing from version %d (above those served)", version)
         return jax.device_put(state), version, counts
 
     def _loop(self, training: "_Training") -> None:
@@ -314,14 +319,6 @@ class _Training(NamedTuple):
     batches: Iterator
     report: "_Report"
     saver: checkpoint.Saver
-
-
-def _counter_totals(counter) -> dict:
-    try:
-        return dict(counter.get_counts())
-    except Exception as err:  # noqa: BLE001 - courier raises grpc-level errors
-        logging.warning("learner: counter did not answer (%s)", err)
-        return {}
 
 
 # A stopping learner whose loop has not ended this long after the stop (its main

@@ -23,6 +23,7 @@ from launchpad.nodes.python.local_multi_processing import PythonProcess
 from distrl import checkpoint, failures, replay_checkpoint, resources, results, rundir
 from distrl import config as config_lib
 from distrl.analysis import plots
+from distrl.nodes import counter
 from distrl.program import bindhost, nodeenv, scaling, supervisor
 from distrl.program.errors import NodeFailure
 from distrl.program.topology import make_program
@@ -95,6 +96,7 @@ def _checkpoints_to_resume(run_dir: str, config) -> dict:
     restored = checkpoint.verify(run_dir, config.algorithm, config_lib.make_agent(config))
     for why in restored.get("skipped", []):
         _say(f"learner checkpoint skipped: {why}")
+    _continue_counts(run_dir, restored)
     restored["replay_checkpoint"] = None
     if not config.checkpoint.replay:
         _say(
@@ -111,6 +113,24 @@ def _checkpoints_to_resume(run_dir: str, config) -> dict:
         path = os.path.join(replay_checkpoint.kept_dir(run_dir), os.path.basename(path))
     restored["replay_checkpoint"] = path
     return restored
+
+
+def _continue_counts(run_dir: str, restored: dict) -> None:
+    """Counts never go back on resume: the run continues from the counter's own
+    record (`counter.resumed_counts`) when it is ahead of the checkpoint's (a kill
+    long after the last checkpoint), and says so."""
+    checkpointed = restored.get("counts", {})
+    restored["counts"] = counter.resumed_counts(checkpointed, counter.state_file(run_dir))
+    ahead = [
+        f"{name} {checkpointed.get(name, 0):.0f} -> {restored['counts'][name]:.0f}"
+        for name in ("env_steps", "episodes", "param_version")
+        if restored["counts"].get(name, 0) > checkpointed.get(name, 0)
+    ]
+    if ahead:
+        _say(
+            f"counts continue from {counter.state_file(run_dir)}, ahead of the "
+            f"checkpoint's: {', '.join(ahead)}"
+        )
 
 
 def _say(text: str) -> None:

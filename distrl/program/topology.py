@@ -9,7 +9,6 @@ Launchpad's stop, and their process ends with their body.
 
 import datetime
 import functools
-import os
 
 import launchpad as lp
 
@@ -17,7 +16,7 @@ from distrl import config as config_lib
 from distrl import files, replay, replay_checkpoint
 from distrl.nodes import lifecycle
 from distrl.nodes.actor import Actor
-from distrl.nodes.counter import Counter
+from distrl.nodes.counter import Counter, state_file
 from distrl.nodes.evaluator import Evaluator
 from distrl.nodes.learner import Learner
 from distrl.program.lifecycle import LAUNCHPAD
@@ -50,7 +49,7 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
             )
         )
     with program.group("counter"):
-        counter = program.add_node(lp.CourierNode(Counter, counts, counter_file(run_dir)))
+        counter = program.add_node(lp.CourierNode(Counter, counts, state_file(run_dir)))
     with program.group("learner"):
         learner = program.add_node(
             lp.CourierNode(
@@ -92,11 +91,6 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
     return program
 
 
-def counter_file(run_dir: str) -> str:
-    """Where the counter keeps its totals (every change), for its restart and new actors."""
-    return os.path.join(run_dir, "checkpoints", "counter.json")
-
-
 class ActorMaker:
     """Makes actor nodes wired to a program's replay, learner and counter: those of the
     program at its build, and those a scale request adds while it runs."""
@@ -104,7 +98,7 @@ class ActorMaker:
     def __init__(self, config, replay_handle, learner, counter, run_dir: str):
         self._config = config
         self._inputs = (replay_handle, learner, counter, run_dir)
-        self._counter_file = counter_file(run_dir)
+        self._counter_file = state_file(run_dir)
 
     def node(self, actor_id: int, count: int, start_steps: int) -> lp.CourierNode:
         """Actor `actor_id`, one of `count`: its exploration is that of actor `actor_id`

@@ -327,7 +327,7 @@ class _Launch:
         n.hosts += 1
         return self._host_class.options(
             name=f"{self._actor_prefix}/{n.name}{suffix}", max_restarts=0, **n.options
-        ).remote()
+        ).remote(self._run_dir, n.name)
 
     def _place(self) -> None:
         for n in self._nodes:
