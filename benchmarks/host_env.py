@@ -1,16 +1,34 @@
-"""The host-stepped actor's compute against the env itself (issue 27 item 6), in one process.
+"""The host-stepped actor against the env itself (issue 27 item 6).
 
-For gymnasium's CartPole-v1 with B copies in a synchronous vector env (the actor's
-`host_rollout.VectorStepper`, checked copies, SAME_STEP autoreset), it measures:
-  - random: the vector env stepped with random actions, no policy (the ceiling);
+For gymnasium's CartPole-v1 it measures, in env steps/s:
+  - random: the actor's vector env itself (`VectorStepper.vector`: B checked copies,
+    SAME_STEP autoreset, synchronous) stepped with random actions, no policy and
+    nothing of distrl's around the step (the ceiling); in the note, gymnasium's own
+    SyncVectorEnv of unchecked copies;
   - <algo>: `host_rollout.HostAct` as an actor runs it, each step one jitted batched
     policy call, each chunk of T steps the pipeline's item function and one packed
-    copy off the device (no Reverb: the write is measured by the other rows);
-alternating windows, so both see the same machine load. `python
-benchmarks/host_env.py` prints the figures; `make bench` puts them in its table.
+    copy off the device (no Reverb: the write is measured by the other rows), with
+    the step deadline (`env.step_timeout_s=60`) and without it;
+  - vector: the same at B=4 with the copies synchronous and in subprocesses
+    (`env.vector=async`), env alone and DQN actor;
+  - together: 1, 2 and 4 actor processes stepping at once (each its own vector env
+    of B copies and its own policy, DQN), each one's env steps/s and the CPU cores
+    it used (its user + system time over the window, `resource.getrusage`).
+Every actor acts with epsilon 1 (DQN's actions then random, as the env alone's: its
+untrained greedy actions end CartPole episodes after 9.5 steps against 22, and each
+end costs a reset inside the step; PPO's untrained policy is near uniform anyway),
+the mean episode lengths are reported. The measuring process is set up as an
+actor node is (`nodeenv`'s actor variables: one XLA thread, JAX on the CPU;
+`host_rollout.synchronous_dispatch`), whether `make bench` starts it or
+`python benchmarks/host_env.py --out=FILE` (prints the figures too). In one process
+the measurements alternate windows (best of `rounds`), so that each ratio compares
+two figures under the same load.
 """
 
+import json
 import os
+import resource
+import subprocess
 import sys
 import time
 
@@ -21,71 +39,246 @@ import jax
 import numpy as np
 
 ENV = "gymnasium:CartPole-v1"
+ASYNC_ENVS = 4  # subprocess copies: at most 4 on the shared 2-core machine
 
 
-def _random_rate(stepper, seconds: float) -> float:
+def _random_rate(vector, num_envs: int, seconds: float, ends: dict | None = None) -> float:
+    """Env steps/s of `vector` stepped with random actions; `ends` counts steps and
+    episode ends."""
     rng = np.random.default_rng(0)
-    n = stepper.env.spec.num_actions
-    steps, start = 0, time.perf_counter()
+    n = int(vector.single_action_space.n)
+    steps, episodes, start = 0, 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        stepper.step(rng.integers(0, n, stepper.num_envs))
-        steps += stepper.num_envs
+        _, _, terminated, truncated, _ = vector.step(rng.integers(0, n, num_envs))
+        episodes += int(np.sum(terminated | truncated))
+        steps += num_envs
+    if ends is not None:
+        ends["steps"] = ends.get("steps", 0) + steps
+        ends["episodes"] = ends.get("episodes", 0) + episodes
     return steps / (time.perf_counter() - start)
 
 
-def _actor(algo: str, num_envs: int, timeout_s: float):
+def _gymnasium_vector(num_envs: int):
+    """gymnasium's own SyncVectorEnv of unchecked CartPole-v1 copies (SAME_STEP)."""
+    import gymnasium  # noqa: PLC0415
+
+    makers = [lambda: gymnasium.make(ENV.split(":")[1]) for _ in range(num_envs)]
+    mode = gymnasium.vector.AutoresetMode.SAME_STEP
+    vector = gymnasium.vector.SyncVectorEnv(makers, copy=False, autoreset_mode=mode)
+    vector.reset(seed=0)
+    return vector
+
+
+def _actor(algo: str, num_envs: int, timeout_s: float, vector: str = "sync"):
     from benchmarks.common import load_config  # noqa: PLC0415
     from distrl import agents, host_rollout, pipelines  # noqa: PLC0415
     from distrl import config as config_lib  # noqa: PLC0415
 
     c = load_config(algo, {"env.name": ENV, "actor.num_envs": num_envs})
-    c.env.step_timeout_s = timeout_s
+    c.env.step_timeout_s, c.env.vector = timeout_s, vector
     env = config_lib.make_env(c)
     agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
     to_items = pipelines.of(agent.config).item_fn(agent.config, c, env)
     act = host_rollout.make_act(env, agent.policy, c, to_items)
     params = agent.init(jax.random.PRNGKey(0)).params
-    return act, params, c.actor.unroll_length
+    state = dict(carry=act.init_carry(0), tail=None, key=jax.random.PRNGKey(1))
+    return Acting(act, params, state, c.actor.unroll_length * num_envs)
 
 
-def _actor_rate(act, params, unroll: int, num_envs: int, seconds: float, state) -> float:
-    carry, tail, key = state["carry"], state["tail"], state["key"]
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        key, step_key = jax.random.split(key)
-        (carry, tail), packed = act(params, carry, step_key, 0.1, tail)
-        act.unpack(packed)
-        steps += unroll * num_envs
-    state.update(carry=carry, tail=tail, key=key)
-    return steps / (time.perf_counter() - start)
+class Acting:
+    """One actor's `HostAct` with its params and carry, run for windows of seconds."""
+
+    def __init__(self, act, params, state, steps_per_call: int):
+        self.act, self.params, self.state, self.steps_per_call = act, params, state, steps_per_call
+        self.ends = {"episodes": 0, "length_sum": 0}
+
+    def rate(self, seconds: float) -> float:
+        """Env steps/s over `seconds`, acting with epsilon 1 (see the module docstring)."""
+        carry, tail, key = self.state["carry"], self.state["tail"], self.state["key"]
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            key, step_key = jax.random.split(key)
+            (carry, tail), packed = self.act(self.params, carry, step_key, 1.0, tail)
+            _, stats = self.act.unpack(packed)
+            self.ends["episodes"] += int(stats.episodes)
+            self.ends["length_sum"] += int(stats.length_sum)
+            steps += self.steps_per_call
+        self.state.update(carry=carry, tail=tail, key=key)
+        return steps / (time.perf_counter() - start)
+
+    def episode_length(self) -> float:
+        return self.ends["length_sum"] / max(self.ends["episodes"], 1)
+
+    def close(self) -> None:
+        self.act.close()
 
 
-def measure(algos=("dqn", "ppo"), num_envs: int = 16, window: float = 3.0, rounds: int = 2):
-    """{'random': {...}, algo: {...}}: env steps/s (best window of `rounds`), B, T."""
+def _best(entry: dict, name: str, rate: float) -> None:
+    entry[name] = max(entry.get(name, 0.0), rate)
+
+
+def measure(algos=("dqn", "ppo"), num_envs=16, window=3.0, rounds=2, processes=(1, 2, 4)) -> dict:
+    """{'random': {...}, algo: {...}, 'vector': {...}, 'together': {...}}: env steps/s
+    (best window of `rounds`), B, T, mean episode lengths, cores."""
     from distrl import host_rollout  # noqa: PLC0415
-    from distrl.envs import factory  # noqa: PLC0415
 
-    env = factory.build(ENV, {})
+    sync = host_rollout.synchronous_dispatch()
     out = {"random": {"env": ENV, "num_envs": num_envs, "steps_per_s": 0.0}}
+    out["meta"] = {"synchronous_dispatch": sync, "xla_flags": os.environ.get("XLA_FLAGS", "")}
+    ends = {}
     for timeout_s, name in ((60.0, "actor"), (0.0, "actor_no_deadline")):
         for algo in algos:
-            act, params, unroll = _actor(algo, num_envs, timeout_s)
-            state = dict(carry=act.init_carry(0), tail=None, key=jax.random.PRNGKey(1))
-            _actor_rate(act, params, unroll, num_envs, 1.0, state)  # compile
-            stepper = host_rollout.VectorStepper(env, num_envs)
-            stepper.reset(0)
+            acting = _actor(algo, num_envs, timeout_s)
+            acting.rate(1.0)  # compile
+            vector = acting.act._stepper.vector  # the actor's own vector env, stepped alone
+            gym_vector = _gymnasium_vector(num_envs)
+            entry = out.setdefault(algo, {"num_envs": num_envs})
+            entry["unroll_length"] = acting.steps_per_call // num_envs
             for _ in range(rounds):
-                rate = _random_rate(stepper, window)
-                out["random"]["steps_per_s"] = max(out["random"]["steps_per_s"], rate)
-                rate = _actor_rate(act, params, unroll, num_envs, window, state)
-                entry = out.setdefault(algo, {"num_envs": num_envs, "unroll_length": unroll})
-                entry[f"{name}_steps_per_s"] = max(entry.get(f"{name}_steps_per_s", 0.0), rate)
-            stepper.close()
-            act.close()
+                rate = _random_rate(vector, num_envs, window, ends)
+                _best(out["random"], "steps_per_s", rate)
+                _best(entry, f"{name}_steps_per_s", acting.rate(window))
+                rate = _random_rate(gym_vector, num_envs, window / 2)
+                _best(out["random"], "gymnasium_steps_per_s", rate)
+            entry["episode_length"] = round(acting.episode_length(), 1)
+            gym_vector.close()
+            acting.close()
+    out["random"]["episode_length"] = round(ends["steps"] / max(ends["episodes"], 1), 1)
+    out["vector"] = sync_against_async(algos[0], window, rounds)
+    out["together"] = {str(n): together(n, algos[0], num_envs, window) for n in processes}
     return out
 
 
-if __name__ == "__main__":
-    import json
+def sync_against_async(algo: str, window: float, rounds: int, num_envs: int = ASYNC_ENVS):
+    """The env alone and `algo`'s actor at B=`num_envs`, with the copies in this
+    process and in subprocesses, in alternating windows."""
+    out = {"algo": algo, "num_envs": num_envs}
+    actors = {mode: _actor(algo, num_envs, 60.0, mode) for mode in ("sync", "async")}
+    try:
+        for acting in actors.values():
+            acting.rate(1.0)  # compile, start the subprocesses
+        for _ in range(rounds):
+            for mode, acting in actors.items():
+                vector = acting.act._stepper.vector
+                entry = out.setdefault(mode, {})
+                _best(entry, "random_steps_per_s", _random_rate(vector, num_envs, window / 2))
+                _best(entry, "actor_steps_per_s", acting.rate(window / 2))
+    finally:
+        for acting in actors.values():
+            acting.close()
+    return out
 
-    print(json.dumps(measure(), indent=1))
+
+def together(n: int, algo: str, num_envs: int, window: float, timeout_s: float = 600.0):
+    """`n` actor processes (`python -m benchmarks.host_env --worker`), started, compiled,
+    then released at once for `window` seconds: {'steps_per_s': total, 'cores':
+    [each process's CPU cores over its window], 'cores_total', 'processes': [...]}."""
+    cmd = [sys.executable, "-m", "benchmarks.host_env", "--worker", algo, str(num_envs)]
+    root, env = actor_environment()
+    procs = [
+        subprocess.Popen(
+            cmd + [str(window)],
+            cwd=root,
+            env=env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        for _ in range(n)
+    ]
+    try:
+        deadline = time.time() + timeout_s
+        for proc in procs:  # each says "ready" once compiled
+            line = proc.stdout.readline().strip()
+            if line != "ready" or time.time() > deadline:
+                raise RuntimeError(f"actor process {proc.pid}: {line or 'ended'} (not ready)")
+        for proc in procs:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        each = [json.loads(proc.stdout.readline()) for proc in procs]
+        for proc in procs:
+            proc.wait(timeout=60)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    cores = [round(e["cpu_s"] / e["wall_s"], 2) for e in each]
+    rates = [round(e["steps_per_s"]) for e in each]
+    return {
+        "algo": algo,
+        "processes": n,
+        "num_envs": num_envs,
+        "steps_per_s": sum(rates),
+        "cores": cores,
+        "cores_total": round(sum(cores), 2),
+        "cores_text": " + ".join(f"{c:.2f}" for c in cores),
+        "per_process": rates,
+        "per_process_text": " + ".join(f"{r / 1000:.1f}k" for r in rates),
+    }
+
+
+def actor_environment():
+    """(repo root, the environment of an actor node's process, `nodeenv`'s)."""
+    from distrl.program import nodeenv  # noqa: PLC0415
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, **nodeenv.node_envs()["actor"], PYTHONPATH=root)
+    return root, dict(env, PYTHONUNBUFFERED="1")
+
+
+def run(out_path: str, algos, window: float, processes, timeout_s: float = 900.0) -> dict:
+    """`measure` in a process set up as an actor node is; its results (also in
+    `out_path`)."""
+    root, env = actor_environment()
+    cmd = [sys.executable, "-m", "benchmarks.host_env", f"--out={out_path}"]
+    cmd += [f"--algos={','.join(algos)}", f"--window={window}"]
+    cmd += [f"--processes={','.join(map(str, processes))}"]
+    subprocess.run(cmd, cwd=root, env=env, check=True, timeout=timeout_s)
+    with open(out_path) as f:
+        return json.load(f)
+
+
+def _worker(algo: str, num_envs: int, window: float) -> None:
+    """One of `together`'s actor processes: compile, say "ready", wait for "go", act
+    for `window` seconds, print its rate and the CPU time it used (JSON)."""
+    from distrl import host_rollout  # noqa: PLC0415
+
+    host_rollout.synchronous_dispatch()
+    acting = _actor(algo, num_envs, 60.0)
+    try:
+        acting.rate(1.0)
+        print("ready", flush=True)
+        sys.stdin.readline()
+        before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        rate = acting.rate(window)
+        wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
+    finally:
+        acting.close()
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    print(json.dumps({"steps_per_s": rate, "cpu_s": cpu, "wall_s": wall}), flush=True)
+
+
+def main(argv) -> None:
+    if argv[:1] == ["--worker"]:
+        _worker(argv[1], int(argv[2]), float(argv[3]))
+        return
+    usage = "usage: host_env.py --out=FILE [--algos=dqn,ppo] [--window=S] [--processes=1,2,4]"
+    args = dict(a.removeprefix("--").partition("=")[::2] for a in argv)
+    try:
+        if set(args) - {"out", "algos", "window", "processes"} or not args.get("out"):
+            raise ValueError(argv)
+        algos = tuple(args.get("algos", "dqn,ppo").split(","))
+        window = float(args.get("window", 3.0))
+        processes = tuple(int(n) for n in args.get("processes", "1,2,4").split(","))
+    except ValueError:
+        print(f"{usage} (not {' '.join(argv)})")
+        sys.exit(2)
+    results = measure(algos, window=window, processes=processes)
+    with open(args["out"], "w") as f:
+        json.dump(results, f, indent=1)
+    print(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

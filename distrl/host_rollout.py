@@ -391,6 +391,21 @@ def make_act(env, policy, config, to_items) -> HostAct:
     return HostAct(stepper, policy, config.actor.unroll_length, to_items)
 
 
+def synchronous_dispatch() -> bool:
+    """Makes this process's JAX CPU client run each jitted call in the calling thread,
+    when no backend exists yet (the flag is read when the client is made); True when
+    calls are synchronous. A host-stepped actor makes one small call per env step:
+    synchronous, its policy call with the copy off the device took 21 us, against
+    38-54 us (best, median far more on a loaded machine) handed to XLA's thread and
+    waited for (benchmarks/README.md, issue 27). An actor of a JAX env keeps
+    asynchronous dispatch: its rollout computes while it writes the previous one."""
+    from jax._src import xla_bridge  # noqa: PLC0415 - the one way to ask, without making one
+
+    if not xla_bridge.backends_are_initialized():
+        jax.config.update("jax_cpu_enable_async_dispatch", False)
+    return not jax.config.read("jax_cpu_enable_async_dispatch")
+
+
 def seed_of(key) -> int:
     """A gymnasium reset seed (0 .. 2**31-1) from a JAX key."""
     return int(jax.random.randint(key, (), 0, 2**31 - 1))

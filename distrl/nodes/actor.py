@@ -79,6 +79,11 @@ class Actor:
         self._start_steps = start_env_steps  # this actor's share of a resumed run's steps
         self._should_stop = self._lifecycle.stop_flag()  # built in the node's thread; any thread's
         self._acting = None  # _Acting, once started
+        if envs.is_host_env(config_lib.make_env(config)):  # before any JAX backend exists
+            sync = host_rollout.synchronous_dispatch()
+            logging.info(
+                "actor %d: synchronous JAX dispatch (env stepped in Python): %s", actor_id, sync
+            )
 
     def run(self) -> None:
         with self._lifecycle.guard(f"actor/{self._id}", self._run_dir):
