@@ -21,8 +21,8 @@ the mean episode lengths are reported. The measuring process is set up as an
 actor node is (`nodeenv`'s actor variables: one XLA thread, JAX on the CPU;
 `host_rollout.synchronous_dispatch`), whether `make bench` starts it or
 `python benchmarks/host_env.py --out=FILE` (prints the figures too). In one process
-the measurements alternate windows (best of `rounds`), so that each ratio compares
-two figures under the same load.
+the figures take turns slice by slice (each the best of its slices), so that each
+ratio compares two figures under the same load.
 """
 
 import json
@@ -39,6 +39,7 @@ import jax
 import numpy as np
 
 ENV = "gymnasium:CartPole-v1"
+_AS_ACTOR = "DISTRL_HOST_BENCH_AS_ACTOR"  # set in the measuring process (`actor_environment`)
 ASYNC_ENVS = 4  # subprocess copies: at most 4 on the shared 2-core machine
 
 
@@ -117,52 +118,59 @@ def _best(entry: dict, name: str, rate: float) -> None:
     entry[name] = max(entry.get(name, 0.0), rate)
 
 
-def measure(algos=("dqn", "ppo"), num_envs=16, window=3.0, rounds=2, processes=(1, 2, 4)) -> dict:
-    """{'random': {...}, algo: {...}, 'vector': {...}, 'together': {...}}: env steps/s
-    (best window of `rounds`), B, T, mean episode lengths, cores."""
+def measure(algos=("dqn", "ppo"), num_envs=16, window=3.0, slices=6, processes=(1, 2, 4)) -> dict:
+    """{'random': {...}, algo: {...}, 'vector': {...}, 'together': {...}}: env steps/s,
+    B, T, mean episode lengths, cores. Each figure is the best of `slices` slices of
+    window / 3 s, the figures compared by a ratio taking turns slice by slice, so that
+    a load that comes and goes reaches each alike and the best slices are the
+    quietest moments of both."""
     from distrl import host_rollout  # noqa: PLC0415
 
     sync = host_rollout.synchronous_dispatch()
     out = {"random": {"env": ENV, "num_envs": num_envs, "steps_per_s": 0.0}}
     out["meta"] = {"synchronous_dispatch": sync, "xla_flags": os.environ.get("XLA_FLAGS", "")}
-    ends = {}
-    for timeout_s, name in ((60.0, "actor"), (0.0, "actor_no_deadline")):
-        for algo in algos:
-            acting = _actor(algo, num_envs, timeout_s)
-            acting.rate(1.0)  # compile
-            vector = acting.act._stepper.vector  # the actor's own vector env, stepped alone
-            gym_vector = _gymnasium_vector(num_envs)
+    ends, slice_s = {}, window / 3
+    for algo in algos:
+        deadline, bare = _actor(algo, num_envs, 60.0), _actor(algo, num_envs, 0.0)
+        vector = deadline.act._stepper.vector  # the actor's own vector env, stepped alone
+        gym_vector = _gymnasium_vector(num_envs)
+        try:
+            deadline.rate(1.0), bare.rate(1.0)  # compile
             entry = out.setdefault(algo, {"num_envs": num_envs})
-            entry["unroll_length"] = acting.steps_per_call // num_envs
-            for _ in range(rounds):
-                rate = _random_rate(vector, num_envs, window, ends)
+            entry["unroll_length"] = deadline.steps_per_call // num_envs
+            for _ in range(slices):
+                rate = _random_rate(vector, num_envs, slice_s, ends)
                 _best(out["random"], "steps_per_s", rate)
-                _best(entry, f"{name}_steps_per_s", acting.rate(window))
-                rate = _random_rate(gym_vector, num_envs, window / 2)
+                _best(entry, "actor_steps_per_s", deadline.rate(slice_s))
+                _best(entry, "actor_no_deadline_steps_per_s", bare.rate(slice_s))
+                rate = _random_rate(gym_vector, num_envs, slice_s)
                 _best(out["random"], "gymnasium_steps_per_s", rate)
-            entry["episode_length"] = round(acting.episode_length(), 1)
+            entry["episode_length"] = round(deadline.episode_length(), 1)
+        finally:
             gym_vector.close()
-            acting.close()
+            deadline.close()
+            bare.close()
     out["random"]["episode_length"] = round(ends["steps"] / max(ends["episodes"], 1), 1)
-    out["vector"] = sync_against_async(algos[0], window, rounds)
+    out["vector"] = sync_against_async(algos[0], slice_s, slices)
     out["together"] = {str(n): together(n, algos[0], num_envs, window) for n in processes}
     return out
 
 
-def sync_against_async(algo: str, window: float, rounds: int, num_envs: int = ASYNC_ENVS):
+def sync_against_async(algo: str, slice_s: float, slices: int, num_envs: int = ASYNC_ENVS):
     """The env alone and `algo`'s actor at B=`num_envs`, with the copies in this
-    process and in subprocesses, in alternating windows."""
+    process and in subprocesses, taking turns slice by slice (best of `slices`)."""
     out = {"algo": algo, "num_envs": num_envs}
-    actors = {mode: _actor(algo, num_envs, 60.0, mode) for mode in ("sync", "async")}
+    actors = {}
     try:
-        for acting in actors.values():
-            acting.rate(1.0)  # compile, start the subprocesses
-        for _ in range(rounds):
+        for mode in ("sync", "async"):
+            actors[mode] = _actor(algo, num_envs, 60.0, mode)
+            actors[mode].rate(1.0)  # compile, start the subprocesses
+        for _ in range(slices):
             for mode, acting in actors.items():
                 vector = acting.act._stepper.vector
                 entry = out.setdefault(mode, {})
-                _best(entry, "random_steps_per_s", _random_rate(vector, num_envs, window / 2))
-                _best(entry, "actor_steps_per_s", acting.rate(window / 2))
+                _best(entry, "random_steps_per_s", _random_rate(vector, num_envs, slice_s))
+                _best(entry, "actor_steps_per_s", acting.rate(slice_s))
     finally:
         for acting in actors.values():
             acting.close()
@@ -224,7 +232,7 @@ def actor_environment():
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, **nodeenv.node_envs()["actor"], PYTHONPATH=root)
-    return root, dict(env, PYTHONUNBUFFERED="1")
+    return root, dict(env, PYTHONUNBUFFERED="1", **{_AS_ACTOR: "1"})
 
 
 def run(out_path: str, algos, window: float, processes, timeout_s: float = 900.0) -> dict:
@@ -274,10 +282,12 @@ def main(argv) -> None:
     except ValueError:
         print(f"{usage} (not {' '.join(argv)})")
         sys.exit(2)
+    if os.environ.get(_AS_ACTOR) != "1":  # measure in a process set up as an actor node
+        print(json.dumps(run(args["out"], algos, window, processes), indent=1))
+        return
     results = measure(algos, window=window, processes=processes)
     with open(args["out"], "w") as f:
         json.dump(results, f, indent=1)
-    print(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -153,7 +153,6 @@ ROWS = [
             unit="env steps/s",
             ceiling=(f"host.vector.{mode}.random_steps_per_s",),
             ceiling_name=f"{mode} env alone",
-            goal=">= 0.7x",
         )
         for mode in ("sync", "async")
     ],
