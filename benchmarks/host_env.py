@@ -31,6 +31,7 @@ import resource
 import subprocess
 import sys
 import time
+from typing import NamedTuple
 
 if __package__ in (None, ""):  # `python benchmarks/host_env.py`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,20 +44,37 @@ _AS_ACTOR = "DISTRL_HOST_BENCH_AS_ACTOR"  # set in the measuring process (`actor
 ASYNC_ENVS = 4  # subprocess copies: at most 4 on the shared 2-core machine
 
 
-def _random_rate(vector, num_envs: int, seconds: float, ends: dict | None = None) -> float:
-    """Env steps/s of `vector` stepped with random actions; `ends` counts steps and
-    episode ends."""
+class Rate(NamedTuple):
+    """A slice's env steps/s (wall clock) and the process's CPU time per env step (us):
+    with synchronous dispatch and one XLA thread an actor's work all runs in its
+    thread, so the CPU figure is what a step costs on a quiet core, whatever the load."""
+
+    steps_per_s: float
+    cpu_us_per_step: float
+
+
+def _timed(slice_s: float, step) -> Rate:
+    """`step()` (-> env steps taken) called for `slice_s` seconds."""
+    steps, start, cpu = 0, time.perf_counter(), time.process_time()
+    while time.perf_counter() - start < slice_s:
+        steps += step()
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - start
+    return Rate(steps / wall, 1e6 * cpu / max(steps, 1))
+
+
+def _random_rate(vector, num_envs: int, seconds: float, ends: dict | None = None) -> Rate:
+    """`vector` stepped with random actions; `ends` counts steps and episode ends."""
     rng = np.random.default_rng(0)
     n = int(vector.single_action_space.n)
-    steps, episodes, start = 0, 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+    ends = {} if ends is None else ends
+
+    def step():
         _, _, terminated, truncated, _ = vector.step(rng.integers(0, n, num_envs))
-        episodes += int(np.sum(terminated | truncated))
-        steps += num_envs
-    if ends is not None:
-        ends["steps"] = ends.get("steps", 0) + steps
-        ends["episodes"] = ends.get("episodes", 0) + episodes
-    return steps / (time.perf_counter() - start)
+        ends["episodes"] = ends.get("episodes", 0) + int(np.sum(terminated | truncated))
+        ends["steps"] = ends.get("steps", 0) + num_envs
+        return num_envs
+
+    return _timed(seconds, step)
 
 
 def _gymnasium_vector(num_envs: int):
@@ -93,19 +111,22 @@ class Acting:
         self.act, self.params, self.state, self.steps_per_call = act, params, state, steps_per_call
         self.ends = {"episodes": 0, "length_sum": 0}
 
-    def rate(self, seconds: float) -> float:
-        """Env steps/s over `seconds`, acting with epsilon 1 (see the module docstring)."""
-        carry, tail, key = self.state["carry"], self.state["tail"], self.state["key"]
-        steps, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            key, step_key = jax.random.split(key)
-            (carry, tail), packed = self.act(self.params, carry, step_key, 1.0, tail)
+    def rate(self, seconds: float) -> Rate:
+        """Acting for `seconds` with epsilon 1 (see the module docstring)."""
+        state = self.state
+
+        def step():
+            key, step_key = jax.random.split(state["key"])
+            (carry, tail), packed = self.act(
+                self.params, state["carry"], step_key, 1.0, state["tail"]
+            )
             _, stats = self.act.unpack(packed)
+            state.update(carry=carry, tail=tail, key=key)
             self.ends["episodes"] += int(stats.episodes)
             self.ends["length_sum"] += int(stats.length_sum)
-            steps += self.steps_per_call
-        self.state.update(carry=carry, tail=tail, key=key)
-        return steps / (time.perf_counter() - start)
+            return self.steps_per_call
+
+        return _timed(seconds, step)
 
     def episode_length(self) -> float:
         return self.ends["length_sum"] / max(self.ends["episodes"], 1)
@@ -114,8 +135,12 @@ class Acting:
         self.act.close()
 
 
-def _best(entry: dict, name: str, rate: float) -> None:
-    entry[name] = max(entry.get(name, 0.0), rate)
+def _best(entry: dict, name: str, rate: Rate) -> None:
+    """entry[name]: the best steps/s of the slices; entry[name with cpu_us_per_step]:
+    the least CPU per env step."""
+    entry[name] = max(entry.get(name, 0.0), rate.steps_per_s)
+    cpu = name.replace("steps_per_s", "cpu_us_per_step")
+    entry[cpu] = min(entry.get(cpu, float("inf")), rate.cpu_us_per_step)
 
 
 def measure(algos=("dqn", "ppo"), num_envs=16, window=3.0, slices=6, processes=(1, 2, 4)) -> dict:
@@ -151,6 +176,9 @@ def measure(algos=("dqn", "ppo"), num_envs=16, window=3.0, slices=6, processes=(
             deadline.close()
             bare.close()
     out["random"]["episode_length"] = round(ends["steps"] / max(ends["episodes"], 1), 1)
+    for entry in [out["random"], *(out[algo] for algo in algos)]:  # env steps per CPU second
+        cpu = entry.get("cpu_us_per_step") or entry.get("actor_cpu_us_per_step")
+        entry["steps_per_cpu_s"] = 1e6 / cpu
     out["vector"] = sync_against_async(algos[0], slice_s, slices)
     out["together"] = {str(n): together(n, algos[0], num_envs, window) for n in processes}
     return out
@@ -259,7 +287,7 @@ def _worker(algo: str, num_envs: int, window: float) -> None:
         print("ready", flush=True)
         sys.stdin.readline()
         before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        rate = acting.rate(window)
+        rate = acting.rate(window).steps_per_s
         wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
     finally:
         acting.close()

@@ -132,6 +132,18 @@ ROWS = [
     ),
     Spec(
         "1 host env",
+        "<algo> host-stepped actor against the env alone in CPU time (env steps per CPU "
+        "second of the process, the load aside)",
+        figure="host.<algo>.steps_per_cpu_s",
+        unit="env steps/s",
+        ceiling=("host.random.steps_per_cpu_s",),
+        ceiling_name="env alone",
+        goal=">= 0.7x",
+        note="CPU per env step {host.<algo>.actor_cpu_us_per_step} us, the env alone's "
+        "{host.random.cpu_us_per_step} us (the least of the slices)",
+    ),
+    Spec(
+        "1 host env",
         "CartPole-v1, {host.vector.num_envs} copies, sync vector env, random actions",
         figure="host.vector.sync.random_steps_per_s",
         unit="env steps/s",
