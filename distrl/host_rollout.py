@@ -395,9 +395,9 @@ def synchronous_dispatch() -> bool:
     """Makes this process's JAX CPU client run each jitted call in the calling thread,
     when no backend exists yet (the flag is read when the client is made); True when
     calls are synchronous. A host-stepped actor makes one small call per env step:
-    synchronous, its policy call with the copy off the device took 21 us, against
-    38-54 us (best, median far more on a loaded machine) handed to XLA's thread and
-    waited for (benchmarks/README.md, issue 27). An actor of a JAX env keeps
+    synchronous, its policy call with the copy off the device took 21 us at best,
+    against 38-44 us handed to XLA's thread and waited for (medians 24 against 132-196
+    us on a loaded machine; benchmarks/README.md, issue 27). An actor of a JAX env keeps
     asynchronous dispatch: its rollout computes while it writes the previous one."""
     from jax._src import xla_bridge  # noqa: PLC0415 - the one way to ask, without making one
 
