@@ -269,3 +269,28 @@ def test_async_copies_start_under_a_deep_tmpdir(tmp_path):
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
     )
     assert "child ran" in out.stdout and "exit 0" in out.stdout, out.stderr[-2000:]
+
+
+def test_episode_statistics_per_chunk_match_a_step_by_step_count():
+    """`_episodes` sums a chunk's ended episodes without a loop over steps; chunk after
+    chunk (episodes running across them) it agrees with counting step by step."""
+    rng = np.random.default_rng(0)
+    b = 5
+    carry = host_rollout.HostCarry(np.zeros((b, 1), np.float32))
+    ret, length = np.zeros(b), np.zeros(b, np.int64)
+    for _ in range(4):
+        reward = rng.integers(-3, 4, (6, b)).astype(np.float32)
+        last = rng.random((6, b)) < 0.3
+        want = [0, 0.0, 0]
+        for t in range(6):
+            ret += reward[t]
+            length += 1
+            want[0] += int(last[t].sum())
+            want[1] += float(ret[last[t]].sum())
+            want[2] += int(length[last[t]].sum())
+            ret[last[t]], length[last[t]] = 0.0, 0
+        got = host_rollout._episodes(carry, reward, last)
+        assert (got[0], got[1], got[2]) == (want[0], pytest.approx(want[1]), want[2])
+        assert np.allclose(carry.episode_return, ret) and np.array_equal(
+            carry.episode_length, length
+        )
