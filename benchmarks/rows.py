@@ -24,6 +24,7 @@ ENV_PRESETS = ("ppo_cartpole", "dqn_breakout")
 LOCAL_PRESET = ("ppo_slippery8x8", 13)
 ROLES = ("replay", "counter", "learner", "actor", "evaluator")  # node groups of make_program
 E2E_ACTORS = 2  # the end-to-end program's actors (issue 14's rows)
+HOST_TOGETHER = (1, 2, 4)  # host-stepped actor processes stepping at once (issue 27)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,10 +116,12 @@ ROWS = [
     ),
     Spec(
         "1 host env",
-        "gymnasium CartPole-v1, {host.random.num_envs} copies in a sync vector env, "
-        "random actions (no policy)",
+        "gymnasium CartPole-v1, {host.random.num_envs} checked copies in the actor's sync "
+        "vector env, random actions (no policy)",
         figure="host.random.steps_per_s",
         unit="env steps/s",
+        note="mean episode {host.random.episode_length} steps; gymnasium's own SyncVectorEnv "
+        "of unchecked copies {host.random.gymnasium_steps_per_s} env steps/s",
     ),
     Spec(
         "1 host env",
@@ -128,9 +131,62 @@ ROWS = [
         ceiling=("host.random.steps_per_s",),
         ceiling_name="env alone",
         goal=">= 0.7x",
-        note="T={host.<algo>.unroll_length}; without the step deadline's thread: "
-        "{host.<algo>.actor_no_deadline_steps_per_s} env steps/s",
+        note="T={host.<algo>.unroll_length}, mean episode {host.<algo>.episode_length} steps; "
+        "without the step deadline {host.<algo>.actor_no_deadline_steps_per_s} env steps/s",
     ),
+    Spec(
+        "1 host env",
+        "<algo> host-stepped actor against the env alone in CPU time (env steps per CPU "
+        "second of the process, the load aside)",
+        figure="host.<algo>.steps_per_cpu_s",
+        unit="env steps/s",
+        ceiling=("host.random.steps_per_cpu_s",),
+        ceiling_name="env alone",
+        goal=">= 0.7x",
+        note="CPU per env step {host.<algo>.actor_cpu_us_per_step} us, the env alone's "
+        "{host.random.cpu_us_per_step} us (the least of the slices)",
+    ),
+    Spec(
+        "1 host env",
+        "CartPole-v1, {host.vector.num_envs} copies, sync vector env, random actions",
+        figure="host.vector.sync.random_steps_per_s",
+        unit="env steps/s",
+    ),
+    Spec(
+        "1 host env",
+        "CartPole-v1, {host.vector.num_envs} copies in subprocesses (env.vector=async), "
+        "random actions",
+        figure="host.vector.async.random_steps_per_s",
+        unit="env steps/s",
+        ceiling=("host.vector.sync.random_steps_per_s",),
+        ceiling_name="sync",
+    ),
+    *[
+        Spec(
+            "1 host env",
+            f"{{host.vector.algo}} host-stepped actor, {{host.vector.num_envs}} {mode} copies",
+            figure=f"host.vector.{mode}.actor_steps_per_s",
+            unit="env steps/s",
+            ceiling=(f"host.vector.{mode}.random_steps_per_s",),
+            ceiling_name=f"{mode} env alone",
+        )
+        for mode in ("sync", "async")
+    ],
+    *[
+        Spec(
+            "1 host env",
+            f"{n} {{host.together.{n}.algo}} host-stepped actor process{'es' * (n > 1)} "
+            f"at once, {{host.together.{n}.num_envs}} copies each",
+            figure=f"host.together.{n}.steps_per_s",
+            unit="env steps/s",
+            ceiling=("host.together.1.steps_per_s",) if n > 1 else (),
+            ceiling_name="1 process",
+            note=f"CPU cores used {{host.together.{n}.cores_text}} "
+            f"({{host.together.{n}.cores_total}} of {{meta.cpus}}); per process "
+            f"{{host.together.{n}.per_process_text}} env steps/s",
+        )
+        for n in HOST_TOGETHER
+    ],
     # 2. The real Actor alone and the real Learner alone, under local_mp.
     Spec(
         "2 stages",

@@ -25,7 +25,9 @@ thread that is abandoned; async: gymnasium's `step_wait` timeout).
 """
 
 import queue
+import signal
 import threading
+import time
 
 import jax
 import numpy as np
@@ -39,16 +41,22 @@ SYNC, ASYNC = "sync", "async"
 
 
 def make_vector(env, num_envs: int, mode: str = SYNC):
-    """`num_envs` checked copies of `env` (a `HostEnv`) in a SAME_STEP vector env."""
+    """`num_envs` checked copies of `env` (a `HostEnv`) in a SAME_STEP vector env. Its
+    observations are its own buffer, overwritten by the next step (copy=False):
+    `VectorStepper` encodes them into arrays of its own at once."""
     import gymnasium  # noqa: PLC0415 - only envs stepped in Python need it
 
     makers = [env.maker(i) for i in range(num_envs)]
     same_step = gymnasium.vector.AutoresetMode.SAME_STEP
     if mode == ASYNC:
         return gymnasium.vector.AsyncVectorEnv(
-            makers, context=_forkserver(), worker=pyenv.async_worker, autoreset_mode=same_step
+            makers,
+            context=_forkserver(),
+            worker=pyenv.async_worker,
+            autoreset_mode=same_step,
+            copy=False,
         )
-    return gymnasium.vector.SyncVectorEnv(makers, autoreset_mode=same_step)
+    return gymnasium.vector.SyncVectorEnv(makers, copy=False, autoreset_mode=same_step)
 
 
 def _forkserver() -> str:
@@ -112,14 +120,95 @@ class _Worker:
         return value
 
 
+class _Late(BaseException):
+    """Raised inside a call past its deadline by the SIGUSR2 handler (a BaseException,
+    so an env's own `except Exception` does not swallow it)."""
+
+
+_LATE_SIGNAL = signal.SIGUSR2  # Launchpad's nodes own SIGALRM (its stop), SIGUSR1 dumps stacks
+
+
+class _Deadline:
+    """Runs calls with a deadline of `timeout_s`: a call past it raises `TimeoutError`.
+
+    In the main thread (where actors and the evaluator step their envs) the call runs
+    in place and costs two attribute writes: a watchdog thread, waking every tenth of
+    the deadline (at most every second), sees a call running past it and sends the
+    main thread SIGUSR2, whose handler raises `_Late` inside the hung env (its Python
+    code, or an interruptible wait such as a sleep or a socket read), and nothing is
+    left running. An env hung in native code that lets no signal through is not
+    interrupted: copies in subprocesses (`env.vector=async`) are, always. Elsewhere,
+    or where another handler owns SIGUSR2, the call runs in a `_Worker` thread that
+    is abandoned to a hung call (a thread hand-off per call: about 20 us, a tenth of
+    a CartPole step of 16 copies, and far more on a loaded machine)."""
+
+    current = None  # the main thread's call in progress: (its _Deadline, its start)
+
+    def __init__(self, timeout_s: float):
+        self._timeout = timeout_s
+        self._worker = self._closed = None
+
+    def call(self, fn, *args):
+        if threading.current_thread() is threading.main_thread() and _late_handler_ours():
+            return self._watched(fn, args)
+        if self._worker is None:
+            self._worker = _Worker()
+        return self._worker.call(self._timeout, fn, *args)
+
+    def _watched(self, fn, args):
+        if self._closed is None:
+            self._closed = threading.Event()
+            threading.Thread(target=self._watch, daemon=True, name="env watchdog").start()
+        try:
+            _Deadline.current = (self, time.monotonic())
+            try:
+                return fn(*args)
+            finally:
+                _Deadline.current = None
+        except _Late:
+            raise TimeoutError from None
+
+    def _watch(self):
+        main = threading.main_thread().ident
+        while not self._closed.wait(min(self._timeout / 10, 1.0)):
+            current = _Deadline.current
+            mine = current is not None and current[0] is self
+            if mine and time.monotonic() - current[1] > self._timeout:
+                signal.pthread_kill(main, _LATE_SIGNAL)
+                self._closed.wait(self._timeout)  # one signal per late call
+
+    def close(self) -> None:
+        if self._closed is not None:
+            self._closed.set()
+
+
+def _on_late(signum, frame):
+    current = _Deadline.current
+    if current is not None and time.monotonic() - current[1] > current[0]._timeout:
+        raise _Late  # a signal that lands after the call ended is ignored
+
+
+def _late_handler_ours() -> bool:
+    """True when SIGUSR2 is handled by `_on_late` (installed here unless another
+    handler holds it); main thread only."""
+    handler = signal.getsignal(_LATE_SIGNAL)
+    if handler is _on_late:
+        return True
+    if handler is not signal.SIG_DFL:
+        return False
+    signal.signal(_LATE_SIGNAL, _on_late)
+    return True
+
+
 class VectorStepper:
     """A vector env of `num_envs` copies of `env`, stepped and reset under a deadline;
-    observations come back as the agent takes them (`HostEnv.encode`)."""
+    observations come back as the agent takes them (`HostEnv.encode`). `vector` is
+    the gymnasium vector env itself (what the benchmark steps alone)."""
 
     def __init__(self, env, num_envs: int, mode: str = SYNC, timeout_s: float = 0.0):
         self.env, self.num_envs, self._mode, self._timeout = env, num_envs, mode, timeout_s
-        self._vector = make_vector(env, num_envs, mode)
-        self._worker = _Worker() if timeout_s > 0 and mode == SYNC else None
+        self.vector = make_vector(env, num_envs, mode)
+        self._deadline = _Deadline(timeout_s) if timeout_s > 0 and mode == SYNC else None
         self.steps = 0  # vector steps taken
 
     def _late(self, what: str):
@@ -129,44 +218,60 @@ class VectorStepper:
         )
 
     def _run(self, what: str, fn, *args):
-        if self._worker is None:
+        if self._deadline is None:
             return fn(*args)
         try:
-            return self._worker.call(self._timeout, fn, *args)
+            return self._deadline.call(fn, *args)
         except TimeoutError:
             raise self._late(what) from None
 
+    def buffer(self, *lead) -> np.ndarray:
+        """An empty array [*lead, B, *observation shape] of observations as encoded."""
+        spec = self.env.spec
+        return np.empty((*lead, self.num_envs, *spec.observation_shape), spec.observation_dtype)
+
     def reset(self, seed: int) -> np.ndarray:
-        obs, _ = self._run("reset at vector step", lambda: self._vector.reset(seed=seed))
+        obs, _ = self._run("reset at vector step", lambda: self.vector.reset(seed=seed))
         return self.env.encode(obs)
 
     def step(self, actions: np.ndarray):
         """(observation [B] to act on next, reward, terminated, truncated, observation
         reached [B]: the pre-reset one where an episode ended)."""
+        obs, reached = self.buffer(), self.buffer()
+        reward, terminated, truncated = self.step_into(actions, obs, reached)
+        done = terminated | truncated
+        return obs, reward.astype(np.float32), terminated.copy(), done, reached
+
+    def step_into(self, actions: np.ndarray, obs: np.ndarray, reached: np.ndarray):
+        """One vector step: the observation to act on next written into `obs` [B, ...],
+        the observation reached (pre-reset where an episode ended) into `reached`;
+        returns the vector env's (reward, terminated, truncated) arrays [B]."""
         self.steps += 1
-        actions = np.asarray(actions) + self.env.action_start
+        # int64, as gymnasium samples them: a copy's checks take an np.int32 slower
+        actions = np.add(actions, self.env.action_start, dtype=np.int64)
         if self._mode == ASYNC:
-            self._vector.step_async(actions)
+            self.vector.step_async(actions)
             try:
-                out = self._vector.step_wait(timeout=self._timeout or None)
+                out = self.vector.step_wait(timeout=self._timeout or None)
             except Exception as err:  # noqa: BLE001 - multiprocessing.TimeoutError and EnvError
                 if type(err).__name__ == "TimeoutError":
                     raise self._late("vector step") from None
                 raise
         else:
-            out = self._run("vector step", self._vector.step, actions)
+            out = self._run("vector step", self.vector.step, actions)
         raw, reward, terminated, truncated, info = out
-        obs = self.env.encode(raw)
-        reached = obs
-        done = np.asarray(terminated) | np.asarray(truncated)
-        if done.any():
-            reached = obs.copy()
+        self.env.encode_into(raw, obs)
+        reached[...] = obs
+        done = np.logical_or(terminated, truncated)
+        if done.any():  # reset within the step: the observation reached is the final one
             for i in np.flatnonzero(done):
-                reached[i] = self.env.encode(np.asarray(info["final_obs"][i])[None])[0]
-        return obs, np.asarray(reward, np.float32), np.asarray(terminated, bool), done, reached
+                self.env.encode_into(np.asarray(info["final_obs"][i])[None], reached[i : i + 1])
+        return reward, terminated, truncated
 
     def close(self) -> None:
-        self._vector.close(terminate=True) if self._mode == ASYNC else self._vector.close()
+        if self._deadline is not None:
+            self._deadline.close()
+        self.vector.close(terminate=True) if self._mode == ASYNC else self.vector.close()
 
 
 class HostCarry:
@@ -180,18 +285,26 @@ class HostCarry:
 
 
 class HostAct:
-    """`make_act`'s contract for an env stepped in Python (see the module docstring)."""
+    """`make_act`'s contract for an env stepped in Python (see the module docstring).
+
+    Per step the loop does only what must happen per step: one jitted policy call
+    whose output (actions and extras) comes off the device as one buffer, written
+    into row t of the chunk's [T, words] buffer, and one vector step whose
+    observations are written into rows of the chunk's [T + 1, B] buffer. The
+    chunk's other fields and its episode statistics are computed once per chunk on
+    the [T, B] arrays."""
 
     def __init__(self, stepper: VectorStepper, policy, num_steps: int, to_items):
         self._stepper, self._num_steps = stepper, num_steps
-        # actions and extras leave the device as one buffer: a copy per leaf cost more
+        self._raw_policy = policy
         # step t's key is folded in inside the jit (no per-step slicing dispatch)
-        self._policy = packing.PackedFn(
-            lambda params, key, t, obs, eps: (
-                None,
-                policy(params, jax.random.fold_in(key, t), obs, eps),
+        self._policy = jax.jit(
+            lambda params, key, t, obs, eps: packing.pack(
+                policy(params, jax.random.fold_in(key, t), obs, eps)
             )
         )
+        self._layout = None  # the policy output's packing.Layout, from its first call
+        self._steps = [np.int32(t) for t in range(num_steps)]
         self._success = envs.success_signal(stepper.env)
 
         def items(tail, chunk, stats):
@@ -212,36 +325,33 @@ class HostAct:
     def unroll(self, params, carry: HostCarry, key, epsilon):
         """T steps of the B copies from `carry` (updated in place) -> (Transition [T, B]
         as numpy, RolloutStats)."""
-        steps, episodes, return_sum, length_sum, successes = [], 0, 0.0, 0, 0
-        for t in range(self._num_steps):
-            _, packed = self._policy(params, key, np.int32(t), carry.observation, epsilon)
-            actions, extras = self._policy.unpack(packed)
-            obs, reward, terminated, last, reached = self._stepper.step(actions)
-            steps.append(
-                Transition(
-                    observation=carry.observation,
-                    action=actions,
-                    reward=reward,
-                    discount=np.where(terminated, 0.0, 1.0).astype(np.float32),
-                    last=last,
-                    next_observation=reached,
-                    extras=extras,
-                )
-            )
-            carry.episode_return += reward
-            carry.episode_length += 1
-            if last.any():
-                episodes += int(last.sum())
-                return_sum += float(carry.episode_return[last].sum())
-                length_sum += int(carry.episode_length[last].sum())
-                if self._success is not None:
-                    ts = envs.TimeStep(reached, reward, steps[-1].discount, last)
-                    successes += int(np.sum(self._success(ts)))
-                carry.episode_return[last], carry.episode_length[last] = 0.0, 0
-            carry.observation = obs
-        chunk = jax.tree.map(lambda *xs: np.stack(xs), *steps)
+        stepper, num_steps = self._stepper, self._num_steps
+        if self._layout is None:
+            out = jax.eval_shape(self._raw_policy, params, key, carry.observation, epsilon)
+            self._layout = packing.Layout(out)
+        layout = self._layout
+        b = stepper.num_envs
+        obs, reached = stepper.buffer(num_steps + 1), stepper.buffer(num_steps)
+        words = np.empty((num_steps, layout.words), np.uint32)
+        reward = np.empty((num_steps, b), np.float32)
+        terminated, last = np.empty((num_steps, b), bool), np.empty((num_steps, b), bool)
+        obs[0] = carry.observation
+        for t in range(num_steps):
+            words[t] = self._policy(params, key, self._steps[t], obs[t], epsilon)
+            actions = layout.leaf(words[t], 0)
+            r, term, trunc = stepper.step_into(actions, obs[t + 1], reached[t])
+            reward[t], terminated[t] = r, term
+            np.logical_or(term, trunc, out=last[t])
+        actions, extras = layout.unpack(words)
+        discount = np.where(terminated, 0.0, 1.0).astype(np.float32)
+        chunk = Transition(obs[:num_steps], actions, reward, discount, last, reached, extras)
+        carry.observation = obs[num_steps]
+        successes = 0
+        if self._success is not None:
+            successes = int(np.sum(self._success(envs.TimeStep(reached, reward, discount, last))))
+        episodes, return_sum, length_sum = _episodes(carry, reward, last)
         stats = RolloutStats(
-            env_steps=np.int32(self._num_steps * self._stepper.num_envs),
+            env_steps=np.int32(num_steps * b),
             episodes=np.int32(episodes),
             return_sum=np.float32(return_sum),
             length_sum=np.int32(length_sum),
@@ -253,6 +363,25 @@ class HostAct:
         self._stepper.close()
 
 
+def _episodes(carry: HostCarry, reward: np.ndarray, last: np.ndarray):
+    """(episodes ended, their returns' sum, their lengths' sum) in a chunk's `reward`
+    and `last` [T, B] after `carry`'s running episodes; `carry`'s running return and
+    length then follow the chunk. Per copy, the returns of the episodes that ended
+    sum to its running return at its last end (each episode's is the difference
+    between consecutive ends), so this needs no loop over steps."""
+    num_steps = reward.shape[0]
+    running = carry.episode_return.astype(np.float64) + np.cumsum(reward, 0, np.float64)
+    length = carry.episode_length[None] + np.arange(1, num_steps + 1)[:, None]
+    ended = last.any(0)
+    at = num_steps - 1 - np.argmax(last[::-1], 0)  # each copy's last end (if any)
+    copies = np.arange(reward.shape[1])
+    end_return = np.where(ended, running[at, copies], 0.0)
+    end_length = np.where(ended, length[at, copies], 0)
+    carry.episode_return = (running[-1] - end_return).astype(np.float32)
+    carry.episode_length = (length[-1] - end_length).astype(np.int32)
+    return int(last.sum()), float(end_return.sum()), int(end_length.sum())
+
+
 def make_act(env, policy, config, to_items) -> HostAct:
     """An actor's `HostAct`: config.actor.num_envs copies of `env`, stepped as
     config.env says (vector, step_timeout_s), T = config.actor.unroll_length."""
@@ -260,6 +389,21 @@ def make_act(env, policy, config, to_items) -> HostAct:
         env, config.actor.num_envs, config.env.vector, config.env.step_timeout_s
     )
     return HostAct(stepper, policy, config.actor.unroll_length, to_items)
+
+
+def synchronous_dispatch() -> bool:
+    """Makes this process's JAX CPU client run each jitted call in the calling thread,
+    when no backend exists yet (the flag is read when the client is made); True when
+    calls are synchronous. A host-stepped actor makes one small call per env step:
+    synchronous, its policy call with the copy off the device took 21 us at best,
+    against 38-44 us handed to XLA's thread and waited for (medians 24 against 132-196
+    us on a loaded machine; benchmarks/README.md, issue 27). An actor of a JAX env keeps
+    asynchronous dispatch: its rollout computes while it writes the previous one."""
+    from jax._src import xla_bridge  # noqa: PLC0415 - the one way to ask, without making one
+
+    if not xla_bridge.backends_are_initialized():
+        jax.config.update("jax_cpu_enable_async_dispatch", False)
+    return not jax.config.read("jax_cpu_enable_async_dispatch")
 
 
 def seed_of(key) -> int:

@@ -51,16 +51,21 @@ class Layout:
 
     def unpack(self, buffer):
         """The tree from `buffer` (the packed jax array, copied to the host here once,
-        or its numpy copy)."""
+        or its numpy copy); a buffer [..., words] of several (one per step) gives
+        leaves [..., *shape]."""
         host = np.asarray(buffer)
-        if host.shape != (self.words,):
-            raise ValueError(f"packing: buffer of shape {host.shape}; expected ({self.words},)")
-        leaves = []
-        for offset, size, shape, dtype in self._leaves:
-            words = host[offset : offset + size]
-            leaf = words.astype(np.bool_) if dtype == np.bool_ else words.view(dtype)
-            leaves.append(leaf.reshape(shape))
+        if host.shape[-1:] != (self.words,):
+            raise ValueError(f"packing: buffer of shape {host.shape}; expected (..., {self.words})")
+        leaves = [self.leaf(host, i) for i in range(len(self._leaves))]
         return jax.tree.unflatten(self._treedef, leaves)
+
+    def leaf(self, host: np.ndarray, index: int) -> np.ndarray:
+        """Leaf `index` (in tree order) of the numpy buffer `host` [..., words]: a view
+        (a bool leaf a converted copy)."""
+        offset, size, shape, dtype = self._leaves[index]
+        words = host[..., offset : offset + size]
+        leaf = words.astype(np.bool_) if dtype == np.bool_ else words.view(dtype)
+        return leaf.reshape(host.shape[:-1] + shape)
 
 
 class PackedFn:

@@ -92,12 +92,23 @@ def observation_problem(space: gymnasium.Space, obs):
 class Checked(gymnasium.Wrapper):
     """Copy `index` of env `name`: any exception of the env, and an observation, reward or
     end flag its spaces do not allow, becomes one `EnvError` naming the env, the copy
-    and the step (this copy's steps since it was made, and the step of its episode)."""
+    and the step (this copy's steps since it was made, and the step of its episode).
+
+    The checks stay per copy (a vector env's batch no longer shows a wrong dtype, shape
+    or type: it casts into its buffers), but a step whose values are what they should
+    be passes on a few type and attribute tests (`_fine`); only a suspect one goes
+    through the full checks that write the message."""
 
     def __init__(self, env: gymnasium.Env, name: str, index: int):
         super().__init__(env)
         self._name, self._index = name, index
         self.steps, self.episode_step = 0, 0
+        self._space = space = env.observation_space
+        self._box = self._range = None  # the space's shape and dtype, or its integers
+        if isinstance(space, gymnasium.spaces.Box):
+            self._box = (space.shape, space.dtype)
+        elif isinstance(space, gymnasium.spaces.Discrete):
+            self._range = (int(space.start), int(space.start + space.n))
 
     def _where(self) -> str:
         return (
@@ -114,7 +125,7 @@ class Checked(gymnasium.Wrapper):
         except Exception as err:  # noqa: BLE001 - any failure of user code is named
             self._fail(f"reset raised {type(err).__name__}: {_one_line(err)}")
         self.episode_step = 0
-        problem = observation_problem(self.observation_space, obs)
+        problem = observation_problem(self._space, obs)
         if problem:
             self._fail(f"reset returned an {problem}")
         return obs, info
@@ -126,7 +137,26 @@ class Checked(gymnasium.Wrapper):
             obs, reward, terminated, truncated, info = self.env.step(action)
         except Exception as err:  # noqa: BLE001 - any failure of user code is named
             self._fail(f"step raised {type(err).__name__}: {_one_line(err)}")
-        problem = observation_problem(self.observation_space, obs)
+        if not self._fine(obs, reward, terminated, truncated):
+            self._check(obs, reward, terminated, truncated)
+        return obs, reward, terminated, truncated, info
+
+    def _fine(self, obs, reward, terminated, truncated) -> bool:
+        """True for a step whose values pass every check (the common case, fast)."""
+        box = self._box
+        if box is not None:
+            if type(obs) is not np.ndarray or obs.shape != box[0] or obs.dtype != box[1]:
+                return False
+        else:
+            bounds = self._range
+            if bounds is None or type(obs) not in _INTEGERS or not bounds[0] <= obs < bounds[1]:
+                return False
+        if type(reward) not in _REWARDS or not math.isfinite(reward):
+            return False
+        return type(terminated) in _FLAGS and type(truncated) in _FLAGS
+
+    def _check(self, obs, reward, terminated, truncated) -> None:
+        problem = observation_problem(self._space, obs)
         if problem:
             self._fail(f"step returned an {problem}")
         if not isinstance(reward, (int, float, np.number)) or not math.isfinite(float(reward)):
@@ -134,7 +164,11 @@ class Checked(gymnasium.Wrapper):
         for flag, value in (("terminated", terminated), ("truncated", truncated)):
             if not isinstance(value, (bool, np.bool_)):
                 self._fail(f"step returned {flag}={value!r}; need a bool")
-        return obs, reward, terminated, truncated, info
+
+
+_REWARDS = (float, int, np.float32, np.float64)  # the common exact types (`_fine`)
+_FLAGS = (bool, np.bool_)
+_INTEGERS = (int, np.int64, np.int32)
 
 
 def _one_line(err: Exception) -> str:

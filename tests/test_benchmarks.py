@@ -47,19 +47,40 @@ def test_ceilings_section_measures_every_ceiling_row(tmp_path, monkeypatch):
     assert all(r["name"] in table for r in results["rows"])
 
 
+# 95-117 s on the shared 2-core machine at load 11-21 (13 s of CPU): the section's process,
+# 4 subprocess copies and one actor process each import and compile.
 def test_host_section_measures_the_host_stepped_actor_against_the_env_alone(tmp_path, monkeypatch):
+    """In a process set up as an actor node (synchronous dispatch, one XLA thread): the
+    actors against the vector env alone, sync against subprocess copies, and (here
+    1 only) actor processes at once with the cores each used."""
     monkeypatch.setitem(run.SETTINGS["quick"], "window", 0.4)
+    monkeypatch.setattr(rows, "HOST_TOGETHER", (1,))
     assert run.main(["--quick", "--only=host", f"--out={tmp_path}"]) == 0
     with open(tmp_path / "bench.json") as f:
         results = json.load(f)
     assert "errors" not in results
+    host = results["host"]
+    assert host["meta"]["synchronous_dispatch"] is True
+    assert "intra_op_parallelism_threads=1" in host["meta"]["xla_flags"]
     host_rows = [r for r in results["rows"] if r["section"] == "1 host env"]
-    assert len(host_rows) == 1 + len(rows.ALGOS)
-    for row in host_rows:
-        assert row["figure"] > 0, row
-    for row in host_rows[1:]:  # each actor against the same vector env alone
-        assert row["ceiling"] == host_rows[0]["figure"]
+    alone, actors = host_rows[0], host_rows[1 : 1 + len(rows.ALGOS)]
+    assert alone["figure"] > 0 and "gymnasium's own SyncVectorEnv" in alone["note"]
+    for row in actors:  # each actor against the same vector env alone
+        assert row["figure"] > 0 and row["ceiling"] == alone["figure"], row
         assert row["status"] == ("PASS" if row["ratio"] >= 0.7 else "MISS")
+    cpu_rows = host_rows[1 + len(rows.ALGOS) : 1 + 2 * len(rows.ALGOS)]
+    for row in cpu_rows:  # the same ratio in CPU time: env steps per CPU second
+        assert "CPU time" in row["name"] and row["figure"] > 0 and row["ceiling"] > 0, row
+        assert row["status"] == ("PASS" if row["ratio"] >= 0.7 else "MISS")
+    sync, asynchronous, sync_actor, async_actor = host_rows[5:9]
+    assert asynchronous["ceiling"] == sync["figure"] > 0 and asynchronous["figure"] > 0
+    assert sync_actor["ceiling"] == sync["figure"] and sync_actor["figure"] > 0
+    assert async_actor["ceiling"] == asynchronous["figure"] and async_actor["figure"] > 0
+    one, *more = host_rows[9:]
+    assert one["name"].startswith("1 dqn host-stepped actor process at once") and one["figure"] > 0
+    cores = host["together"]["1"]["cores"]
+    assert len(cores) == 1 and 0 < cores[0] <= 1.5 and f"{cores[0]:.2f}" in one["note"]
+    assert [r["figure"] for r in more] == [None] * len(more)  # 2 and 4: not run here
 
 
 def test_local_section_runs_a_preset_as_a_user_and_with_the_benchmarks_settings(

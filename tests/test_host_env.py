@@ -7,6 +7,7 @@ gymnasium's own FrozenLake tables against the built-in gridworld's optimum, and 
 import os
 import subprocess
 import sys
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -293,13 +294,33 @@ def test_a_failing_env_is_named_with_its_copy_and_step(how, message, mode):
     assert "at step 4 (step 4 of its episode)" in text and "\n" not in text
 
 
-def test_a_hung_env_fails_after_the_step_timeout():
-    with pytest.raises(EnvError) as err:
-        _unroll("tests.gym_envs:faulty", {"how": "hang", "fail_at": 3}, timeout_s=0.5)
-    assert str(err.value) == (
+@pytest.mark.parametrize("thread", ["main", "other"])
+def test_a_hung_env_fails_after_the_step_timeout(thread):
+    """In the main thread a watchdog interrupts the hung step itself (a signal); in any
+    other thread the step runs in a worker thread that is abandoned. One message."""
+    failed = []
+
+    def unroll():
+        try:
+            _unroll("tests.gym_envs:faulty", {"how": "hang", "fail_at": 3}, timeout_s=0.5)
+        except EnvError as err:
+            failed.append(str(err))
+
+    def left_stepping():
+        return sum(t.name == "env stepper" for t in threading.enumerate())
+
+    if thread == "main":
+        before = left_stepping()
+        unroll()
+        assert left_stepping() == before  # interrupted in place: no thread left to the hang
+    else:
+        other = threading.Thread(target=unroll)
+        other.start()
+        other.join(timeout=60)
+    assert failed == [
         "env tests.gym_envs:faulty: vector step 3 of its 2 copies took longer than 0.5 s "
         "(config.env.step_timeout_s)"
-    )
+    ]
 
 
 def test_async_copies_start_under_a_deep_tmpdir(tmp_path):
@@ -319,3 +340,28 @@ def test_async_copies_start_under_a_deep_tmpdir(tmp_path):
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
     )
     assert "child ran" in out.stdout and "exit 0" in out.stdout, out.stderr[-2000:]
+
+
+def test_episode_statistics_per_chunk_match_a_step_by_step_count():
+    """`_episodes` sums a chunk's ended episodes without a loop over steps; chunk after
+    chunk (episodes running across them) it agrees with counting step by step."""
+    rng = np.random.default_rng(0)
+    b = 5
+    carry = host_rollout.HostCarry(np.zeros((b, 1), np.float32))
+    ret, length = np.zeros(b), np.zeros(b, np.int64)
+    for _ in range(4):
+        reward = rng.integers(-3, 4, (6, b)).astype(np.float32)
+        last = rng.random((6, b)) < 0.3
+        want = [0, 0.0, 0]
+        for t in range(6):
+            ret += reward[t]
+            length += 1
+            want[0] += int(last[t].sum())
+            want[1] += float(ret[last[t]].sum())
+            want[2] += int(length[last[t]].sum())
+            ret[last[t]], length[last[t]] = 0.0, 0
+        got = host_rollout._episodes(carry, reward, last)
+        assert (got[0], got[1], got[2]) == (want[0], pytest.approx(want[1]), want[2])
+        assert np.allclose(carry.episode_return, ret) and np.array_equal(
+            carry.episode_length, length
+        )

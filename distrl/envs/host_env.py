@@ -71,11 +71,19 @@ class HostEnv:
 
     def encode(self, obs) -> np.ndarray:
         """A batch of raw observations [B, ...] as the agent takes them [B, *spec shape]."""
+        spec = self.spec
+        out = np.empty((len(obs), *spec.observation_shape), spec.observation_dtype)
+        self.encode_into(obs, out)
+        return out
+
+    def encode_into(self, obs, out: np.ndarray) -> None:
+        """`encode`, written into `out` [B, *spec shape] (a Box cast to the spec's dtype)."""
         info = self.info
         if info.discrete_obs:
-            index = np.asarray(obs, np.int64) - info.obs_start
-            return np.eye(info.discrete_obs, dtype=np.float32)[index]
-        return np.asarray(obs, info.spec.observation_dtype)
+            out[...] = 0
+            out[np.arange(len(out)), np.asarray(obs, np.int64) - info.obs_start] = 1
+        else:
+            out[...] = obs
 
     def maker(self, index: int):
         """A picklable callable making copy `index`, checked (`pyenv.Checked`)."""

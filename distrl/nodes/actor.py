@@ -50,6 +50,15 @@ def make_act(unroll, to_items) -> packing.PackedFn:
     return packing.PackedFn(act)
 
 
+def _steps_in_python(config) -> bool:
+    """True for an env stepped in Python; False too where the env cannot be made (the
+    node reports that failure where it makes its env, in `_start`)."""
+    try:
+        return envs.is_host_env(config_lib.make_env(config))
+    except Exception:  # noqa: BLE001 - named later, by the node's guard
+        return False
+
+
 class Actor:
     """Courier node: `run()` acts until the program stops; `step()` acts one rollout.
 
@@ -79,6 +88,11 @@ class Actor:
         self._start_steps = start_env_steps  # this actor's share of a resumed run's steps
         self._should_stop = self._lifecycle.stop_flag()  # built in the node's thread; any thread's
         self._acting = None  # _Acting, once started
+        if _steps_in_python(config):  # before any JAX backend exists
+            sync = host_rollout.synchronous_dispatch()
+            logging.info(
+                "actor %d: synchronous JAX dispatch (env stepped in Python): %s", actor_id, sync
+            )
 
     def run(self) -> None:
         with self._lifecycle.guard(f"actor/{self._id}", self._run_dir):
