@@ -231,7 +231,7 @@ def test_resume_after_a_kill_long_after_the_checkpoint_never_counts_back(
     """A kill after the last checkpoint leaves the counter's record ahead of it (the
     record is written at every change): the resume continues from that record, and
     the learner publishes versions above every one served, though its params are
-    the checkpoint's."""
+    the checkpoint's, and the run clock goes on from the record's last change."""
     _, run_dir, _ = short_run
     copy = tmp_path / "killed"
     shutil.copytree(run_dir, copy)
@@ -242,14 +242,20 @@ def test_resume_after_a_kill_long_after_the_checkpoint_never_counts_back(
         ahead[name] = before["counts"][name] + more
     ahead.update(param_version=before["version"] + 500, learner_steps=before["version"] + 500)
     record.write_text(json.dumps(ahead))
+    # ... and the run went on 100 s after its last evaluation: the record's last change.
+    last = metrics.last_row(metrics.csv_path(str(copy), "evaluator"))
+    run_start = last["time"] - last["elapsed"]
+    stopped_at = max(before["elapsed_seconds"], last["elapsed"]) + 100.0
+    os.utime(record, (run_start + stopped_at,) * 2)
     rows_before = len(metrics.read_csv(metrics.csv_path(str(copy), "evaluator"))["step"])
     config = rundir.load_config(str(copy))
     config.run_dir = str(copy)
-    config.budget.update(dict(learner_steps=ahead["learner_steps"] + 30, seconds=200.0))
+    config.budget.update(dict(learner_steps=ahead["learner_steps"] + 30, seconds=stopped_at + 200))
     result, _ = program.run(config, "test_mt", resume=True)
     said = capfd.readouterr().err
     assert f"counts continue from {record}, ahead of the checkpoint's: " in said, said
     assert f"param_version {before['version']} -> {ahead['param_version']}" in said, said
+    assert f"run clock {before['elapsed_seconds']:.0f} -> {stopped_at:.0f} s" in said, said
     assert result["stop_reason"] == "learner_step_budget", result
     for name in ("env_steps", "learner_steps"):
         assert result["counts"][name] > ahead[name], (name, result["counts"])
@@ -262,6 +268,7 @@ def test_resume_after_a_kill_long_after_the_checkpoint_never_counts_back(
     assert resumed["env_steps"].min() >= ahead["env_steps"], resumed["env_steps"]
     assert resumed["episodes"].min() >= ahead["episodes"], resumed["episodes"]
     assert resumed["param_version"].min() >= ahead["param_version"], resumed["param_version"]
+    assert resumed["elapsed"].min() >= stopped_at, resumed["elapsed"]  # nor does the clock
     # Every version the resumed learner published is above those served before the kill.
     learner = metrics.read_csv(metrics.csv_path(str(copy), "learner"))
     resumed_rows = learner["step"][learner["step"] > before["version"]]

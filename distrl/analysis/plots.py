@@ -48,9 +48,9 @@ def plot_run(run_dir: str) -> list:
 
 
 def segments(data) -> list:
-    """Index arrays of the launches in one evaluator log: a resume after a kill restarts
-    the clock at its checkpoint's, lower (its counts continue from the counter's record,
-    never lower; logs from before that went lower in env steps too)."""
+    """Index arrays of the launches in one evaluator log, split where the counts or the
+    clock go back: logs of older versions, whose resumes restarted both at the
+    checkpoint's (a resume now continues both from the counter's record)."""
     steps = data["env_steps"]
     back = np.diff(steps) < 0
     if "elapsed" in data:

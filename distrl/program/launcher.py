@@ -20,7 +20,7 @@ import launchpad as lp
 from absl import logging
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 
-from distrl import checkpoint, failures, replay_checkpoint, resources, results, rundir
+from distrl import checkpoint, failures, metrics, replay_checkpoint, resources, results, rundir
 from distrl import config as config_lib
 from distrl.analysis import plots
 from distrl.nodes import counter
@@ -118,7 +118,7 @@ def _checkpoints_to_resume(run_dir: str, config) -> dict:
 def _continue_counts(run_dir: str, restored: dict) -> None:
     """Counts never go back on resume: the run continues from the counter's own
     record (`counter.resumed_counts`) when it is ahead of the checkpoint's (a kill
-    long after the last checkpoint), and says so."""
+    long after the last checkpoint), and so does the run clock, and says so."""
     checkpointed = restored.get("counts", {})
     restored["counts"] = counter.resumed_counts(checkpointed, counter.state_file(run_dir))
     ahead = [
@@ -126,11 +126,30 @@ def _continue_counts(run_dir: str, restored: dict) -> None:
         for name in ("env_steps", "episodes", "param_version")
         if restored["counts"].get(name, 0) > checkpointed.get(name, 0)
     ]
+    stopped_at = _run_seconds_at_stop(run_dir)
+    if stopped_at > restored["elapsed_seconds"]:
+        ahead.append(f"run clock {restored['elapsed_seconds']:.0f} -> {stopped_at:.0f} s")
+        restored["elapsed_seconds"] = stopped_at
     if ahead:
         _say(
             f"counts continue from {counter.state_file(run_dir)}, ahead of the "
             f"checkpoint's: {', '.join(ahead)}"
         )
+
+
+def _run_seconds_at_stop(run_dir: str) -> float:
+    """The run clock when the run last stopped, 0.0 when unknown: its start comes from
+    the evaluator's last row (Unix `time` less `elapsed`), its stop from the counter's
+    file, which every count changes (a kill long after the checkpoint included), so
+    the clock of a resumed run goes on from there instead of the checkpoint's."""
+    row = metrics.last_row(metrics.csv_path(run_dir, "evaluator"))
+    try:
+        stopped = os.path.getmtime(counter.state_file(run_dir))
+    except OSError:
+        return 0.0
+    if "time" not in row or "elapsed" not in row:
+        return 0.0
+    return max(stopped - (row["time"] - row["elapsed"]), 0.0)
 
 
 def _say(text: str) -> None:
