@@ -346,14 +346,16 @@ def test_a_return_target_stops_on_the_return_interval_and_joins_a_success_target
     assert evaluation.confirmed(costs, 0.0, 1000, target_return=-100.0)
 
 
-def test_each_launch_of_a_resumed_log_is_a_segment_of_its_own():
-    """A resume after a kill continues the counts (never lower) but restarts the clock
-    at its checkpoint's; older logs restarted the counts lower too."""
+def test_a_log_is_split_where_an_older_resume_sent_counts_or_clock_back():
+    """A resume now continues the counts and the clock (one curve); older versions
+    restarted the clock at the checkpoint's, and older still the counts too."""
     now = dict(
         env_steps=np.array([10.0, 20.0, 30.0, 30.0, 40.0]),
-        elapsed=np.array([1.0, 2.0, 3.0, 2.5, 3.5]),
+        elapsed=np.array([1.0, 2.0, 3.0, 3.0, 4.0]),
     )
-    assert [list(s) for s in plots.segments(now)] == [[0, 1, 2], [3, 4]]
+    assert [list(s) for s in plots.segments(now)] == [[0, 1, 2, 3, 4]]
+    clock_back = dict(now, elapsed=np.array([1.0, 2.0, 3.0, 2.5, 3.5]))
+    assert [list(s) for s in plots.segments(clock_back)] == [[0, 1, 2], [3, 4]]
     older = dict(env_steps=np.array([10.0, 20.0, 15.0]), elapsed=np.array([1.0, 2.0, 3.0]))
     assert [list(s) for s in plots.segments(older)] == [[0, 1], [2]]
     one = dict(env_steps=np.array([10.0, 20.0]), elapsed=np.array([1.0, 2.0]))
