@@ -677,6 +677,22 @@ def test_check_fits_counts_actors_per_node():
         cluster_lib.check_fits(config, nodes)
 
 
+def test_a_run_that_follows_the_cluster_takes_one_actor_per_slot_within_its_bounds():
+    config = load_config("dqn")
+    config.ray.actors, config.ray.actor_cpus = "auto", 2.0
+    nodes = [{"CPU": 0.0}, {"CPU": 5.0}, {"CPU": 4.0}]  # 2 + 2 slots: 1 CPU left over
+    assert cluster_lib.actor_slots(config, nodes) == 4
+    assert cluster_lib.follow_count(config, nodes) == 4
+    config.ray.max_actors = 3
+    assert cluster_lib.follow_count(config, nodes) == 3
+    config.ray.min_actors, config.ray.max_actors = 5, 0
+    with pytest.raises(ConfigError, match="fits 4 actors .*, fewer than config.ray.min_actors=5"):
+        cluster_lib.follow_count(config, nodes)
+    config.ray.min_actors = 1
+    with pytest.raises(ConfigError, match="fits 0 actors"):  # no node holds one
+        cluster_lib.follow_count(config, [{"CPU": 1.0}, {"CPU": 1.0}])
+
+
 def test_stop_signals_are_noted_not_raised_and_the_handlers_restored():
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     for sig in before:
