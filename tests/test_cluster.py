@@ -29,9 +29,11 @@ import pytest
 import ray
 from conftest import assert_nothing_left, launch_train, listening_addresses, load_config
 from launchpad import address as lp_address
+from test_scale import _acting, _env_steps, _grows, _scale
+from test_supervise import _rows as _supervised_rows
 
 from distrl.config import ConfigError
-from distrl.program import staging, topology
+from distrl.program import scaling, staging, topology
 from distrl.program.errors import LaunchError
 from distrl.program.ray import cluster as cluster_lib
 
@@ -557,6 +559,146 @@ def test_a_network_pause_costs_no_move(ray_cluster, tmp_path):
     back = [x.split("distrl: ", 1)[-1] for x in lines if "answers again" in x or "reachable" in x]
     print(f"cut off for {PAUSE_S:.0f} s: {sorted(cut_off)}; {back}")
     print(f"env steps grew again {_outage(rows, cut_elapsed):.1f} s after the cut began")
+    _nothing_left_on(ray_cluster, proc)
+
+
+def _actors_at(run_dir) -> dict:
+    """{actor name: its Ray node} as the placement file says now."""
+    where = json.loads((run_dir / cluster_lib.PLACEMENT_FILE).read_text())
+    return {n: w["ray_node"] for n, w in where.items() if n.startswith("actor/")}
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_actors_scaled_2_to_4_to_1_during_a_ray_run(ray_cluster, tmp_path):
+    """launch/scale.py against a live Ray run: the added actors are placed by the actor
+    group's options (spread over the workers), act with the learner's latest params and
+    their own exploration; the removed ones end their write (exit 0); a count the
+    cluster cannot hold is refused (exit 2); nothing restarts or fails."""
+    run_dir = tmp_path / "run"
+    args = _endless(run_dir) + [
+        "--config.num_actors=2",
+        "--config.log.every_seconds=0.5",
+        "--config.actor.epsilon_spread=7.0",
+    ]
+    with _training(ray_cluster, args) as proc:
+        output = _Output(proc)
+        _wait_for_training(run_dir, proc)
+        _until(lambda: _acting(run_dir, 1, 0) and _env_steps(run_dir), proc, "two actors acting")
+        refused = _scale(run_dir, "--actors=5")
+        assert refused.returncode == 2, refused
+        assert (
+            "config.num_actors=5 x config.ray.actor_cpus=1.0 = 5 CPUs, but the Ray cluster "
+            "fits 4" in refused.stderr
+        ), refused.stderr
+
+        asked = time.time()
+        grown = _scale(run_dir, "--actors=4")
+        assert grown.returncode == 0, grown.stderr
+        assert "actors 2 -> 4; added actor/2, actor/3" in grown.stdout, grown.stdout
+        placed = _actors_at(run_dir)
+        assert sorted(placed.values()) == sorted([ray_cluster.learner, ray_cluster.other] * 2)
+        _until(lambda: _acting(run_dir, 2, asked) and _acting(run_dir, 3, asked), proc, "added")
+        _until(_grows(run_dir), proc, "env steps with 4 actors")
+        for actor in (2, 3):  # the learner's latest params, its own exploration
+            first = next(
+                r for r in _supervised_rows(run_dir, f"actor_{actor}") if r["time"] > asked
+            )
+            assert first["param_version"] > 0, first
+        spread = {
+            r["epsilon"] for a in range(4) for r in _supervised_rows(run_dir, f"actor_{a}")[-1:]
+        }
+        assert len(spread) >= 3, spread
+
+        shrunk = _scale(run_dir, "--actors=1")
+        assert shrunk.returncode == 0, shrunk.stderr
+        assert "actors 4 -> 1; removed actor/3, actor/2, actor/1" in shrunk.stdout, shrunk.stdout
+        _until(
+            lambda: all(
+                f"actor/{i} removed: exited with code 0" in output.text() for i in (1, 2, 3)
+            ),
+            proc,
+            "the removed actors ending their write",
+        )
+        assert list(_actors_at(run_dir)) == ["actor/0"]
+        _until(_grows(run_dir), proc, "env steps with actor/0 alone")
+        proc.send_signal(signal.SIGINT)
+        out = output.finish(proc)
+    assert proc.returncode == 130, out[-4000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["restarts"] == [] and result["failures"] == {}, result
+    changes = scaling.history(str(run_dir))
+    assert [(c["cause"], c["before"], c["actors"], bool(c["error"])) for c in changes] == [
+        ("launch", 0, 2, False),
+        ("request", 2, 2, True),  # 5: refused
+        ("request", 2, 4, False),
+        ("request", 4, 1, False),
+    ], changes
+    steps = [r["env_steps"] for r in _rows(run_dir / "logs" / "evaluator.csv")]
+    assert steps == sorted(steps) and steps[-1] > steps[0], steps
+    assert not list((run_dir / "tmp").glob("launch-*"))  # the work directory went with it
+    _nothing_left_on(ray_cluster, proc)
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_actors_follow_the_cluster_as_a_worker_leaves_and_comes_back(ray_cluster, tmp_path):
+    """--config.ray.actors=auto: one actor per CPU of the two workers (4); the second
+    worker's machine goes down: its actors are removed, not placed again (4 -> 2); it
+    comes back as a new Ray node: two actors are added there (2 -> 4). Each change is a
+    line of actors.log of cause "cluster", and env steps grow after each."""
+    run_dir = tmp_path / "run"
+    args = _endless(run_dir) + ["--config.ray.actors=auto", "--config.log.every_seconds=0.5"]
+    try:
+        with _training(ray_cluster, args) as proc:
+            output = _Output(proc)
+            _wait_for_training(run_dir, proc)
+            launched = _actors_at(run_dir)
+            assert sorted(launched) == [f"actor/{i}" for i in range(4)], launched
+            _until(lambda: _env_steps(run_dir), proc, "env steps")
+            gone = ray_cluster.other
+            left = sorted(n for n, node in launched.items() if node == gone)
+            ray_cluster.lose(gone)
+            _until(
+                lambda: "actors 4 -> 2 (the cluster changed)" in output.text(),
+                proc,
+                "the actors of the lost machine removed",
+            )
+            _until(_grows(run_dir, 2000), proc, "env steps with 2 actors")
+            ray_cluster.restore()  # the worker back, as a new Ray node
+            back = time.time()
+            _until(
+                lambda: "actors 2 -> 4 (the cluster changed)" in output.text(),
+                proc,
+                "actors added on the machine that came back",
+            )
+            after = _actors_at(run_dir)
+            assert sorted(after) == [f"actor/{i}" for i in range(4)], after
+            assert sorted(n for n, node in after.items() if node == ray_cluster.other) == left
+            _until(
+                lambda: all(_acting(run_dir, int(n[-1]), back) for n in left),
+                proc,
+                "the added actors acting",
+            )
+            proc.send_signal(signal.SIGINT)
+            out = output.finish(proc)
+    finally:
+        ray_cluster.restore()
+    assert proc.returncode == 130, out[-4000:]
+    changes = scaling.history(str(run_dir))
+    assert [(c["cause"], c["before"], c["actors"]) for c in changes] == [
+        ("launch", 0, 4),
+        ("cluster", 4, 2),
+        ("cluster", 2, 4),
+    ], changes
+    assert sorted(changes[1]["removed"]) == left and sorted(changes[2]["added"]) == left
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["failures"] == {}, result
+    # Removed, not restarted (a counter or evaluator on that machine moves as always).
+    assert not [r for r in result["restarts"] if r["node"].startswith("actor/")], result
+    rows = _rows(run_dir / "logs" / "evaluator.csv")
+    steps = [r["env_steps"] for r in rows]
+    assert steps == sorted(steps) and steps[-1] > steps[0], steps
     _nothing_left_on(ray_cluster, proc)
 
 
