@@ -71,6 +71,21 @@ def ray_cluster():
             def cut(node_id, seconds):  # that worker's link down for `seconds`, then up
                 c.cut_link([ids[ip] for ip in c.worker_ips].index(node_id), seconds)
 
+            def lose_head():  # the head machine goes down (this process's driver first:
+                ray.shutdown()  # a driver of a lost head ends its process once Ray gives up)
+                c.lose_head()
+
+            def new_cluster():  # a new head and workers, the module's cluster from now on
+                nonlocal c
+                c.shutdown()
+                c = netns_cluster.NetnsRayCluster(head, workers).start()
+                lost.clear()
+                ids.clear()
+                ids.update(c.node_ids())
+                cluster.address, cluster.head = c.address, ids[c.head_ip]
+                cluster.learner, cluster.other = (ids[ip] for ip in c.worker_ips)
+                cluster.sessions = c.sessions
+
             cluster = types.SimpleNamespace(
                 address=c.address,
                 head=ids[c.head_ip],
@@ -80,6 +95,8 @@ def ray_cluster():
                 lose=lose,
                 restore=restore,
                 cut=cut,
+                lose_head=lose_head,
+                new_cluster=new_cluster,
                 sessions=c.sessions,
             )
             yield cluster
@@ -115,6 +132,8 @@ def ray_cluster():
         lose=lose,
         restore=restore,
         cut=None,  # one network here: no link of a node's own to cut
+        lose_head=None,  # nor a head machine of its own to lose
+        new_cluster=None,
         sessions=None,
     )
     try:
@@ -559,6 +578,85 @@ def test_a_network_pause_costs_no_move(ray_cluster, tmp_path):
     back = [x.split("distrl: ", 1)[-1] for x in lines if "answers again" in x or "reachable" in x]
     print(f"cut off for {PAUSE_S:.0f} s: {sorted(cut_off)}; {back}")
     print(f"env steps grew again {_outage(rows, cut_elapsed):.1f} s after the cut began")
+    _nothing_left_on(ray_cluster, proc)
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_a_lost_head_is_named_in_the_run_directory_and_a_resume_never_counts_back(
+    ray_cluster, tmp_path
+):
+    """The head machine lost while the run trains (every process of the head's `ray
+    start`, then the launcher's session, SIGKILLed; the replay ran there): the hosts on the
+    workers see neither launcher calls nor the GCS, the first writes failures/head.txt
+    naming the cause and how to resume, and every node stops (the learner with its final
+    checkpoint) before Ray ends them. `--resume` on a new head (a new cluster, the same
+    run directory) continues with counts that never go back from the counter's last.
+
+    The module's cluster is the one lost; the new one (`new_cluster`: names and a subnet
+    of its own, made whatever happened here) is the module's from then on."""
+    if not ray_cluster.separate_hosts:
+        pytest.skip("needs each Ray node on a network host of its own (root and `ip`)")
+    run_dir = tmp_path / "run"
+    evaluator = run_dir / "logs" / "evaluator.csv"
+    report = run_dir / "failures" / "head.txt"
+    lost_head = ray_cluster.address
+    try:
+        proc = _train_on(ray_cluster, _endless(run_dir) + ["--config.checkpoint.every_seconds=5"])
+        try:
+            _wait_for_training(run_dir, proc)
+            manifest = run_dir / "checkpoints" / "learner" / "manifest.json"
+            _until(
+                lambda: manifest.exists() and _last_row(evaluator)["env_steps"] > 0,
+                proc,
+                "a checkpoint and env steps",
+            )
+            # The GCS first: a GCS that outlived the launcher would end its host actors
+            # at once (their owner died), which is not what a lost machine does.
+            lost_at = time.time()
+            ray_cluster.lose_head()
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=60)
+        learner_out = run_dir / "logs" / "nodes" / "learner" / "0"
+
+        def final_checkpoint():  # its loop ended, or a thread wrote it (a stuck loop)
+            text = learner_out.read_text()[-5000:]
+            return "learner: stopped after" in text or "final checkpoint written" in text
+
+        deadline = time.time() + 90
+        while time.time() < deadline and not (report.exists() and final_checkpoint()):
+            time.sleep(0.5)
+        seen_after = time.time() - lost_at
+    finally:
+        ray_cluster.new_cluster()
+    text = report.read_text() if report.exists() else ""
+    assert text.startswith(
+        f"the Ray head was lost (the launcher and Ray's control service, GCS at {lost_head})"
+    ), text
+    assert f"--resume={run_dir} --lp_launch_type=ray" in text, text
+    assert final_checkpoint(), learner_out.read_text()[-3000:]
+
+    heard = json.loads((run_dir / "checkpoints" / "counter.json").read_text())
+    rows_before, elapsed = len(_rows(evaluator)), _last_row(evaluator)["elapsed"]
+    proc = _train_on(
+        ray_cluster, [f"--resume={run_dir}", f"--config.budget.seconds={elapsed + 20:.0f}"]
+    )
+    out = _finish(proc, timeout_s=400)
+    assert proc.returncode == 0, out[-4000:]
+    assert not report.exists()  # the resumed run reports its own outcome
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["stop_reason"] == "time_budget", result
+    for name in ("env_steps", "episodes", "param_version"):
+        assert result["counts"][name] >= heard[name], (name, heard, result["counts"])
+    resumed = _rows(evaluator)[rows_before:]
+    assert resumed, out[-4000:]
+    for name in ("env_steps", "episodes", "param_version"):
+        values = [r[name] for r in resumed]
+        assert values[0] >= heard[name] and values == sorted(values), (name, heard[name], values)
+    print(f"head lost: report and the learner's final checkpoint {seen_after:.1f} s after; {text}")
+    for name in ("env_steps", "episodes", "param_version"):
+        print(f"{name}: the counter's last {heard[name]:.0f}, resumed from {resumed[0][name]:.0f}")
     _nothing_left_on(ray_cluster, proc)
 
 
