@@ -36,7 +36,15 @@ point, and changes only where each node runs and what its handles resolve to:
    `config.restart`: it did not fail). What a node loads when it starts again is
    the same wherever it runs, from the shared run directory: the replay Reverb's
    newest checkpoint, the learner its newest checkpoint, the counter its totals.
-5. Stop: on a stop file, a failure beyond the restarts, or Ctrl-C, SIGTERM or SIGHUP
+5. Scale: a `launch/scale.py` request in the work directory (`scaling.serve`, as
+   under local_mp) adds actors (made by the program's `ActorMaker`, placed with the
+   actor group's options, bound, started and watched like the launch's; refused when
+   the alive nodes' CPUs cannot hold them, `check_fits`) or removes the newest (their
+   hosts stop them as at a program stop, without holding up the watch). With
+   `config.ray.actors="auto"` the watch also follows Ray's node table (`_follow`):
+   the actors of a machine Ray marked dead are removed, not placed again, and the
+   count goes to one per `ray.actor_cpus` of the alive nodes (`follow_count`).
+6. Stop: on a stop file, a failure beyond the restarts, or Ctrl-C, SIGTERM or SIGHUP
    here, every node gets SIGTERM, SIGKILL after `--lp_termination_notice_secs`, and
    every host actor is killed.
 
@@ -187,8 +195,8 @@ def actor_slots(config, nodes_resources: list[dict]) -> int:
 def follow_count(config, nodes_resources: list[dict]) -> int:
     """The actor count of a run that follows the cluster (`config.ray.actors="auto"`):
     one per actor slot of these nodes (`actor_slots`), at most `ray.max_actors` (0: no
-    bound), the largest such count the config accepts (e.g. a multiple of an on-policy
-    batch's chunks). ConfigError when that is below `ray.min_actors`."""
+    bound), the largest such count the config accepts (`scaling.check_count`).
+    ConfigError when that is below `ray.min_actors`."""
     r = config.ray
     slots = actor_slots(config, nodes_resources)
     top = min(slots, r.max_actors) if r.max_actors else slots
