@@ -93,10 +93,10 @@ def _scaled_count(config, run_dir: str, launch_type: str) -> str | None:
     count = scaling.current_count(run_dir)
     if count is None or count == config.num_actors:
         return None
-    warning = scaling.check_count(config, count)
+    warning = scaling.check_count(config, count, local=launch_type != "ray")
     _say(f"resuming with {count} actors, the count the run was scaled to ({scaling.LOG_FILE})")
     config.num_actors = count
-    return None if launch_type == "ray" else warning
+    return warning
 
 
 def _checkpoints_to_resume(run_dir: str, config) -> dict:
@@ -177,7 +177,9 @@ def run(
             from distrl.program.ray import cluster  # noqa: PLC0415 - Ray only to launch on it
 
             config_lib.validate(config)  # a bad config is reported before joining the cluster
-            stack.enter_context(cluster.connected(ray_address, config))
+            # A resume takes the count the run was scaled to (`_scaled_count`): checked too.
+            scaled = scaling.current_count(rundir.resolve(config)) if resume else None
+            stack.enter_context(cluster.connected(ray_address, config, scaled))
             actors = cluster.launch_count(config)
             run_dir, program = _build(config, resume, stack, launch_type, actors)
             restarts = cluster.run(

@@ -241,9 +241,11 @@ def check_address(address: str) -> None:
 
 
 @contextlib.contextmanager
-def connected(address: str, config):
+def connected(address: str, config, actors: int | None = None):
     """Joins the Ray cluster at `address` as a driver for the block, after checking that
-    it can hold `config`'s program (ConfigError if not; LaunchError if there is no cluster)."""
+    it can hold `config`'s program with `actors` actors (default: `num_actors`, or the
+    cluster's count with `ray.actors="auto"`) (ConfigError if not; LaunchError if there
+    is no cluster)."""
     check_address(address)
     try:
         ray.init(
@@ -258,12 +260,12 @@ def connected(address: str, config):
         ) from err
     try:
         nodes = _alive_nodes()
+        sized = config.copy_and_resolve_references()
         if config.ray.actors == "auto":  # the count the launch will take (`launch_count`)
-            sized = config.copy_and_resolve_references()
             sized.num_actors = follow_count(config, nodes)
-            check_fits(sized, nodes)
-        else:
-            check_fits(config, nodes)
+        elif actors is not None:
+            sized.num_actors = actors
+        check_fits(sized, nodes)
         yield
     finally:
         ray.shutdown()
