@@ -201,3 +201,26 @@ def test_a_change_says_what_it_did():
     assert left.describe() == "actors 4 -> 2 (the cluster changed): removing actor/1, actor/3"
     refused = scaling.Change(2, 2, [], [], "request", "x", "too many", bad_input=True)
     assert refused.describe() == "scale request refused: too many"
+
+
+def test_a_ray_run_that_follows_the_cluster_refuses_requests_and_memory_is_not_its_bound(
+    tmp_path,
+):
+    """This process holds the run directory as a live Ray launcher does (its lock, its
+    work directory naming launch type "ray"): a count beyond this machine's memory is not
+    refused here (the cluster's CPUs bound it, answered by the launcher), and a run with
+    ray.actors=auto refuses every request (exit 2, one line)."""
+    from distrl import config as config_lib
+
+    run_dir = tmp_path / "run"
+    config = config_lib.base_config("dqn")
+    config.ray.actors = "auto"
+    rundir.write_config(config, str(run_dir))
+    with rundir.locked(str(run_dir)):
+        scaling.open_work_dir(str(run_dir), "ray")
+        assert scaling.launch_type(str(run_dir), os.getpid()) == "ray"
+        refused = _scale(run_dir, "--actors=100000")
+    assert refused.returncode == 2, refused
+    assert "follows the Ray cluster (config.ray.actors=auto)" in refused.stderr, refused.stderr
+    assert "more than this machine's" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
