@@ -24,7 +24,8 @@ from distrl.program import scaling
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "The live run's directory.")
 _ACTORS = flags.DEFINE_integer("actors", None, "The number of actors the run should have.")
-_TIMEOUT = flags.DEFINE_float("timeout_s", 30.0, "How long to wait for the launcher's answer.")
+# A Ray launcher may take 30 s to place added actors and as long again to start them.
+_TIMEOUT = flags.DEFINE_float("timeout_s", 90.0, "How long to wait for the launcher's answer.")
 flags.mark_flags_as_required(["run_dir", "actors"])
 
 
