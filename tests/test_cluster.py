@@ -32,8 +32,9 @@ from launchpad import address as lp_address
 from test_scale import _acting, _env_steps, _grows, _scale
 from test_supervise import _rows as _supervised_rows
 
+from distrl import rundir
 from distrl.config import ConfigError
-from distrl.program import scaling, staging, topology
+from distrl.program import launcher, scaling, staging, topology
 from distrl.program.errors import LaunchError
 from distrl.program.ray import cluster as cluster_lib
 
@@ -736,6 +737,10 @@ def test_actors_scaled_2_to_4_to_1_during_a_ray_run(ray_cluster, tmp_path):
     assert steps == sorted(steps) and steps[-1] > steps[0], steps
     assert not list((run_dir / "tmp").glob("launch-*"))  # the work directory went with it
     _nothing_left_on(ray_cluster, proc)
+    config = rundir.load_config(str(run_dir))  # --resume takes the current count
+    assert config.num_actors == 2
+    assert launcher._scaled_count(config, str(run_dir), "ray") is None
+    assert config.num_actors == 1
 
 
 @pytest.mark.slow
