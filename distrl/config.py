@@ -159,6 +159,12 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             learner_device="auto",  # "auto": a GPU when the cluster has one | "gpu" | "cpu"
             replay_resource="",  # a custom resource the replay's Ray node must have ("": any)
             learner_resource="",  # likewise for the learner's Ray node
+            # "fixed": num_actors actors (launch/scale.py changes the count); "auto": one
+            # actor per actor_cpus slot of the cluster's alive nodes, following machines
+            # that join and leave, within min_actors .. max_actors (num_actors unused)
+            actors="fixed",
+            min_actors=1,  # "auto": the fewest actors the launcher asks for
+            max_actors=0,  # "auto": the most (0: no bound)
         )
     )
     # The single-process trainer only (python -m distrl.local; see distrl/local.py).
@@ -353,6 +359,10 @@ ADDED_LATER = {
     "agent.torso": "mlp",
     "agent.conv_channels": (16,),
     "agent.conv_kernel": 3,
+    # runs before actors followed a Ray cluster
+    "ray.actors": "fixed",
+    "ray.min_actors": 1,
+    "ray.max_actors": 0,
 }
 
 
@@ -636,9 +646,28 @@ def _check_ranges(config) -> None:
     )
 
 
+RAY_ACTORS = ("fixed", "auto")
+
+
 def _validate_ray(config) -> None:
     r = config.ray
     _check(r.actor_cpus > 0, f"config.ray.actor_cpus={r.actor_cpus}; need > 0")
+    _check(r.actors in RAY_ACTORS, f"config.ray.actors={r.actors!r}; valid: {RAY_ACTORS}")
+    _check(
+        isinstance(r.min_actors, int) and r.min_actors >= 1,
+        f"config.ray.min_actors={r.min_actors!r}; need an integer >= 1",
+    )
+    _check(
+        isinstance(r.max_actors, int) and (r.max_actors == 0 or r.max_actors >= r.min_actors),
+        f"config.ray.max_actors={r.max_actors!r}; need 0 (no bound) or an integer >= "
+        f"config.ray.min_actors={r.min_actors}",
+    )
+    _check(
+        r.actors != "auto" or config.actor.chunks_per_version == 0,
+        f"config.ray.actors='auto' with config.actor.chunks_per_version="
+        f"{config.actor.chunks_per_version}: gated actors (rounds of every actor's chunks) "
+        f"would stall as the count changes; set chunks_per_version=0 or ray.actors='fixed'",
+    )
     _check(
         r.learner_device in LEARNER_DEVICES,
         f"config.ray.learner_device={r.learner_device!r}; valid: {LEARNER_DEVICES}",

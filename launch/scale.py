@@ -1,6 +1,7 @@
-"""Add or remove actors of a live local_mp run: python launch/scale.py --run_dir=D --actors=N
+"""Add or remove actors of a live run: python launch/scale.py --run_dir=D --actors=N
 
-The run's launcher (its supervisor) starts the actors missing up to N, each with a
+The run's launcher (the local_mp supervisor, or the Ray launcher: on the cluster,
+placed by the actor group's resources) starts the actors missing up to N, each with a
 new seed, the exploration of its place among N actors and the learner's latest
 params, or stops the newest ones (each ends its current rollout and write first);
 the learner, the replay and the rest run on. Every change is a line of
@@ -23,24 +24,36 @@ from distrl.program import scaling
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "The live run's directory.")
 _ACTORS = flags.DEFINE_integer("actors", None, "The number of actors the run should have.")
-_TIMEOUT = flags.DEFINE_float("timeout_s", 30.0, "How long to wait for the launcher's answer.")
+# A Ray launcher may take 30 s to place added actors and as long again to start them.
+_TIMEOUT = flags.DEFINE_float("timeout_s", 90.0, "How long to wait for the launcher's answer.")
 flags.mark_flags_as_required(["run_dir", "actors"])
 
 
-def _launcher(run_dir: str) -> int:
-    """The pid of the live local_mp launcher of `run_dir`; ConfigError when there is none."""
+def _launcher(run_dir: str) -> tuple[bool, int | None, str | None]:
+    """(live, pid, launch type) of the launcher of `run_dir`: the type None when it is
+    not live or has no work directory (not a local_mp or Ray launch)."""
     try:
         with rundir.locked(run_dir):
-            pass
+            return False, None, None
     except rundir.RunDirBusy:
         pid = _holder(run_dir)
-    else:
+        return True, pid, None if pid is None else scaling.launch_type(run_dir, pid)
+
+
+def _check_launch(run_dir: str, launcher: tuple, config) -> None:
+    """ConfigError unless a local_mp or Ray launcher runs `run_dir` and takes requests."""
+    live, pid, kind = launcher
+    if not live:
         raise config_lib.ConfigError(f"run {run_dir} is not live (no launcher holds it)")
-    if pid is None or not os.path.isdir(scaling.work_dir(run_dir, pid)):
+    if kind is None:
         raise config_lib.ConfigError(
-            f"run {run_dir} is not a local_mp launch (launcher pid {pid}); only those scale"
+            f"run {run_dir} is not a local_mp or Ray launch (launcher pid {pid}); only those scale"
         )
-    return pid
+    if kind == "ray" and config.ray.actors == "auto":
+        raise config_lib.ConfigError(
+            f"run {run_dir} follows the Ray cluster (config.ray.actors=auto): its actor "
+            f"count is the cluster's, within config.ray.min_actors and max_actors"
+        )
 
 
 def _holder(run_dir: str) -> int | None:
@@ -57,8 +70,12 @@ def main(argv) -> int:
             raise config_lib.ConfigError(
                 f"--run_dir={run_dir} is not a run directory (no config.json)"
             )
-        warning = scaling.check_count(rundir.load_config(run_dir), actors)
-        pid = _launcher(run_dir)
+        config = rundir.load_config(run_dir)
+        launcher = _launcher(run_dir)
+        # The count's bounds: the config's; this machine's memory unless on Ray.
+        warning = scaling.check_count(config, actors, local=launcher[2] != "ray")
+        _check_launch(run_dir, launcher, config)
+        pid = launcher[1]
     except config_lib.ConfigError as err:
         cli.fail(str(err))
     if warning:
@@ -70,6 +87,8 @@ def main(argv) -> int:
             print(f"distrl: the launcher (pid {pid}) did not answer the request", file=sys.stderr)
             return 1
         time.sleep(0.1)
+    if entry.get("bad_input"):
+        cli.fail(f"the launcher refused the request: {entry['error']}")
     if entry.get("error"):
         print(f"distrl: the launcher refused the request: {entry['error']}", file=sys.stderr)
         return 1

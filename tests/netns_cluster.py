@@ -44,29 +44,53 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class NetnsRayCluster:
-    """head: Ray node args of the head; workers: one dict of `ray start` args per worker."""
+def _taken(kind: str) -> str:
+    """`ip` 's list of links, namespaces or IPv4 addresses, as text to search."""
+    args = {"link": ["-o", "link"], "netns": ["netns", "list"], "addr": ["-o", "-4", "addr"]}[kind]
+    return subprocess.run(["ip", *args], capture_output=True, text=True).stdout
 
-    def __init__(self, head: dict, workers: list, instance: int = 0):
-        # `instance`: this process's n-th cluster (names and addresses of its own, as the
-        # kernel may still hold an earlier one's for a while after its shutdown)
-        tag = f"dr{os.getpid() % 100000}{'abcdefgh'[instance] if instance else ''}"
+
+class NetnsRayCluster:
+    """head: Ray node args of the head; workers: one dict of `ray start` args per worker.
+
+    Each cluster takes names (bridge, namespaces) and a /24 that nothing on this machine
+    uses when it is made, so that several may exist at once (a test's own beside a
+    module's shared one, or another pytest worker's), and `shutdown` deletes only what
+    this one made."""
+
+    _made = 0  # clusters made by this process so far
+
+    def __init__(self, head: dict, workers: list):
+        NetnsRayCluster._made += 1
+        links, namespaces, addresses = _taken("link"), _taken("netns"), _taken("addr")
+        for n in range(NetnsRayCluster._made, NetnsRayCluster._made + 26):
+            tag = f"dr{os.getpid() % 100000}{chr(ord('a') + n % 26)}"
+            if f" {tag}" not in links and tag not in namespaces:
+                break
         self._bridge = f"{tag}b"
         self._namespaces = [f"{tag}n{i}" for i in range(len(workers))]
         octet = 100 + os.getpid() % 150  # a /24 of our own, away from common ranges
-        self.head_ip = f"10.{octet}.{77 + instance}.1"
-        self.worker_ips = [f"10.{octet}.{77 + instance}.{11 + i}" for i in range(len(workers))]
+        subnet = next(
+            f"10.{(octet + k // 100) % 250 + 1}.{100 + k % 100}"
+            for k in range(NetnsRayCluster._made, 10_000)
+            if f"inet 10.{(octet + k // 100) % 250 + 1}.{100 + k % 100}." not in addresses
+        )
+        self.head_ip = f"{subnet}.1"
+        self.worker_ips = [f"{subnet}.{11 + i}" for i in range(len(workers))]
         self._head_args, self._worker_args = head, workers
         self._procs = []
         self._workers = {}  # worker index -> its current `ray start` process
         self._lost = []  # `ray start` processes of lost workers: their exit is expected
         self._log_dir = tempfile.mkdtemp(prefix=f"{tag}-")
+        self._made_links, self._made_namespaces = [], []  # what `shutdown` deletes
         self.address = None
 
     def start(self) -> "NetnsRayCluster":
         """Starts the network and the Ray nodes; this process stays connected as a driver."""
         import ray  # noqa: PLC0415
 
+        if ray.is_initialized():  # its shutdown would disconnect the other cluster's driver
+            raise RuntimeError("this process is already a Ray driver; ray.shutdown() first")
         try:
             self._network()
             port = _free_port()
@@ -94,11 +118,13 @@ class NetnsRayCluster:
 
     def _network(self) -> None:
         _ip("link", "add", self._bridge, "type", "bridge")
+        self._made_links.append(self._bridge)
         _ip("addr", "add", f"{self.head_ip}/24", "dev", self._bridge)
         _ip("link", "set", self._bridge, "up")
         for i, (ns, ip) in enumerate(zip(self._namespaces, self.worker_ips)):
             veth = f"{self._bridge}v{i}"
             _ip("netns", "add", ns)
+            self._made_namespaces.append(ns)
             _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
             _ip("link", "set", veth, "master", self._bridge, "up")
             _ip("addr", "add", f"{ip}/24", "dev", "eth0", netns=ns)
@@ -281,7 +307,8 @@ class NetnsRayCluster:
             if p.poll() is None:
                 p.kill()
             p.wait()
-        for ns in self._namespaces:
+        for ns in self._made_namespaces:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        subprocess.run(["ip", "link", "del", self._bridge], capture_output=True)
+        for link in self._made_links:
+            subprocess.run(["ip", "link", "del", link], capture_output=True)
         shutil.rmtree(self._log_dir, ignore_errors=True)

@@ -29,9 +29,12 @@ import pytest
 import ray
 from conftest import assert_nothing_left, launch_train, listening_addresses, load_config
 from launchpad import address as lp_address
+from test_scale import _acting, _env_steps, _grows, _scale
+from test_supervise import _rows as _supervised_rows
 
+from distrl import rundir
 from distrl.config import ConfigError
-from distrl.program import staging, topology
+from distrl.program import launcher, scaling, staging, topology
 from distrl.program.errors import LaunchError
 from distrl.program.ray import cluster as cluster_lib
 
@@ -69,6 +72,21 @@ def ray_cluster():
             def cut(node_id, seconds):  # that worker's link down for `seconds`, then up
                 c.cut_link([ids[ip] for ip in c.worker_ips].index(node_id), seconds)
 
+            def lose_head():  # the head machine goes down (this process's driver first:
+                ray.shutdown()  # a driver of a lost head ends its process once Ray gives up)
+                c.lose_head()
+
+            def new_cluster():  # a new head and workers, the module's cluster from now on
+                nonlocal c
+                c.shutdown()
+                c = netns_cluster.NetnsRayCluster(head, workers).start()
+                lost.clear()
+                ids.clear()
+                ids.update(c.node_ids())
+                cluster.address, cluster.head = c.address, ids[c.head_ip]
+                cluster.learner, cluster.other = (ids[ip] for ip in c.worker_ips)
+                cluster.sessions = c.sessions
+
             cluster = types.SimpleNamespace(
                 address=c.address,
                 head=ids[c.head_ip],
@@ -78,6 +96,8 @@ def ray_cluster():
                 lose=lose,
                 restore=restore,
                 cut=cut,
+                lose_head=lose_head,
+                new_cluster=new_cluster,
                 sessions=c.sessions,
             )
             yield cluster
@@ -113,6 +133,8 @@ def ray_cluster():
         lose=lose,
         restore=restore,
         cut=None,  # one network here: no link of a node's own to cut
+        lose_head=None,  # nor a head machine of its own to lose
+        new_cluster=None,
         sessions=None,
     )
     try:
@@ -560,6 +582,229 @@ def test_a_network_pause_costs_no_move(ray_cluster, tmp_path):
     _nothing_left_on(ray_cluster, proc)
 
 
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_a_lost_head_is_named_in_the_run_directory_and_a_resume_never_counts_back(
+    ray_cluster, tmp_path
+):
+    """The head machine lost while the run trains (every process of the head's `ray
+    start`, then the launcher's session, SIGKILLed; the replay ran there): the hosts on the
+    workers see neither launcher calls nor the GCS, the first writes failures/head.txt
+    naming the cause and how to resume, and every node stops (the learner with its final
+    checkpoint) before Ray ends them. `--resume` on a new head (a new cluster, the same
+    run directory) continues with counts that never go back from the counter's last.
+
+    The module's cluster is the one lost; the new one (`new_cluster`: names and a subnet
+    of its own, made whatever happened here) is the module's from then on."""
+    if not ray_cluster.separate_hosts:
+        pytest.skip("needs each Ray node on a network host of its own (root and `ip`)")
+    run_dir = tmp_path / "run"
+    evaluator = run_dir / "logs" / "evaluator.csv"
+    report = run_dir / "failures" / "head.txt"
+    lost_head = ray_cluster.address
+    try:
+        proc = _train_on(ray_cluster, _endless(run_dir) + ["--config.checkpoint.every_seconds=5"])
+        try:
+            _wait_for_training(run_dir, proc)
+            manifest = run_dir / "checkpoints" / "learner" / "manifest.json"
+            _until(
+                lambda: manifest.exists() and _last_row(evaluator)["env_steps"] > 0,
+                proc,
+                "a checkpoint and env steps",
+            )
+            # The GCS first: a GCS that outlived the launcher would end its host actors
+            # at once (their owner died), which is not what a lost machine does.
+            lost_at = time.time()
+            ray_cluster.lose_head()
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=60)
+        learner_out = run_dir / "logs" / "nodes" / "learner" / "0"
+
+        def final_checkpoint():  # its loop ended, or a thread wrote it (a stuck loop)
+            text = learner_out.read_text()[-5000:]
+            return "learner: stopped after" in text or "final checkpoint written" in text
+
+        deadline = time.time() + 90
+        while time.time() < deadline and not (report.exists() and final_checkpoint()):
+            time.sleep(0.5)
+        seen_after = time.time() - lost_at
+    finally:
+        ray_cluster.new_cluster()
+    text = report.read_text() if report.exists() else ""
+    assert text.startswith(
+        f"the Ray head was lost (the launcher and Ray's control service, GCS at {lost_head})"
+    ), text
+    assert f"--resume={run_dir} --lp_launch_type=ray" in text, text
+    assert final_checkpoint(), learner_out.read_text()[-3000:]
+
+    heard = json.loads((run_dir / "checkpoints" / "counter.json").read_text())
+    rows_before, elapsed = len(_rows(evaluator)), _last_row(evaluator)["elapsed"]
+    proc = _train_on(
+        ray_cluster, [f"--resume={run_dir}", f"--config.budget.seconds={elapsed + 20:.0f}"]
+    )
+    out = _finish(proc, timeout_s=400)
+    assert proc.returncode == 0, out[-4000:]
+    assert not report.exists()  # the resumed run reports its own outcome
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["stop_reason"] == "time_budget", result
+    for name in ("env_steps", "episodes", "param_version"):
+        assert result["counts"][name] >= heard[name], (name, heard, result["counts"])
+    resumed = _rows(evaluator)[rows_before:]
+    assert resumed, out[-4000:]
+    for name in ("env_steps", "episodes", "param_version"):
+        values = [r[name] for r in resumed]
+        assert values[0] >= heard[name] and values == sorted(values), (name, heard[name], values)
+    print(f"head lost: report and the learner's final checkpoint {seen_after:.1f} s after; {text}")
+    for name in ("env_steps", "episodes", "param_version"):
+        print(f"{name}: the counter's last {heard[name]:.0f}, resumed from {resumed[0][name]:.0f}")
+    _nothing_left_on(ray_cluster, proc)
+
+
+def _actors_at(run_dir) -> dict:
+    """{actor name: its Ray node} as the placement file says now."""
+    where = json.loads((run_dir / cluster_lib.PLACEMENT_FILE).read_text())
+    return {n: w["ray_node"] for n, w in where.items() if n.startswith("actor/")}
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_actors_scaled_2_to_4_to_1_during_a_ray_run(ray_cluster, tmp_path):
+    """launch/scale.py against a live Ray run: the added actors are placed by the actor
+    group's options (spread over the workers), act with the learner's latest params and
+    their own exploration; the removed ones end their write (exit 0); a count the
+    cluster cannot hold is refused (exit 2); nothing restarts or fails."""
+    run_dir = tmp_path / "run"
+    args = _endless(run_dir) + [
+        "--config.num_actors=2",
+        "--config.log.every_seconds=0.5",
+        "--config.actor.epsilon_spread=7.0",
+    ]
+    with _training(ray_cluster, args) as proc:
+        output = _Output(proc)
+        _wait_for_training(run_dir, proc)
+        _until(lambda: _acting(run_dir, 1, 0) and _env_steps(run_dir), proc, "two actors acting")
+        refused = _scale(run_dir, "--actors=5")
+        assert refused.returncode == 2, refused
+        assert (
+            "config.num_actors=5 x config.ray.actor_cpus=1.0 = 5 CPUs, but the Ray cluster "
+            "fits 4" in refused.stderr
+        ), refused.stderr
+
+        asked = time.time()
+        grown = _scale(run_dir, "--actors=4")
+        assert grown.returncode == 0, grown.stderr
+        assert "actors 2 -> 4; added actor/2, actor/3" in grown.stdout, grown.stdout
+        placed = _actors_at(run_dir)
+        assert sorted(placed.values()) == sorted([ray_cluster.learner, ray_cluster.other] * 2)
+        _until(lambda: _acting(run_dir, 2, asked) and _acting(run_dir, 3, asked), proc, "added")
+        _until(_grows(run_dir), proc, "env steps with 4 actors")
+        for actor in (2, 3):  # the learner's latest params, its own exploration
+            first = next(
+                r for r in _supervised_rows(run_dir, f"actor_{actor}") if r["time"] > asked
+            )
+            assert first["param_version"] > 0, first
+        spread = {
+            r["epsilon"] for a in range(4) for r in _supervised_rows(run_dir, f"actor_{a}")[-1:]
+        }
+        assert len(spread) >= 3, spread
+
+        shrunk = _scale(run_dir, "--actors=1")
+        assert shrunk.returncode == 0, shrunk.stderr
+        assert "actors 4 -> 1; removed actor/3, actor/2, actor/1" in shrunk.stdout, shrunk.stdout
+        _until(
+            lambda: all(
+                f"actor/{i} removed: exited with code 0" in output.text() for i in (1, 2, 3)
+            ),
+            proc,
+            "the removed actors ending their write",
+        )
+        assert list(_actors_at(run_dir)) == ["actor/0"]
+        _until(_grows(run_dir), proc, "env steps with actor/0 alone")
+        proc.send_signal(signal.SIGINT)
+        out = output.finish(proc)
+    assert proc.returncode == 130, out[-4000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["restarts"] == [] and result["failures"] == {}, result
+    changes = scaling.history(str(run_dir))
+    assert [(c["cause"], c["before"], c["actors"], bool(c["error"])) for c in changes] == [
+        ("launch", 0, 2, False),
+        ("request", 2, 2, True),  # 5: refused
+        ("request", 2, 4, False),
+        ("request", 4, 1, False),
+    ], changes
+    steps = [r["env_steps"] for r in _rows(run_dir / "logs" / "evaluator.csv")]
+    assert steps == sorted(steps) and steps[-1] > steps[0], steps
+    assert not list((run_dir / "tmp").glob("launch-*"))  # the work directory went with it
+    _nothing_left_on(ray_cluster, proc)
+    config = rundir.load_config(str(run_dir))  # --resume takes the current count
+    assert config.num_actors == 2
+    assert launcher._scaled_count(config, str(run_dir), "ray") is None
+    assert config.num_actors == 1
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_actors_follow_the_cluster_as_a_worker_leaves_and_comes_back(ray_cluster, tmp_path):
+    """--config.ray.actors=auto: one actor per CPU of the two workers (4); the second
+    worker's machine goes down: its actors are removed, not placed again (4 -> 2); it
+    comes back as a new Ray node: two actors are added there (2 -> 4). Each change is a
+    line of actors.log of cause "cluster", and env steps grow after each."""
+    run_dir = tmp_path / "run"
+    args = _endless(run_dir) + ["--config.ray.actors=auto", "--config.log.every_seconds=0.5"]
+    try:
+        with _training(ray_cluster, args) as proc:
+            output = _Output(proc)
+            _wait_for_training(run_dir, proc)
+            launched = _actors_at(run_dir)
+            assert sorted(launched) == [f"actor/{i}" for i in range(4)], launched
+            _until(lambda: _env_steps(run_dir), proc, "env steps")
+            gone = ray_cluster.other
+            left = sorted(n for n, node in launched.items() if node == gone)
+            ray_cluster.lose(gone)
+            _until(
+                lambda: "actors 4 -> 2 (the cluster changed)" in output.text(),
+                proc,
+                "the actors of the lost machine removed",
+            )
+            _until(_grows(run_dir, 2000), proc, "env steps with 2 actors")
+            ray_cluster.restore()  # the worker back, as a new Ray node
+            back = time.time()
+            _until(
+                lambda: "actors 2 -> 4 (the cluster changed)" in output.text(),
+                proc,
+                "actors added on the machine that came back",
+            )
+            after = _actors_at(run_dir)
+            assert sorted(after) == [f"actor/{i}" for i in range(4)], after
+            assert sorted(n for n, node in after.items() if node == ray_cluster.other) == left
+            _until(
+                lambda: all(_acting(run_dir, int(n[-1]), back) for n in left),
+                proc,
+                "the added actors acting",
+            )
+            proc.send_signal(signal.SIGINT)
+            out = output.finish(proc)
+    finally:
+        ray_cluster.restore()
+    assert proc.returncode == 130, out[-4000:]
+    changes = scaling.history(str(run_dir))
+    assert [(c["cause"], c["before"], c["actors"]) for c in changes] == [
+        ("launch", 0, 4),
+        ("cluster", 4, 2),
+        ("cluster", 2, 4),
+    ], changes
+    assert sorted(changes[1]["removed"]) == left and sorted(changes[2]["added"]) == left
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["failures"] == {}, result
+    # Removed, not restarted (a counter or evaluator on that machine moves as always).
+    assert not [r for r in result["restarts"] if r["node"].startswith("actor/")], result
+    rows = _rows(run_dir / "logs" / "evaluator.csv")
+    steps = [r["env_steps"] for r in rows]
+    assert steps == sorted(steps) and steps[-1] > steps[0], steps
+    _nothing_left_on(ray_cluster, proc)
+
+
 def _endless(run_dir):
     return [
         "--config=configs/dqn.py",
@@ -675,6 +920,22 @@ def test_check_fits_counts_actors_per_node():
     config.ray.actor_cpus = 4.0
     with pytest.raises(ConfigError, match="largest Ray node has 3 CPUs"):
         cluster_lib.check_fits(config, nodes)
+
+
+def test_a_run_that_follows_the_cluster_takes_one_actor_per_slot_within_its_bounds():
+    config = load_config("dqn")
+    config.ray.actors, config.ray.actor_cpus = "auto", 2.0
+    nodes = [{"CPU": 0.0}, {"CPU": 5.0}, {"CPU": 4.0}]  # 2 + 2 slots: 1 CPU left over
+    assert cluster_lib.actor_slots(config, nodes) == 4
+    assert cluster_lib.follow_count(config, nodes) == 4
+    config.ray.max_actors = 3
+    assert cluster_lib.follow_count(config, nodes) == 3
+    config.ray.min_actors, config.ray.max_actors = 5, 0
+    with pytest.raises(ConfigError, match="fits 4 actors .*, fewer than config.ray.min_actors=5"):
+        cluster_lib.follow_count(config, nodes)
+    config.ray.min_actors = 1
+    with pytest.raises(ConfigError, match="fits 0 actors"):  # no node holds one
+        cluster_lib.follow_count(config, [{"CPU": 1.0}, {"CPU": 1.0}])
 
 
 def test_stop_signals_are_noted_not_raised_and_the_handlers_restored():

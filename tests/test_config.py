@@ -148,6 +148,9 @@ BAD_VALUES = [
     ("budget.env_steps", -5, "config.budget.env_steps=-5; need >= 0"),
     ("log.every_seconds", 0.0, "config.log.every_seconds=0.0; need > 0"),
     ("ray.learner_device", "tpu", "config.ray.learner_device='tpu'; valid"),
+    ("ray.actors", "sometimes", "config.ray.actors='sometimes'; valid: ('fixed', 'auto')"),
+    ("ray.min_actors", 0, "config.ray.min_actors=0; need an integer >= 1"),
+    ("ray.max_actors", -1, "config.ray.max_actors=-1; need 0 (no bound) or an integer >="),
     ("local.xla_opt_level", 7, "config.local.xla_opt_level=7"),
     (
         "agent.torso",

@@ -160,3 +160,67 @@ def test_an_added_actor_explores_as_one_of_the_new_count_from_the_runs_share(tmp
     assert (actor_config.num_actors, actor_id, start_steps) == (4, 2, 10_001)
     assert config.num_actors == 2  # the program's own config is untouched
     assert actor_epsilon(0.4, 2, 4, 7.0) == pytest.approx(0.4 ** (1 + 7 * 2 / 3))
+
+
+@pytest.mark.parametrize(
+    "count,actors,busy,first_out,out,added",
+    [
+        (4, ["actor/0", "actor/1"], [], [], [], [2, 3]),  # grow: the next ids
+        (
+            1,
+            ["actor/0", "actor/1", "actor/2", "actor/3"],
+            [],
+            [],
+            ["actor/3", "actor/2", "actor/1"],
+            [],
+        ),
+        (3, ["actor/0", "actor/1"], [2], [], [], [3]),  # actor/2 still ending: not reused yet
+        # a machine left with actors 1 and 3: they go first, then the count is made up
+        (
+            2,
+            ["actor/0", "actor/1", "actor/2", "actor/3"],
+            [],
+            ["actor/1", "actor/3"],
+            ["actor/1", "actor/3"],
+            [],
+        ),
+        (4, ["actor/0", "actor/2"], [], [], [], [1, 3]),  # the lowest free ids
+        (3, ["actor/0", "actor/1", "actor/2"], [], ["actor/1"], ["actor/1"], [3]),
+    ],
+)
+def test_plan_removes_the_named_then_the_newest_and_adds_the_lowest_free_ids(
+    count, actors, busy, first_out, out, added
+):
+    assert scaling.plan(count, actors, busy, first_out) == (out, added)
+
+
+def test_a_change_says_what_it_did():
+    grown = scaling.Change(4, 2, ["actor/2", "actor/3"], [], "request", "x")
+    assert grown.describe() == "actors 2 -> 4: added actor/2, actor/3"
+    left = scaling.Change(2, 4, [], ["actor/1", "actor/3"], "cluster")
+    assert left.describe() == "actors 4 -> 2 (the cluster changed): removing actor/1, actor/3"
+    refused = scaling.Change(2, 2, [], [], "request", "x", "too many", bad_input=True)
+    assert refused.describe() == "scale request refused: too many"
+
+
+def test_a_ray_run_that_follows_the_cluster_refuses_requests_and_memory_is_not_its_bound(
+    tmp_path,
+):
+    """This process holds the run directory as a live Ray launcher does (its lock, its
+    work directory naming launch type "ray"): a count beyond this machine's memory is not
+    refused here (the cluster's CPUs bound it, answered by the launcher), and a run with
+    ray.actors=auto refuses every request (exit 2, one line)."""
+    from distrl import config as config_lib
+
+    run_dir = tmp_path / "run"
+    config = config_lib.base_config("dqn")
+    config.ray.actors = "auto"
+    rundir.write_config(config, str(run_dir))
+    with rundir.locked(str(run_dir)):
+        scaling.open_work_dir(str(run_dir), "ray")
+        assert scaling.launch_type(str(run_dir), os.getpid()) == "ray"
+        refused = _scale(run_dir, "--actors=100000")
+    assert refused.returncode == 2, refused
+    assert "follows the Ray cluster (config.ray.actors=auto)" in refused.stderr, refused.stderr
+    assert "more than this machine's" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr

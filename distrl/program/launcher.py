@@ -43,9 +43,16 @@ def local_resources(run_dir: str | None = None):
     }
 
 
-def prepare(config, resume: bool, stack: contextlib.ExitStack, launch_type: str = "local_mp"):
+def prepare(
+    config,
+    resume: bool,
+    stack: contextlib.ExitStack,
+    launch_type: str = "local_mp",
+    actors: int | None = None,
+):
     """Checks everything, locks the run directory for `stack`'s life and writes
-    config.json; returns (run_dir, restored manifest | None).
+    config.json; returns (run_dir, restored manifest | None). `actors`: the count to
+    launch with instead of config.num_actors (a Ray run that follows the cluster).
 
     Raises ConfigError (CheckpointError for a bad checkpoint, a RunDirBusy for a
     run directory another launch holds) before any node starts and before
@@ -61,10 +68,14 @@ def prepare(config, resume: bool, stack: contextlib.ExitStack, launch_type: str 
     restored = None
     if resume:
         rundir.check_resume(config, run_dir)
-        warning = _scaled_count(config, run_dir, launch_type) or warning
+        if actors is None:
+            warning = _scaled_count(config, run_dir, launch_type) or warning
         restored = _checkpoints_to_resume(run_dir, config)
     else:
         rundir.check_fresh(run_dir)
+    if actors is not None:
+        _say(f"{actors} actors: the Ray cluster's actor slots now (config.ray.actors=auto)")
+        config.num_actors = actors
     if warning:
         print(f"distrl: {warning}", file=sys.stderr)
     rundir.remove_dead_launches(run_dir)
@@ -82,10 +93,10 @@ def _scaled_count(config, run_dir: str, launch_type: str) -> str | None:
     count = scaling.current_count(run_dir)
     if count is None or count == config.num_actors:
         return None
-    warning = scaling.check_count(config, count)
+    warning = scaling.check_count(config, count, local=launch_type != "ray")
     _say(f"resuming with {count} actors, the count the run was scaled to ({scaling.LOG_FILE})")
     config.num_actors = count
-    return None if launch_type == "ray" else warning
+    return warning
 
 
 def _checkpoints_to_resume(run_dir: str, config) -> dict:
@@ -185,8 +196,11 @@ def run(
             from distrl.program.ray import cluster  # noqa: PLC0415 - Ray only to launch on it
 
             config_lib.validate(config)  # a bad config is reported before joining the cluster
-            stack.enter_context(cluster.connected(ray_address, config))
-            run_dir, program = _build(config, resume, stack, launch_type)
+            # A resume takes the count the run was scaled to (`_scaled_count`): checked too.
+            scaled = scaling.current_count(rundir.resolve(config)) if resume else None
+            stack.enter_context(cluster.connected(ray_address, config, scaled))
+            actors = cluster.launch_count(config)
+            run_dir, program = _build(config, resume, stack, launch_type, actors)
             restarts = cluster.run(
                 program, config, run_dir, node_envs(run_dir), progress_stream or sys.stdout
             )
@@ -201,9 +215,9 @@ def run(
         return _outcome(run_dir, restarts)
 
 
-def _build(config, resume: bool, stack, launch_type: str):
+def _build(config, resume: bool, stack, launch_type: str, actors: int | None = None):
     """(run_dir, program): the locked, prepared run directory and the program to launch in it."""
-    run_dir, restored = prepare(config, resume, stack, launch_type)
+    run_dir, restored = prepare(config, resume, stack, launch_type, actors)
     start_time = time.time() - (restored["elapsed_seconds"] if restored else 0.0)
     return run_dir, make_program(config, run_dir, start_time, restored)
 

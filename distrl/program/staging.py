@@ -73,10 +73,13 @@ def holders(nodes: list[Staged], served: Staged) -> list[Staged]:
     """The other nodes that hold a handle to `served` (Launchpad's handle graph: each
     node's input handles against the handles `served` created): their pickles carry
     its bound addresses."""
-    created = [id(h) for h in served.node._created_handles]  # Launchpad lists them nowhere else
-    return [
-        n for n in nodes if n is not served and any(id(h) in created for h in n.node.input_handles)
-    ]
+    return [n for n in nodes if n is not served and holds(n.node, served.node)]
+
+
+def holds(node, served) -> bool:
+    """Whether lp node `node` holds a handle that lp node `served` created."""
+    created = [id(h) for h in served._created_handles]  # Launchpad lists them nowhere else
+    return any(id(h) in created for h in node.input_handles)
 
 
 def output_path(output_dir: str, n: Staged) -> str:

@@ -131,8 +131,7 @@ def run(
     """
     output_dir = rundir.node_output_dir(run_dir)
     os.makedirs(output_dir, exist_ok=True)
-    work = os.path.join(run_dir, rundir.TMP_DIR, f"launch-{os.getpid()}")
-    os.makedirs(work, exist_ok=True)
+    work = scaling.open_work_dir(run_dir, "local_mp")
     supervisor = _Supervisor(config, run_dir, os.path.join(output_dir, "launcher"), stream)
     try:
         supervisor.prepare(program, envs, output_dir, work, terminal == "current_terminal")
@@ -279,24 +278,16 @@ class _Supervisor:
         ends the actors removed earlier once they exited (SIGKILL past their notice)."""
         for line in self._scaler.reap(termination_notice_secs()):
             self._log(line)
-        asked = scaling.take_request(self._scaler.where["work"])
-        if asked is None:
-            return
-        try:
-            change = self._scaler.apply(asked, self._nodes, self._pending, self._log)
-        except Exception as err:  # noqa: BLE001 - a failed start must not end the run
-            count = sum(n.startswith("actor/") for n in self._nodes)
-            cause = f"{type(err).__name__}: {err}"
-            change = scaling.Change(count, count, [], [], "request", asked.get("id"), cause)
-        scaling.record(self._run_dir, change, time.time() - self._start)
-        if change.error:
-            self._say(f"scale request refused: {change.error}")
-        else:
-            moved = [f"added {', '.join(change.added)}"] if change.added else []
-            moved += [f"removing {', '.join(change.removed)}"] if change.removed else []
-            self._say(
-                f"actors {change.before} -> {change.actors}: {'; '.join(moved) or 'no change'}"
-            )
+        scaling.serve(
+            self._scaler.where["work"],
+            self._run_dir,
+            time.time() - self._start,
+            lambda count, cause, ident: self._scaler.apply(
+                count, cause, ident, self._nodes, self._pending, self._log
+            ),
+            lambda: sum(n.startswith("actor/") for n in self._nodes),
+            self._say,
+        )
 
     def _stop(self) -> None:
         grace = termination_notice_secs()
@@ -329,9 +320,9 @@ class _Supervisor:
 class _Scaler:
     """Adds and removes the actor nodes of a running program (`_Supervisor._scale`).
 
-    Ids stay 0..N-1: added actors take the lowest free ids (a new seed each: they
-    start from their share of the run's env steps, `topology.ActorMaker.added`),
-    removed ones are the highest. A removed actor gets SIGTERM at once and is
+    Which to add and remove is `scaling.plan`'s (ids stay 0..N-1); each added actor
+    gets a new seed (it starts from its share of the run's env steps,
+    `topology.ActorMaker.added`). A removed actor gets SIGTERM at once and is
     `removing` until it exits (SIGKILL after the termination notice).
     """
 
@@ -347,34 +338,25 @@ class _Scaler:
         """Whether the program can make more actors (a distrl program: `topology`)."""
         return self._more is not None
 
-    def apply(self, asked: dict, nodes: dict, pending: dict, log) -> scaling.Change:
-        ident = asked.get("id")
-        actors = sorted((n for n in nodes if n.startswith("actor/")), key=_index)
-        count = asked.get("actors")
-        error = asked.get("error")
-        if error is None and not self.scalable:
-            error = "this program has no actor maker (it cannot add actors)"
-        if error is None and (not isinstance(count, int) or count < 1):
-            error = f"actors={count!r}: a run needs at least 1 actor"
-        if error is not None:
-            return scaling.Change(len(actors), len(actors), [], [], "request", ident, error)
-        added, removed = [], actors[count:][::-1]
+    def apply(self, count: int, cause: str, ident, nodes: dict, pending: dict, log):
+        """Goes to `count` actors (`scaling.plan`): the removed get SIGTERM now; returns
+        the change."""
+        if not self.scalable:
+            raise RuntimeError("this program has no actor maker (it cannot add actors)")
+        actors = [n for n in nodes if n.startswith("actor/")]
+        removed, ids = scaling.plan(count, actors, busy=map(scaling.index, self.removing))
         for name in removed:
             p = nodes.pop(name)
             pending.pop(name, None)
             p.terminate()
             self.removing[name] = (p, None)
-        taken = {_index(n) for n in [*nodes, *self.removing] if n.startswith("actor/")}
-        index = 0
-        while len(actors) + len(added) < count:
-            while index in taken:
-                index += 1
+        added = []
+        for index in ids:
             name = self._start(index, count, nodes)
             log(f"{name} started, pid {nodes[name].process.pid}")
             added.append(name)
-            taken.add(index)
         return scaling.Change(
-            len(actors) - len(removed) + len(added), len(actors), added, removed, "request", ident
+            len(actors) - len(removed) + len(added), len(actors), added, removed, cause, ident
         )
 
     def _start(self, index: int, count: int, nodes: dict) -> str:
@@ -409,7 +391,3 @@ class _Scaler:
                 del self.removing[name]
                 lines.append(f"{name} removed: {nodeproc.exit_cause(p.poll())}")
         return lines
-
-
-def _index(name: str) -> int:
-    return int(name.rpartition("/")[2])

@@ -36,7 +36,15 @@ point, and changes only where each node runs and what its handles resolve to:
    `config.restart`: it did not fail). What a node loads when it starts again is
    the same wherever it runs, from the shared run directory: the replay Reverb's
    newest checkpoint, the learner its newest checkpoint, the counter its totals.
-5. Stop: on a stop file, a failure beyond the restarts, or Ctrl-C, SIGTERM or SIGHUP
+5. Scale: a `launch/scale.py` request in the work directory (`scaling.serve`, as
+   under local_mp) adds actors (made by the program's `ActorMaker`, placed with the
+   actor group's options, bound, started and watched like the launch's; refused when
+   the alive nodes' CPUs cannot hold them, `check_fits`) or removes the newest (their
+   hosts stop them as at a program stop, without holding up the watch). With
+   `config.ray.actors="auto"` the watch also follows Ray's node table (`_follow`):
+   the actors of a machine Ray marked dead are removed, not placed again, and the
+   count goes to one per `ray.actor_cpus` of the alive nodes (`follow_count`).
+6. Stop: on a stop file, a failure beyond the restarts, or Ctrl-C, SIGTERM or SIGHUP
    here, every node gets SIGTERM, SIGKILL after `--lp_termination_notice_secs`, and
    every host actor is killed.
 
@@ -44,10 +52,12 @@ The run directory must be on a file system every machine sees (each node writes 
 logs, checkpoints and results there), and every machine needs the same install.
 """
 
+import collections
 import contextlib
 import dataclasses
 import logging as std_logging
 import os
+import shutil
 import signal
 import socket
 import threading
@@ -59,7 +69,7 @@ from launchpad import address as lp_address
 
 from distrl import failures, files, rundir
 from distrl.config import ConfigError
-from distrl.program import nodeproc, progress, staging, supervisor
+from distrl.program import nodeproc, progress, scaling, staging, supervisor
 from distrl.program.errors import LaunchError
 from distrl.program.ray import nodehost
 
@@ -71,6 +81,9 @@ _WATCH_S = 1.0
 # How long the watch waits on Ray at a time before it looks at a stop signal.
 _SIGNAL_POLL_S = 0.2
 _PLACEMENT_TIMEOUT_S = 120.0
+# How long an actor added during the run may wait for its placement before the change
+# is refused (the watch of every other node waits meanwhile).
+_SCALE_PLACEMENT_S = 30.0
 _RPC_TIMEOUT_S = 30.0
 # A watch call that has not come back this long after its _WATCH_S counts as unanswered
 # (its host unreachable, `_Launch._unreachable`); a new call is sent, which also makes a
@@ -111,7 +124,6 @@ class _Node:
     host: object = None  # its NodeHost actor (None once its Ray node was lost)
     where: dict | None = None  # what the host reported by `locate`
     attempt: int = 0  # 0 for its first start, n after its n-th restart
-    hosts: int = 0  # host actors made for it so far (each needs a name of its own)
     failures: int = 0  # its own exits and losses restarted so far (what config.restart bounds)
     unreachable_since: float | None = None  # monotonic time its host stopped answering
     holders: list = dataclasses.field(default_factory=list)  # the _Nodes holding its handles
@@ -175,6 +187,40 @@ def check_fits(config, nodes_resources: list[dict]) -> None:
         raise ConfigError("config.ray.learner_device='gpu', but no Ray node has a GPU")
 
 
+def actor_slots(config, nodes_resources: list[dict]) -> int:
+    """How many actors of `config.ray.actor_cpus` CPUs these Ray nodes hold, node by node."""
+    return sum(int(n.get("CPU", 0) // config.ray.actor_cpus) for n in nodes_resources)
+
+
+def follow_count(config, nodes_resources: list[dict]) -> int:
+    """The actor count of a run that follows the cluster (`config.ray.actors="auto"`):
+    one per actor slot of these nodes (`actor_slots`), at most `ray.max_actors` (0: no
+    bound), the largest such count the config accepts (`scaling.check_count`).
+    ConfigError when that is below `ray.min_actors`."""
+    r = config.ray
+    slots = actor_slots(config, nodes_resources)
+    top = min(slots, r.max_actors) if r.max_actors else slots
+    for count in range(top, r.min_actors - 1, -1):
+        try:
+            scaling.check_count(config, count, local=False)
+            return count
+        except ConfigError:
+            continue
+    cpus = sum(n.get("CPU", 0) for n in nodes_resources)
+    fits = (
+        f"config.ray.actors='auto': the Ray cluster fits {slots} actors of config.ray."
+        f"actor_cpus={r.actor_cpus:g} ({cpus:g} CPUs on {len(nodes_resources)} nodes)"
+    )
+    if top < r.min_actors:
+        raise ConfigError(f"{fits}, fewer than config.ray.min_actors={r.min_actors}")
+    raise ConfigError(f"{fits}; the config accepts no count from {r.min_actors} to {top}")
+
+
+def launch_count(config) -> int | None:
+    """The actor count a run that follows the cluster starts with (None: config.num_actors)."""
+    return follow_count(config, _alive_nodes()) if config.ray.actors == "auto" else None
+
+
 def check_address(address: str) -> None:
     """Fails fast for an address Ray would retry for minutes: ConfigError if malformed,
     LaunchError if nothing listens there. "auto" is left to Ray (it fails at once)."""
@@ -195,9 +241,11 @@ def check_address(address: str) -> None:
 
 
 @contextlib.contextmanager
-def connected(address: str, config):
+def connected(address: str, config, actors: int | None = None):
     """Joins the Ray cluster at `address` as a driver for the block, after checking that
-    it can hold `config`'s program (ConfigError if not; LaunchError if there is no cluster)."""
+    it can hold `config`'s program with `actors` actors (default: `num_actors`, or the
+    cluster's count with `ray.actors="auto"`) (ConfigError if not; LaunchError if there
+    is no cluster)."""
     check_address(address)
     try:
         ray.init(
@@ -211,7 +259,13 @@ def connected(address: str, config):
             f"cannot join a Ray cluster at --ray_address={address}: {err} " + _START_RAY
         ) from err
     try:
-        check_fits(config, _alive_nodes())
+        nodes = _alive_nodes()
+        sized = config.copy_and_resolve_references()
+        if config.ray.actors == "auto":  # the count the launch will take (`launch_count`)
+            sized.num_actors = follow_count(config, nodes)
+        elif actors is not None:
+            sized.num_actors = actors
+        check_fits(sized, nodes)
         yield
     finally:
         ray.shutdown()
@@ -280,13 +334,27 @@ def run(program, config, run_dir: str, envs: dict, stream) -> list[dict]:
     }
     for s in staged:
         nodes[s.name].holders = [nodes[h.name] for h in staging.holders(staged, s)]
-    return _Launch(list(nodes.values()), config, run_dir, envs).run(stream)
+    actors = _Actors(
+        getattr(program, "more_actors", None),
+        placement_options("actor", config, has_gpu),
+        output_dir,
+    )
+    return _Launch(list(nodes.values()), config, run_dir, envs, actors).run(stream)
+
+
+@dataclasses.dataclass
+class _Actors:
+    """What the launcher needs to add actors during the run (`_Launch._scale_to`)."""
+
+    maker: object  # topology.ActorMaker, or None (a program that cannot add actors)
+    options: dict  # their Ray actor options
+    output_dir: str  # logs/nodes/
 
 
 class _Launch:
-    """Places, binds, starts, watches and stops the nodes of one program."""
+    """Places, binds, starts, watches, scales and stops the nodes of one program."""
 
-    def __init__(self, nodes: list[_Node], config, run_dir: str, envs: dict):
+    def __init__(self, nodes: list[_Node], config, run_dir: str, envs: dict, actors: _Actors):
         self._nodes = nodes
         self._envs = envs
         self._config = config
@@ -294,6 +362,7 @@ class _Launch:
         run_name = os.path.basename(os.path.normpath(run_dir))
         self._actor_prefix = f"{run_name}-{int(time.time())}"
         self._host_class = ray.remote(nodehost.NodeHost)
+        self._hosts_made = collections.Counter()  # node name -> host actors made for it
         self._max_restarts = config.restart.max_per_node
         self._backoff = config.restart.backoff_seconds
         self._began = time.time()
@@ -301,13 +370,23 @@ class _Launch:
         self._retired = []  # host actors of nodes placed again elsewhere
         self._pending, self._due, self._retry = {}, {}, {}  # see _watch
         self._node_alive, self._nodes_read = {}, 0.0  # Ray's node table, when read (_verdict)
+        self._actors = actors
+        self._work = ""  # the work directory: scale requests (`scaling`)
+        self._removing = {}  # stop call of a removed actor's host -> its _Node
+        self._auto = config.ray.actors == "auto"
+        self._followed, self._alive_seen = 0.0, None  # `_follow`'s last read, its alive nodes
         self.restarts: list[dict] = []
 
     def run(self, stream) -> list[dict]:
+        self._work = scaling.open_work_dir(self._run_dir, "ray")
         try:
             self._place()
             self._bind()
             self._start()
+            if self._actors.maker is not None:
+                launched = [n.name for n in self._nodes if n.label == "actor"]
+                change = scaling.Change(len(launched), 0, launched, [], "launch")
+                scaling.record(self._run_dir, change, 0.0)
             with (
                 progress.ProgressLine(self._run_dir, self._config, stream) as self._line,
                 stop_signals_noted() as signalled,
@@ -319,12 +398,14 @@ class _Launch:
             self._line = None
             with supervisor.stop_signals_ignored():
                 self._stop()
+            shutil.rmtree(self._work, ignore_errors=True)
         self._report_failures()
         return self.restarts
 
     def _new_host(self, n: _Node):
-        suffix = f"#{n.hosts}" if n.hosts else ""  # a node placed again: a new name
-        n.hosts += 1
+        made = self._hosts_made[n.name]  # a node placed again, or an actor id used again
+        suffix = f"#{made}" if made else ""  # ... gets a name of its own
+        self._hosts_made[n.name] += 1
         return self._host_class.options(
             name=f"{self._actor_prefix}/{n.name}{suffix}", max_restarts=0, **n.options
         ).remote(self._run_dir, n.name)
@@ -390,6 +471,16 @@ class _Launch:
             if not (self._answered(ready) and self._late() and self._start_due()):
                 return
             self._call_again()
+            self._reap()
+            self._follow()
+            scaling.serve(
+                self._work,
+                self._run_dir,
+                time.time() - self._began,
+                self._scale_to,
+                lambda: len(self._actor_nodes()),
+                self._say,
+            )
 
     def _renew(self, n: _Node) -> None:
         self._pending[n.host.watch.remote(_WATCH_S)] = (n, time.monotonic())
@@ -397,6 +488,8 @@ class _Launch:
     def _answered(self, ready: list) -> bool:
         """Handles finished watch calls; False when the program is to stop."""
         for ref in ready:
+            if ref not in self._pending:  # its actor was removed meanwhile (`_follow`)
+                continue
             n, _ = self._pending.pop(ref)
             code, asked, err = _answer(ref)
             if err is not None:
@@ -420,7 +513,7 @@ class _Launch:
         that ends the program."""
         now = time.monotonic()
         for ref, (n, t) in list(self._pending.items()):
-            if now - t > _WATCH_S + _LATE_S:
+            if ref in self._pending and now - t > _WATCH_S + _LATE_S:  # (`_follow` drops some)
                 del self._pending[ref]
                 if not self._unreachable(n, None, since=t + _WATCH_S):
                     return False
@@ -444,6 +537,9 @@ class _Launch:
         lost = self._verdict(n, err, now)
         if lost:
             n.unreachable_since = None
+            if self._auto and n.label == "actor" and self._machine_left(n):
+                self._follow(force=True)  # not placed again: removed, the count follows
+                return True
             return self._failed(n, lost, host_lost=True)
         self._retry[n.name] = (n, now + _RETRY_S)
         return True
@@ -537,17 +633,18 @@ class _Launch:
         entry = supervisor.record_restart(self._run_dir, n.name, n.attempt, cause, at, delay)
         self.restarts.append({**entry, "host": n.machine()})
 
-    def _place_again(self, moved: list[_Node]):
-        """New hosts for nodes whose Ray node was lost, placed by the cluster with their
-        group's options, their addresses bound to the new machine's new ports. Returns
-        None, or (a node, why) when one was not placed within _PLACEMENT_TIMEOUT_S.
+    def _place_again(self, moved: list[_Node], timeout_s: float = _PLACEMENT_TIMEOUT_S):
+        """New hosts for nodes whose Ray node was lost (or actors added), placed by the
+        cluster with their group's options, their addresses bound to the new machine's
+        new ports. Returns None, or (a node, why) when one was not placed within
+        `timeout_s`.
 
         Ray learns that a machine is gone only when its health checks give up (about
         12 s here), while the watch calls to its hosts fail at once: until then it may
         put a new host on that very machine, where it dies with it. Such a host is
         replaced by another until the time is up.
         """
-        deadline = time.monotonic() + _PLACEMENT_TIMEOUT_S
+        deadline = time.monotonic() + timeout_s
         waiting = {}
         for n in moved:
             n.host = self._new_host(n)
@@ -557,7 +654,7 @@ class _Launch:
             ready, _ = ray.wait(list(waiting), num_returns=1, timeout=max(left, 0))
             if not ready:
                 n = next(iter(waiting.values()))
-                why = f"not placed within {_PLACEMENT_TIMEOUT_S:.0f} s ({n.options})"
+                why = f"not placed within {timeout_s:.0f} s ({n.options})"
                 return n, TimeoutError(why)
             n = waiting.pop(ready[0])
             try:
@@ -627,6 +724,144 @@ class _Launch:
         self._write_placement()
         return ok
 
+    def _actor_nodes(self) -> list[_Node]:
+        return [n for n in self._nodes if n.label == "actor"]
+
+    def _machine_left(self, n: _Node) -> bool:
+        """Whether Ray counts `n`'s machine dead (its node table as last read)."""
+        return self._node_alive.get((n.where or {}).get("ray_node")) is False
+
+    def _follow(self, force: bool = False) -> None:
+        """`config.ray.actors="auto"`: when Ray's alive nodes changed since the last look
+        (every _NODES_READ_S; at once with `force`), the actors whose machine left are
+        removed and the count goes to `follow_count` of the alive nodes (or, below
+        `ray.min_actors`, stays at what is left); one line of actors.log, cause "cluster"."""
+        now = time.monotonic()
+        if not self._auto or (not force and now - self._followed < _NODES_READ_S):
+            return
+        self._followed = now
+        try:
+            table = ray.nodes()
+        except Exception:  # noqa: BLE001 - the GCS may be slow; read it next time
+            return
+        self._node_alive = {m["NodeID"]: m["Alive"] for m in table}
+        self._nodes_read = now
+        alive = frozenset(m["NodeID"] for m in table if m["Alive"])
+        if alive == self._alive_seen and not force:
+            return
+        self._alive_seen = alive
+        left = [n.name for n in self._actor_nodes() if self._machine_left(n)]
+        try:
+            count = follow_count(self._config, [m["Resources"] for m in table if m["Alive"]])
+        except ConfigError as err:
+            count = len(self._actor_nodes()) - len(left)
+            self._say(f"{err}; the run goes on with the {count} actors left")
+        try:
+            change = self._scale_to(count, "cluster", None, first_out=left)
+        except Exception as err:  # noqa: BLE001 - a failed start must not end the run
+            self._say(f"actors not added as the cluster grew: {type(err).__name__}: {err}")
+            if not left:
+                return
+            change = self._scale_to(len(self._actor_nodes()) - len(left), "cluster", None, left)
+        if change.added or change.removed:
+            scaling.note(self._run_dir, change, time.time() - self._began, self._say)
+
+    def _scale_to(self, count: int, cause: str, ident, first_out=()) -> scaling.Change:
+        """Goes to `count` actors (`scaling.plan`; `first_out` removed first): the new
+        ones placed, started and watched first, then the removed ones stopped. Raises
+        ConfigError when the cluster cannot hold `count` actors (`check_fits` on its
+        alive nodes), another error when the new ones could not be started (nothing
+        changed then)."""
+        if self._actors.maker is None:
+            raise RuntimeError("this program has no actor maker (it cannot add actors)")
+        actors = [n.name for n in self._actor_nodes()]
+        busy = [scaling.index(n.name) for n in self._removing.values()]
+        removed, ids = scaling.plan(count, actors, busy, first_out)
+        if ids:
+            sized = self._config.copy_and_resolve_references()
+            sized.num_actors = count
+            scaling.check_count(self._config, count, local=False)
+            check_fits(sized, _alive_nodes())
+            added = self._add_actors(ids, count)
+        else:
+            added = []
+        self._remove_actors(removed)
+        return scaling.Change(
+            len(actors) - len(removed) + len(added), len(actors), added, removed, cause, ident
+        )
+
+    def _add_actors(self, ids: list[int], count: int) -> list[str]:
+        """Actors `ids` of `count` (`topology.ActorMaker.added`: a new seed each, the
+        exploration of its place among `count`), placed with the actor group's options,
+        bound, started and watched; their names. Raises (their hosts killed) when one is
+        not placed within _SCALE_PLACEMENT_S or does not start."""
+        new = []
+        for i in ids:
+            s = staging.stage_added(self._actors.maker.added(i, count), "actor", i)
+            output = staging.output_path(self._actors.output_dir, s)
+            new.append(_Node(s.name, "actor", s.node, dict(self._actors.options), output))
+        try:
+            unplaced = self._place_again(new, _SCALE_PLACEMENT_S)
+            if unplaced:
+                raise unplaced[1]
+            starts = [
+                n.host.start.remote(self._pickled(n), self._envs["actor"], n.output) for n in new
+            ]
+            pids = ray.get(starts, timeout=_RPC_TIMEOUT_S)
+        except BaseException:
+            for n in new:
+                with contextlib.suppress(ray.exceptions.RayError, ValueError, TypeError):
+                    ray.kill(n.host, no_restart=True)
+            raise
+        for n, pid in zip(new, pids):
+            n.where["pid"] = pid
+            for m in self._nodes:
+                if staging.holds(n.node, m.node):
+                    m.holders.append(n)
+            self._nodes.append(n)
+            self._renew(n)
+            self._say(f"{n.name} started on {n.machine()}, pid {pid}")
+        self._write_placement()
+        # The placement may have taken a while: the other calls were not late meanwhile.
+        self._pending = {r: (m, time.monotonic()) for r, (m, _) in self._pending.items()}
+        return [n.name for n in new]
+
+    def _remove_actors(self, names: list[str]) -> None:
+        """Stops the actors `names` as at the end of a run (SIGTERM: each ends its rollout
+        and write; SIGKILL after the termination notice), without waiting (`_reap`); they
+        are no longer watched, restarted or counted."""
+        grace = supervisor.termination_notice_secs()
+        for name in names:
+            n = next(m for m in self._nodes if m.name == name)
+            self._nodes.remove(n)
+            self._pending = {r: v for r, v in self._pending.items() if v[0] is not n}
+            self._due.pop(name, None)
+            self._retry.pop(name, None)
+            for m in self._nodes:
+                if n in m.holders:
+                    m.holders.remove(n)
+            if n.host is not None:
+                self._removing[n.host.stop.remote(grace)] = n
+        if names:
+            self._write_placement()
+
+    def _reap(self, timeout_s: float = 0.0) -> None:
+        """Kills the hosts of removed actors whose node has ended, saying how it ended."""
+        if not self._removing:
+            return
+        refs = list(self._removing)
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        for ref in ready:
+            n = self._removing.pop(ref)
+            try:
+                code = ray.get(ref)
+                how = nodeproc.exit_cause(code) if code is not None else "not running"
+            except ray.exceptions.RayError as err:
+                how = f"its host is gone ({type(err).__name__})"
+            with contextlib.suppress(ray.exceptions.RayError, ValueError):
+                ray.kill(n.host, no_restart=True)
+            self._say(f"{n.name} removed: {how}")
+
     def _stop(self) -> None:
         """Stops every node (SIGTERM, then SIGKILL) and kills every host actor.
 
@@ -637,6 +872,8 @@ class _Launch:
         placed = [n for n in self._nodes if n.host is not None and n.where is not None]
         grace = supervisor.termination_notice_secs()
         start = time.time()
+        self._reap(grace + _RPC_TIMEOUT_S)  # removed actors still ending: theirs first
+        self._retired += [n.host for n in self._removing.values()]
         for phase in supervisor.stop_phases([n.name for n in placed]):
             self._stop_phase([n for n in placed if n.name in phase], grace, start)
         for host in [n.host for n in self._nodes if n.host is not None] + self._retired:
