@@ -122,8 +122,8 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             # with a success target set too, both must be reached
             target_return=0.0,
             confirm_envs=10_000,  # episodes of the confirming evaluation near the target
-            # a run that ends on a budget reports the confirmed params with the best
-            # success lower bound rather than the last ones
+            # a run that ends on a budget or is stopped reports (and keeps) the
+            # confirmed params with the best success lower bound rather than the last
             keep_best=True,
             sampled=False,  # evaluate the sampled policy instead of the greedy one
         )

@@ -198,6 +198,23 @@ def test_keep_best_picks_the_confirmed_evaluation_with_the_best_lower_bound():
     assert better_report(good, (result(8760, 10_000), "later", 12), 10_000)[1] == "later"
 
 
+def test_a_budget_or_a_stop_reports_the_kept_best_and_a_target_its_own_params():
+    from distrl.nodes.evaluator import reported_at_end
+
+    def result(k, n):
+        low, high = evaluation.wilson_interval(k, n)
+        return evaluation.EvalResult(k / n, 0.0, 0.0, float(n), float(low), float(high))
+
+    best, last = (result(10_000, 10_000), "perfect", 7), (result(0, 10_000), "last", 8)
+    keep = ml_collections.ConfigDict(dict(keep_best=True, confirm_envs=10_000))
+    for reason in ("env_step_budget", "learner_step_budget", "time_budget", "stopped"):
+        assert reported_at_end(reason, best, last, keep)[1:] == ("perfect", 7), reason
+    assert reported_at_end("target_reached", best, last, keep)[1:] == ("last", 8)
+    assert reported_at_end("stopped", None, last, keep)[1:] == ("last", 8)  # none confirmed
+    no_keep = ml_collections.ConfigDict(dict(keep_best=False, confirm_envs=10_000))
+    assert reported_at_end("stopped", best, last, no_keep)[1:] == ("last", 8)
+
+
 def test_env_step_cadence_marks_skip_what_an_evaluation_overran():
     from distrl.nodes.evaluator import next_mark
 

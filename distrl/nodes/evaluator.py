@@ -193,8 +193,7 @@ class Evaluator:
         evaluators: (evaluate, confirm, judge): the routine evaluation, the large
         confirming one (also the final report's), and the exact figures' function.
         Returns (reason, report, counts, (params, version)): the params the result
-        is about, the final ones or, when a budget ended the run and
-        `evaluator.keep_best` is set, the confirmed ones with the best lower bound.
+        is about (`reported_at_end`).
         """
         c = self._config
         evaluate, confirm, judge = evaluators
@@ -230,9 +229,9 @@ class Evaluator:
                 if report.episodes < confirm_envs:
                     report = jax.device_get(confirm(source.params, confirm_key))
                 self._last_params = source.params
-                final = (report, source.params, source.version)
-                if reason.endswith("budget") and c.evaluator.keep_best:
-                    final = better_report(best, final, confirm_envs)
+                final = reported_at_end(
+                    reason, best, (report, source.params, source.version), c.evaluator
+                )
                 return reason, final[0], counts, final[1:]
             self._last_params = source.params
             source.refresh_now()
@@ -311,6 +310,17 @@ def first_counts(counter, should_stop, fallback: dict) -> dict:
             logging.info("evaluator: waiting for the counter's first answer (%s)", err)
         if should_stop(1.0):
             return fallback
+
+
+def reported_at_end(reason: str, best, last, evaluator_config):
+    """The (report, params, version) a run ending for `reason` reports and keeps: the
+    last evaluated at its target; with `evaluator.keep_best`, at a budget or a stop
+    (a signal, Ctrl-C, a failed node) the confirmed ones with the best lower bound
+    (`better_report`), which the evaluator saved as the policy while the run went on
+    (a stop right after a perfect row must not report the next, worse params)."""
+    if reason == "target_reached" or not evaluator_config.keep_best:
+        return last
+    return better_report(best, last, evaluator_config.confirm_envs)
 
 
 def better_report(best, candidate, confirm_envs: int):
