@@ -1,7 +1,20 @@
-"""DQN (double, 3-step returns) on gymnasium's CartPole-v1, stepped in Python by the 2
-actors (issue 27 item 5): stops at a greedy mean return whose 95% lower bound over
-1,000 episodes is >= 475 (`config.gymnasium_cartpole_to_475`); a budget's end reports
-the best confirmed params (`evaluator.keep_best`).
+"""Double DQN on gymnasium's CartPole-v1, stepped in Python by the 2 actors (issue 27
+item 5): stops at a greedy mean return whose 95% lower bound over 1,000 episodes is
+>= 475 (`config.gymnasium_cartpole_to_475`); a budget's end reports the best
+confirmed params (`evaluator.keep_best`).
+
+configs/dqn_cartpole.py's learning settings (the same dynamics in gymnax; 3 of 3 in
+both modes): one update per 16 env steps (8 samples per inserted transition, batch
+128; the preset before this one made 1 per 64 and confirmed 2 of 3 seeds), 1-step
+returns, a learning rate of 1e-3, exploration from 1 to 0.05 over 20,000 env steps.
+Two changes aimed at DQN's swings on CartPole (the usual account, not measured
+here: a balanced pole makes the replay nearly all upright states, and the greedy
+policy flips on small action gaps): a replay of 1M transitions, half the budget, so
+early failures stay among the samples, and a Polyak target (0.5% per update) in
+place of a copy every 500 updates, so the bootstrap target never jumps. The greedy
+return still swings once learned; the run stops at the first confirmed one. Tuned
+on seeds 0-2, confirmed on seeds 41-43 (benchmarks/README.md, "Issue 27 item 5: DQN
+on gymnasium CartPole").
 """
 
 from distrl.config import gymnasium_cartpole_to_475
@@ -9,13 +22,15 @@ from distrl.config import gymnasium_cartpole_to_475
 
 def get_config():
     config = gymnasium_cartpole_to_475("dqn")
-    a = config.agent
-    a.n_step = 3
-    a.learning_rate = 5e-4
-    a.target_update_period = 200
-    a.epsilon_final = 0.02
-    a.epsilon_decay_steps = 50_000
-    config.replay.max_size = 100_000
-    config.replay.min_size = 4_096
-    config.learner.batch_size = 256
+    config.agent.update(
+        dict(
+            learning_rate=1e-3,
+            target_update_period=1,  # updates: a Polyak step every update ...
+            target_update_tau=0.005,  # ... of 0.5% (a time constant of 200 updates)
+            epsilon_decay_steps=20_000,  # env steps
+            epsilon_final=0.05,
+        )
+    )
+    config.learner.batch_size = 128
+    config.replay.update(dict(samples_per_insert=8.0, max_size=1_000_000, min_size=1_024))
     return config

@@ -1,5 +1,6 @@
 """The env presets (configs/ppo_cartpole.py, dqn_cartpole.py, ppo_breakout.py,
-dqn_breakout.py; gymnasium's toy-text: ppo_gymnasium_frozenlake8x8.py,
+dqn_breakout.py; gymnasium's CartPole: ppo_gymnasium_cartpole.py,
+dqn_gymnasium_cartpole.py; gymnasium's toy-text: ppo_gymnasium_frozenlake8x8.py,
 tabular_gymnasium_taxi.py, ppo_gymnasium_taxi.py): each loads and validates with the
 target it states; a CartPole pipeline under Launchpad's test_mt (real Reverb, real
 courier nodes) improves the greedy return; the comparison report of such a run (an
@@ -76,6 +77,44 @@ def test_each_gymnasium_toy_text_preset_stops_at_98_percent_of_its_exact_optimum
     env = config_lib.make_env(config)
     best = exact.optimum(envs.tabular_model(env), config.agent.discount)
     assert config_lib.targets(config, env, best) == pytest.approx(targets)
+
+
+@pytest.mark.parametrize("name", ["ppo_gymnasium_cartpole", "dqn_gymnasium_cartpole"])
+def test_each_gymnasium_cartpole_preset_stops_at_a_475_lower_bound(name):
+    """Issue 27 item 5: gymnasium's own CartPole-v1 (stepped in Python, 16 sync copies
+    per actor, 2 actors), a greedy mean return whose lower bound over 1,000 episodes
+    is >= 475, judged every 50k env steps, within 2M env steps."""
+    config = load_config(name)
+    config_lib.validate(config)
+    assert (config.env.name, config.num_actors, config.actor.num_envs) == (
+        "gymnasium:CartPole-v1",
+        2,
+        16,
+    )
+    e = config.evaluator
+    assert (e.target_return, e.confirm_envs, e.every_env_steps) == (475.0, 1000, 50_000)
+    assert config.budget.env_steps == 2_000_000 and config.env.vector == "sync"
+    env = config_lib.make_env(config)
+    assert envs.success_signal(env) is None and env.spec.observation_shape == (4,)
+    assert config_lib.success_target(config, evaluation.has_success(env)) == 0.0
+
+
+def test_the_gymnasium_cartpole_dqn_learns_as_the_gymnax_one_with_a_steadier_target():
+    """dqn_gymnasium_cartpole: dqn_cartpole's agent and update ratio (one update per 16
+    env steps) but for its two changes against DQN's swings: a Polyak target (0.5%
+    per update, where dqn_cartpole copies every 500 updates) and a replay of half the
+    budget (1M transitions), so the early failures stay among the samples."""
+    ours, gymnax = load_config("dqn_gymnasium_cartpole"), load_config("dqn_cartpole")
+    steadier = {"target_update_period": (1, 500), "target_update_tau": (0.005, 1.0)}
+    for field, value in gymnax.agent.items():
+        assert (ours.agent[field], value) == steadier.get(field, (value, value)), field
+
+    def updates_per_env_step(config):
+        return config.replay.samples_per_insert / config.learner.batch_size
+
+    assert updates_per_env_step(ours) == updates_per_env_step(gymnax) == 1 / 16
+    assert ours.replay.max_size == 1_000_000 == ours.budget.env_steps // 2
+    assert ours.replay.max_size % (ours.replay.item_steps * ours.actor.num_envs) == 0
 
 
 def test_the_gymnasium_frozenlake_preset_is_the_gridworlds_but_for_the_env():
