@@ -151,9 +151,13 @@ def measure(algos=("dqn", "ppo"), num_envs=16, window=3.0, slices=6, processes=(
     quietest moments of both."""
     from distrl import host_rollout  # noqa: PLC0415
 
-    sync = host_rollout.synchronous_dispatch()
+    sync, unrolled = host_rollout.synchronous_dispatch(), host_rollout.unrolled_threefry()
     out = {"random": {"env": ENV, "num_envs": num_envs, "steps_per_s": 0.0}}
-    out["meta"] = {"synchronous_dispatch": sync, "xla_flags": os.environ.get("XLA_FLAGS", "")}
+    out["meta"] = {
+        "synchronous_dispatch": sync,
+        "unrolled_threefry": unrolled,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    }
     ends, slice_s = {}, window / 3
     for algo in algos:
         deadline, bare = _actor(algo, num_envs, 60.0), _actor(algo, num_envs, 0.0)
@@ -281,6 +285,7 @@ def _worker(algo: str, num_envs: int, window: float) -> None:
     from distrl import host_rollout  # noqa: PLC0415
 
     host_rollout.synchronous_dispatch()
+    host_rollout.unrolled_threefry()
     acting = _actor(algo, num_envs, 60.0)
     try:
         acting.rate(1.0)

@@ -406,6 +406,32 @@ def synchronous_dispatch() -> bool:
     return not jax.config.read("jax_cpu_enable_async_dispatch")
 
 
+def unrolled_threefry(on: bool = True) -> bool:
+    """Makes this process lower JAX's threefry hash (every `jax.random` draw) on the CPU
+    as straight-line code (`on`) or as JAX's CPU default, a rolled 5-step while loop
+    (`on=False`); True when the straight-line lowering is in place. The same bits
+    either way; only functions compiled after the call follow it.
+
+    Why, for a host-stepped actor (call before its policy compiles): the rolled
+    loop makes about 8 small independent thunks (key halves, loop-state copies) that
+    XLA:CPU's thunk executor can run at once, and with more than 8 ready (PPO: 10,
+    with its two torsos' first matmuls; DQN: 9) it hands half of them to its
+    intra-op thread pool and waits for them. PPO's per-step policy call then used
+    two more threads (~30 us of their CPU per call) and took 36-44 us at best, far
+    more on a loaded machine where the waited-for thread waits for a core.
+    Straight-line, the draw fuses into its consumers: PPO's call is 14 thunks with
+    2 sources, run in the calling thread (benchmarks/README.md, "Issue 27")."""
+    try:  # JAX internals: a JAX without them keeps its default (the bits are the same)
+        from jax._src import prng  # noqa: PLC0415
+        from jax._src.interpreters import mlir  # noqa: PLC0415
+
+        rule = prng._threefry2x32_lowering_rule if on else prng._threefry2x32_cpu_lowering_rule
+    except (ImportError, AttributeError):
+        return False
+    mlir.register_lowering(prng.threefry2x32_p, rule, platform="cpu")
+    return on
+
+
 def seed_of(key) -> int:
     """A gymnasium reset seed (0 .. 2**31-1) from a JAX key."""
     return int(jax.random.randint(key, (), 0, 2**31 - 1))
