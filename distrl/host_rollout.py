@@ -24,6 +24,7 @@ step slower than `timeout_s` is an `EnvError` too (sync: the step runs in a work
 thread that is abandoned; async: gymnasium's `step_wait` timeout).
 """
 
+import _signal
 import queue
 import signal
 import threading
@@ -190,11 +191,13 @@ def _on_late(signum, frame):
 
 def _late_handler_ours() -> bool:
     """True when SIGUSR2 is handled by `_on_late` (installed here unless another
-    handler holds it); main thread only."""
-    handler = signal.getsignal(_LATE_SIGNAL)
+    handler holds it); main thread only. Asked of `_signal` (0.1 us): `signal.getsignal`
+    maps the answer to its enum by raising and catching a ValueError for a function,
+    3 us in every vector step."""
+    handler = _signal.getsignal(_LATE_SIGNAL)
     if handler is _on_late:
         return True
-    if handler is not signal.SIG_DFL:
+    if handler != signal.SIG_DFL:
         return False
     signal.signal(_LATE_SIGNAL, _on_late)
     return True
@@ -300,7 +303,7 @@ class HostAct:
     chunk's other fields and its episode statistics are computed once per chunk on
     the [T, B] arrays. The call's arguments cost least as the params' leaves in a
     tuple (flattened once per chunk, not a nested dict per step) and the step index
-    and epsilon as device scalars (put once, not a numpy scalar converted per call).
+    as device scalars (put once per actor, not a numpy scalar converted per call).
     An item function that needs no JAX (`packing.OnHost`: the chunk itself) runs in
     place on the numpy chunk; any other is jitted with one packed copy back."""
 
@@ -350,7 +353,9 @@ class HostAct:
         leaves, treedef = jax.tree.flatten(params)
         if self._treedef is None or treedef != self._treedef:
             self._bind(treedef, params, key, carry.observation, epsilon)
-        leaves, epsilon = tuple(leaves), jax.device_put(np.float32(epsilon))
+        # epsilon converted in each call (about 1 us): a device scalar costs 60-300 us to
+        # make, and a DQN actor's changes every chunk while its schedule decays
+        leaves, epsilon = tuple(leaves), np.float32(epsilon)
         policy, layout, steps = self._policy, self._layout, self._steps
         b = stepper.num_envs
         obs, reached = stepper.buffer(num_steps + 1), stepper.buffer(num_steps)
