@@ -149,9 +149,9 @@ def _best(entry: dict, name: str, rate: Rate) -> None:
     entry[cpu] = min(entry.get(cpu, float("inf")), rate.cpu_us_per_step)
 
 
-# The longest slice: on a machine shared with other jobs, slices of 2 s let one figure
-# draw a quiet moment the other never saw (env alone 63.4k against actors of 12-15k env
-# steps/s at load 11); quarter-second turns meet the same quiet moments.
+# The longest slice: on a machine shared with other jobs, `make bench`'s 1 s slices let
+# one figure draw a quiet moment the other never saw (env alone 63.4k against actors of
+# 12.7-14.6k env steps/s at load 11); quarter-second turns meet the same quiet moments.
 SLICE_S = 0.25
 
 

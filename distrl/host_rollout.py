@@ -447,9 +447,9 @@ def unrolled_threefry(on: bool = True) -> bool:
 
     Why, for a host-stepped actor (call before its policy compiles): the rolled
     loop makes about 8 small independent thunks (key halves, loop-state copies) that
-    XLA:CPU's thunk executor can run at once, and with more than 8 ready (PPO: 10,
-    with its two torsos' first matmuls; DQN: 9) it hands half of them to its
-    intra-op thread pool and waits for them. PPO's per-step policy call then used
+    XLA:CPU's thunk executor can run at once, and past a threshold of ready thunks
+    (PPO's 10, with its two torsos' first matmuls; not DQN's 9) it hands half of them
+    to its intra-op thread pool and waits for them. PPO's per-step policy call then used
     two more threads (~30 us of their CPU per call) and took 36-44 us at best, far
     more on a loaded machine where the waited-for thread waits for a core.
     Straight-line, the draw fuses into its consumers: PPO's call is 14 thunks with
