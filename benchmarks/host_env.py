@@ -21,8 +21,9 @@ the mean episode lengths are reported. The measuring process is set up as an
 actor node is (`nodeenv`'s actor variables: one XLA thread, JAX on the CPU;
 `host_rollout.synchronous_dispatch`), whether `make bench` starts it or
 `python benchmarks/host_env.py --out=FILE` (prints the figures too). In one process
-the figures take turns slice by slice (each the best of its slices), so that each
-ratio compares two figures under the same load.
+the figures take turns slice by slice (slices of at most a quarter second, each
+figure the best of its slices), so that each ratio compares two figures under the
+same load.
 """
 
 import json
@@ -104,6 +105,11 @@ def _actor(algo: str, num_envs: int, timeout_s: float, vector: str = "sync"):
     return Acting(act, params, state, c.actor.unroll_length * num_envs)
 
 
+# A chunk's key in one dispatch, as the actor node splits it (`nodes.actor._split_key`):
+# eager `jax.random.split` took about 210 us per chunk, 13 us per vector step of 16.
+_split_key = jax.jit(lambda key: tuple(jax.random.split(key)))
+
+
 class Acting:
     """One actor's `HostAct` with its params and carry, run for windows of seconds."""
 
@@ -116,7 +122,7 @@ class Acting:
         state = self.state
 
         def step():
-            key, step_key = jax.random.split(state["key"])
+            key, step_key = _split_key(state["key"])
             (carry, tail), packed = self.act(
                 self.params, state["carry"], step_key, 1.0, state["tail"]
             )
@@ -143,18 +149,31 @@ def _best(entry: dict, name: str, rate: Rate) -> None:
     entry[cpu] = min(entry.get(cpu, float("inf")), rate.cpu_us_per_step)
 
 
+# The longest slice: on a machine shared with other jobs, `make bench`'s 1 s slices let
+# one figure draw a quiet moment the other never saw (env alone 63.4k against actors of
+# 12.7-14.6k env steps/s at load 11); quarter-second turns meet the same quiet moments.
+SLICE_S = 0.25
+
+
 def measure(algos=("dqn", "ppo"), num_envs=16, window=3.0, slices=6, processes=(1, 2, 4)) -> dict:
     """{'random': {...}, algo: {...}, 'vector': {...}, 'together': {...}}: env steps/s,
-    B, T, mean episode lengths, cores. Each figure is the best of `slices` slices of
-    window / 3 s, the figures compared by a ratio taking turns slice by slice, so that
-    a load that comes and goes reaches each alike and the best slices are the
-    quietest moments of both."""
+    B, T, mean episode lengths, cores. Each figure runs `slices` x window / 3 s in all,
+    in slices of at most `SLICE_S`, and is the best of them; the figures compared by a
+    ratio take turns slice by slice, so that a load that comes and goes reaches each
+    alike and the best slices are the quietest moments of both."""
     from distrl import host_rollout  # noqa: PLC0415
 
-    sync = host_rollout.synchronous_dispatch()
+    sync, unrolled = host_rollout.synchronous_dispatch(), host_rollout.unrolled_threefry()
     out = {"random": {"env": ENV, "num_envs": num_envs, "steps_per_s": 0.0}}
-    out["meta"] = {"synchronous_dispatch": sync, "xla_flags": os.environ.get("XLA_FLAGS", "")}
-    ends, slice_s = {}, window / 3
+    out["meta"] = {
+        "synchronous_dispatch": sync,
+        "unrolled_threefry": unrolled,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    }
+    total = slices * window / 3  # seconds per figure
+    slices = max(slices, round(total / SLICE_S))
+    ends, slice_s = {}, total / slices
+    out["meta"].update(slice_s=round(slice_s, 3), slices=slices)
     for algo in algos:
         deadline, bare = _actor(algo, num_envs, 60.0), _actor(algo, num_envs, 0.0)
         vector = deadline.act._stepper.vector  # the actor's own vector env, stepped alone
@@ -281,6 +300,7 @@ def _worker(algo: str, num_envs: int, window: float) -> None:
     from distrl import host_rollout  # noqa: PLC0415
 
     host_rollout.synchronous_dispatch()
+    host_rollout.unrolled_threefry()
     acting = _actor(algo, num_envs, 60.0)
     try:
         acting.rate(1.0)

@@ -24,6 +24,7 @@ step slower than `timeout_s` is an `EnvError` too (sync: the step runs in a work
 thread that is abandoned; async: gymnasium's `step_wait` timeout).
 """
 
+import _signal
 import queue
 import signal
 import threading
@@ -190,11 +191,13 @@ def _on_late(signum, frame):
 
 def _late_handler_ours() -> bool:
     """True when SIGUSR2 is handled by `_on_late` (installed here unless another
-    handler holds it); main thread only."""
-    handler = signal.getsignal(_LATE_SIGNAL)
+    handler holds it); main thread only. Asked of `_signal` (0.1 us): `signal.getsignal`
+    maps the answer to its enum by raising and catching a ValueError for a function,
+    3 us in every vector step."""
+    handler = _signal.getsignal(_LATE_SIGNAL)
     if handler is _on_late:
         return True
-    if handler is not signal.SIG_DFL:
+    if handler != signal.SIG_DFL:
         return False
     signal.signal(_LATE_SIGNAL, _on_late)
     return True
@@ -209,6 +212,7 @@ class VectorStepper:
         self.env, self.num_envs, self._mode, self._timeout = env, num_envs, mode, timeout_s
         self.vector = make_vector(env, num_envs, mode)
         self._deadline = _Deadline(timeout_s) if timeout_s > 0 and mode == SYNC else None
+        self._actions = np.empty(num_envs, np.int64)
         self.steps = 0  # vector steps taken
 
     def _late(self, what: str):
@@ -237,20 +241,25 @@ class VectorStepper:
     def step(self, actions: np.ndarray):
         """(observation [B] to act on next, reward, terminated, truncated, observation
         reached [B]: the pre-reset one where an episode ended)."""
-        obs, reached = self.buffer(), self.buffer()
-        reward, terminated, truncated = self.step_into(actions, obs, reached)
-        done = terminated | truncated
-        return obs, reward.astype(np.float32), terminated.copy(), done, reached
+        obs, reached, last = self.buffer(), self.buffer(), np.empty(self.num_envs, bool)
+        reward, terminated = self.step_into(actions, obs, reached, last)
+        return obs, reward.astype(np.float32), terminated.copy(), last, reached
 
-    def step_into(self, actions: np.ndarray, obs: np.ndarray, reached: np.ndarray):
-        """One vector step: the observation to act on next written into `obs` [B, ...],
-        the observation reached (pre-reset where an episode ended) into `reached`;
-        returns the vector env's (reward, terminated, truncated) arrays [B]."""
+    def step_into(self, actions: np.ndarray, obs: np.ndarray, reached: np.ndarray, last):
+        """One vector step of `actions` [B] (as the agent numbers them): the observation
+        to act on next written into `obs` [B, ...], the observation reached (pre-reset
+        where an episode ended) into `reached`, whether an episode ended there
+        (terminated or truncated) into `last` [B]; returns the vector env's (reward,
+        terminated) arrays [B]."""
         self.steps += 1
-        # int64, as gymnasium samples them: a copy's checks take an np.int32 slower
-        actions = np.add(actions, self.env.action_start, dtype=np.int64)
+        # int64, as gymnasium samples them (a copy's checks take an np.int32 slower),
+        # in a buffer of the stepper's: the vector env reads them within the step
+        wide = self._actions
+        wide[...] = actions
+        if self.env.action_start:
+            wide += self.env.action_start
         if self._mode == ASYNC:
-            self.vector.step_async(actions)
+            self.vector.step_async(wide)
             try:
                 out = self.vector.step_wait(timeout=self._timeout or None)
             except Exception as err:  # noqa: BLE001 - multiprocessing.TimeoutError and EnvError
@@ -258,15 +267,15 @@ class VectorStepper:
                     raise self._late("vector step") from None
                 raise
         else:
-            out = self._run("vector step", self.vector.step, actions)
+            out = self._run("vector step", self.vector.step, wide)
         raw, reward, terminated, truncated, info = out
         self.env.encode_into(raw, obs)
         reached[...] = obs
-        done = np.logical_or(terminated, truncated)
-        if done.any():  # reset within the step: the observation reached is the final one
-            for i in np.flatnonzero(done):
+        np.logical_or(terminated, truncated, out=last)
+        if last.any():  # reset within the step: the observation reached is the final one
+            for i in np.flatnonzero(last):
                 self.env.encode_into(np.asarray(info["final_obs"][i])[None], reached[i : i + 1])
-        return reward, terminated, truncated
+        return reward, terminated
 
     def close(self) -> None:
         if self._deadline is not None:
@@ -292,27 +301,42 @@ class HostAct:
     into row t of the chunk's [T, words] buffer, and one vector step whose
     observations are written into rows of the chunk's [T + 1, B] buffer. The
     chunk's other fields and its episode statistics are computed once per chunk on
-    the [T, B] arrays."""
+    the [T, B] arrays. The call's arguments cost least as the params' leaves in a
+    tuple (flattened once per chunk, not a nested dict per step) and the step index
+    as device scalars (put once per actor, not a numpy scalar converted per call).
+    An item function that needs no JAX (`packing.OnHost`: the chunk itself) runs in
+    place on the numpy chunk; any other is jitted with one packed copy back."""
 
     def __init__(self, stepper: VectorStepper, policy, num_steps: int, to_items):
         self._stepper, self._num_steps = stepper, num_steps
         self._raw_policy = policy
-        # step t's key is folded in inside the jit (no per-step slicing dispatch)
-        self._policy = jax.jit(
-            lambda params, key, t, obs, eps: packing.pack(
-                policy(params, jax.random.fold_in(key, t), obs, eps)
-            )
-        )
-        self._layout = None  # the policy output's packing.Layout, from its first call
-        self._steps = [np.int32(t) for t in range(num_steps)]
+        self._treedef = self._policy = self._layout = None  # bound by the first unroll
+        self._steps = None  # the step indices 0 .. T-1 as device scalars
         self._success = envs.success_signal(stepper.env)
 
         def items(tail, chunk, stats):
             items, tail = to_items(tail, chunk)
             return tail, (items, stats)
 
-        self._items = packing.PackedFn(items)
-        self.unpack = self._items.unpack
+        if isinstance(to_items, packing.OnHost):
+            self._items, self.unpack = items, _as_is
+        else:
+            self._items = packing.PackedFn(items)
+            self.unpack = self._items.unpack
+
+    def _bind(self, treedef, params, key, observation, epsilon) -> None:
+        """The per-step call for params of structure `treedef`, and its output's layout."""
+        policy = self._raw_policy
+        # step t's key is folded in inside the jit (no per-step slicing dispatch)
+        self._policy = jax.jit(
+            lambda leaves, key, t, obs, eps: packing.pack(
+                policy(jax.tree.unflatten(treedef, leaves), jax.random.fold_in(key, t), obs, eps)
+            )
+        )
+        self._layout = packing.Layout(jax.eval_shape(policy, params, key, observation, epsilon))
+        self._treedef = treedef
+        if self._steps is None:
+            self._steps = [jax.device_put(np.int32(t)) for t in range(self._num_steps)]
 
     def init_carry(self, seed: int) -> HostCarry:
         return HostCarry(self._stepper.reset(seed))
@@ -326,23 +350,27 @@ class HostAct:
         """T steps of the B copies from `carry` (updated in place) -> (Transition [T, B]
         as numpy, RolloutStats)."""
         stepper, num_steps = self._stepper, self._num_steps
-        if self._layout is None:
-            out = jax.eval_shape(self._raw_policy, params, key, carry.observation, epsilon)
-            self._layout = packing.Layout(out)
-        layout = self._layout
+        leaves, treedef = jax.tree.flatten(params)
+        if self._treedef is None or treedef != self._treedef:
+            self._bind(treedef, params, key, carry.observation, epsilon)
+        # epsilon converted in each call (about 1 us): a device scalar costs 60-300 us to
+        # make, and a DQN actor's changes every chunk while its schedule decays
+        leaves, epsilon = tuple(leaves), np.float32(epsilon)
+        policy, layout, steps = self._policy, self._layout, self._steps
         b = stepper.num_envs
         obs, reached = stepper.buffer(num_steps + 1), stepper.buffer(num_steps)
         words = np.empty((num_steps, layout.words), np.uint32)
+        actions = layout.leaf(words, 0)  # a view [T, B] of the actions in `words`
         reward = np.empty((num_steps, b), np.float32)
         terminated, last = np.empty((num_steps, b), bool), np.empty((num_steps, b), bool)
         obs[0] = carry.observation
         for t in range(num_steps):
-            words[t] = self._policy(params, key, self._steps[t], obs[t], epsilon)
-            actions = layout.leaf(words[t], 0)
-            r, term, trunc = stepper.step_into(actions, obs[t + 1], reached[t])
-            reward[t], terminated[t] = r, term
-            np.logical_or(term, trunc, out=last[t])
-        actions, extras = layout.unpack(words)
+            words[t] = policy(leaves, key, steps[t], obs[t], epsilon)
+            reward[t], terminated[t] = stepper.step_into(
+                actions[t], obs[t + 1], reached[t], last[t]
+            )
+        # contiguous: the packed path's leaves are, and a Reverb writer takes them as is
+        actions, extras = jax.tree.map(np.ascontiguousarray, layout.unpack(words))
         discount = np.where(terminated, 0.0, 1.0).astype(np.float32)
         chunk = Transition(obs[:num_steps], actions, reward, discount, last, reached, extras)
         carry.observation = obs[num_steps]
@@ -361,6 +389,11 @@ class HostAct:
 
     def close(self) -> None:
         self._stepper.close()
+
+
+def _as_is(output):
+    """`unpack` where the item function ran in place: its output is already numpy."""
+    return output
 
 
 def _episodes(carry: HostCarry, reward: np.ndarray, last: np.ndarray):
@@ -404,6 +437,32 @@ def synchronous_dispatch() -> bool:
     if not xla_bridge.backends_are_initialized():
         jax.config.update("jax_cpu_enable_async_dispatch", False)
     return not jax.config.read("jax_cpu_enable_async_dispatch")
+
+
+def unrolled_threefry(on: bool = True) -> bool:
+    """Makes this process lower JAX's threefry hash (every `jax.random` draw) on the CPU
+    as straight-line code (`on`) or as JAX's CPU default, a rolled 5-step while loop
+    (`on=False`); True when the straight-line lowering is in place. The same bits
+    either way; only functions compiled after the call follow it.
+
+    Why, for a host-stepped actor (call before its policy compiles): the rolled
+    loop makes about 8 small independent thunks (key halves, loop-state copies) that
+    XLA:CPU's thunk executor can run at once, and past a threshold of ready thunks
+    (PPO's 10, with its two torsos' first matmuls; not DQN's 9) it hands half of them
+    to its intra-op thread pool and waits for them. PPO's per-step policy call then used
+    two more threads (~30 us of their CPU per call) and took 36-44 us at best, far
+    more on a loaded machine where the waited-for thread waits for a core.
+    Straight-line, the draw fuses into its consumers: PPO's call is 14 thunks with
+    2 sources, run in the calling thread (benchmarks/README.md, "Issue 27")."""
+    try:  # JAX internals: a JAX without them keeps its default (the bits are the same)
+        from jax._src import prng  # noqa: PLC0415
+        from jax._src.interpreters import mlir  # noqa: PLC0415
+
+        rule = prng._threefry2x32_lowering_rule if on else prng._threefry2x32_cpu_lowering_rule
+    except (ImportError, AttributeError):
+        return False
+    mlir.register_lowering(prng.threefry2x32_p, rule, platform="cpu")
+    return on
 
 
 def seed_of(key) -> int:

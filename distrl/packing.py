@@ -93,6 +93,20 @@ class PackedFn:
         return layout.unpack(buffer)
 
 
+class OnHost:
+    """An item function whose work needs no JAX: numpy in, numpy out (the chunk itself
+    as its item). A host-stepped actor calls it in place on its numpy chunk, where a
+    jitted call would copy the chunk to the device and back (PPO's chunk: about 200 us
+    per chunk of 16 steps, a twentieth of the actor's time; benchmarks/README.md,
+    "Issue 27"); inside a JAX actor's jit it is traced like any function."""
+
+    def __init__(self, fn):
+        self._fn = fn
+
+    def __call__(self, *args):
+        return self._fn(*args)
+
+
 def _pack_output(result):
     state, output = result
     return state, pack(output)

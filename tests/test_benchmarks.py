@@ -50,9 +50,10 @@ def test_ceilings_section_measures_every_ceiling_row(tmp_path, monkeypatch):
 # 95-117 s on the shared 2-core machine at load 11-21 (13 s of CPU): the section's process,
 # 4 subprocess copies and one actor process each import and compile.
 def test_host_section_measures_the_host_stepped_actor_against_the_env_alone(tmp_path, monkeypatch):
-    """In a process set up as an actor node (synchronous dispatch, one XLA thread): the
-    actors against the vector env alone, sync against subprocess copies, and (here
-    1 only) actor processes at once with the cores each used."""
+    """In a process set up as an actor node (synchronous dispatch, one XLA thread,
+    threefry straight-line): the actors against the vector env alone, sync against
+    subprocess copies, and (here 1 only) actor processes at once with the cores each
+    used."""
     monkeypatch.setitem(run.SETTINGS["quick"], "window", 0.4)
     monkeypatch.setattr(rows, "HOST_TOGETHER", (1,))
     assert run.main(["--quick", "--only=host", f"--out={tmp_path}"]) == 0
@@ -61,6 +62,7 @@ def test_host_section_measures_the_host_stepped_actor_against_the_env_alone(tmp_
     assert "errors" not in results
     host = results["host"]
     assert host["meta"]["synchronous_dispatch"] is True
+    assert host["meta"]["unrolled_threefry"] is True  # the policy call in the calling thread
     assert "intra_op_parallelism_threads=1" in host["meta"]["xla_flags"]
     host_rows = [r for r in results["rows"] if r["section"] == "1 host env"]
     alone, actors = host_rows[0], host_rows[1 : 1 + len(rows.ALGOS)]

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from distrl import agents, envs, evaluation, host_evaluation, host_rollout, pipelines
+from distrl import agents, envs, evaluation, host_evaluation, host_rollout, packing, pipelines
 from distrl import config as config_lib
 from distrl.envs import exact, factory
 from distrl.pyenv import EnvError
@@ -228,6 +228,34 @@ def test_a_chunk_becomes_the_pipelines_items_with_the_tables_signature():
             assert got.shape[got.ndim - want.ndim :] == want.shape, (algorithm, got.shape)
             assert got.dtype == want.dtype, (algorithm, got.dtype, want.dtype)
         assert int(stats.env_steps) == 32
+
+
+def test_straight_line_threefry_draws_the_same_bits_without_a_loop():
+    """A host actor's process lowers threefry straight-line (`unrolled_threefry`): PPO's
+    per-step policy call draws the same actions, log-probs and values as under JAX's
+    rolled loop, and compiles with no loop (whose small independent thunks XLA:CPU
+    ran on other threads)."""
+    c = _config("gymnasium:CartPole-v1", algorithm="ppo")
+    env = config_lib.make_env(c)
+    agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
+    params = agent.init(jax.random.PRNGKey(0)).params
+    obs = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
+
+    def compiled():
+        step = jax.jit(lambda p, k, o: packing.pack(agent.policy(p, k, o, 0.0)))
+        return step.lower(params, jax.random.PRNGKey(0), obs).compile()
+
+    try:
+        assert not host_rollout.unrolled_threefry(False)
+        rolled = compiled()
+        assert host_rollout.unrolled_threefry(True)
+        straight = compiled()
+    finally:
+        host_rollout.unrolled_threefry(False)
+    assert "while" in rolled.as_text() and "while" not in straight.as_text()
+    for seed in range(20):
+        key = jax.random.PRNGKey(seed)
+        assert np.array_equal(rolled(params, key, obs), straight(params, key, obs)), seed
 
 
 def test_the_evaluator_plays_exactly_its_episodes_and_scores_success():

@@ -90,8 +90,13 @@ class Actor:
         self._acting = None  # _Acting, once started
         if _steps_in_python(config):  # before any JAX backend exists
             sync = host_rollout.synchronous_dispatch()
+            unrolled = host_rollout.unrolled_threefry()
             logging.info(
-                "actor %d: synchronous JAX dispatch (env stepped in Python): %s", actor_id, sync
+                "actor %d (env stepped in Python): synchronous JAX dispatch %s, straight-line "
+                "threefry %s",
+                actor_id,
+                sync,
+                unrolled,
             )
 
     def run(self) -> None:

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import reverb
 
-from distrl import replay
+from distrl import packing, replay
 from distrl.agents import PipelineKind
 from distrl.errors import ConfigError, check
 from distrl.pipelines.base import Pipeline, zeros
@@ -102,8 +102,8 @@ class Chunks(Pipeline):
 
     # -- the actor
     def item_fn(self, agent_config, config, env):
-        """The chunk itself, written as one item."""
-        return lambda tail, chunk: (chunk, None)
+        """The chunk itself, written as one item (no JAX: `packing.OnHost`)."""
+        return packing.OnHost(lambda tail, chunk: (chunk, None))
 
     def write(self, writer, items, version: int) -> None:
         writer.write_chunk(items, version)
