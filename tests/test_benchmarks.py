@@ -63,7 +63,7 @@ def test_host_section_measures_the_host_stepped_actor_against_the_env_alone(tmp_
     host = results["host"]
     assert host["meta"]["synchronous_dispatch"] is True
     assert host["meta"]["unrolled_threefry"] is True  # the policy call in the calling thread
-    assert "intra_op_parallelism_threads=1" in host["meta"]["xla_flags"]
+    assert "--xla_cpu_multi_thread_eigen=false" in host["meta"]["xla_flags"]
     host_rows = [r for r in results["rows"] if r["section"] == "1 host env"]
     alone, actors = host_rows[0], host_rows[1 : 1 + len(rows.ALGOS)]
     assert alone["figure"] > 0 and "gymnasium's own SyncVectorEnv" in alone["note"]

@@ -7,12 +7,14 @@ the environment every node will share.
 
 # CPU-side nodes share the machine's cores with each other and the learner: one
 # XLA/TF thread each keeps them from oversubscribing it, and JAX_PLATFORMS=cpu keeps
-# them off any accelerator, which the learner alone holds.
+# them off any accelerator, which the learner alone holds. (XLA has no
+# intra_op_parallelism_threads flag: the often-copied bare token after the Eigen flag
+# is not one XLA reads.)
 _QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2"}
 _CPU_NODE = {
     **_QUIET,
     "JAX_PLATFORMS": "cpu",
-    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false",
     "TF_NUM_INTRAOP_THREADS": "1",
     "TF_NUM_INTEROP_THREADS": "1",
 }
