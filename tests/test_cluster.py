@@ -797,8 +797,10 @@ def test_actors_follow_the_cluster_as_a_worker_leaves_and_comes_back(ray_cluster
     assert sorted(changes[1]["removed"]) == left and sorted(changes[2]["added"]) == left
     result = json.loads((run_dir / "result.json").read_text())
     assert result["failures"] == {}, result
-    # Removed, not restarted (a counter or evaluator on that machine moves as always).
-    assert not [r for r in result["restarts"] if r["node"].startswith("actor/")], result
+    # Removed, not placed again: an actor restarts only as a holder of a moved node's
+    # address (a counter or evaluator on that machine moves as always).
+    actor_restarts = [r for r in result["restarts"] if r["node"].startswith("actor/")]
+    assert all(" moved to host " in r["cause"] for r in actor_restarts), actor_restarts
     rows = _rows(run_dir / "logs" / "evaluator.csv")
     steps = [r["env_steps"] for r in rows]
     assert steps == sorted(steps) and steps[-1] > steps[0], steps
