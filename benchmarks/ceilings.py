@@ -20,8 +20,9 @@ import reverb
 from benchmarks import learner as learner_bench
 from benchmarks import tables
 from benchmarks.common import measure_rate, measure_rates
-from distrl import agents, replay, rollout
+from distrl import agents, replay
 from distrl import config as config_lib
+from distrl.acting import rollout
 from distrl.nodes.actor import _split_key, make_act
 
 _EPSILON = 0.1  # a mid-training exploration rate; it changes no shapes

@@ -91,8 +91,9 @@ def _gymnasium_vector(num_envs: int):
 
 def _actor(algo: str, num_envs: int, timeout_s: float, vector: str = "sync"):
     from benchmarks.common import load_config  # noqa: PLC0415
-    from distrl import agents, host_rollout, pipelines  # noqa: PLC0415
+    from distrl import agents, pipelines  # noqa: PLC0415
     from distrl import config as config_lib  # noqa: PLC0415
+    from distrl.acting import host_rollout  # noqa: PLC0415
 
     c = load_config(algo, {"env.name": ENV, "actor.num_envs": num_envs})
     c.env.step_timeout_s, c.env.vector = timeout_s, vector
@@ -161,7 +162,7 @@ def measure(algos=("dqn", "ppo"), num_envs=16, window=3.0, slices=6, processes=(
     in slices of at most `SLICE_S`, and is the best of them; the figures compared by a
     ratio take turns slice by slice, so that a load that comes and goes reaches each
     alike and the best slices are the quietest moments of both."""
-    from distrl import host_rollout  # noqa: PLC0415
+    from distrl.acting import host_rollout  # noqa: PLC0415
 
     sync, unrolled = host_rollout.synchronous_dispatch(), host_rollout.unrolled_threefry()
     out = {"random": {"env": ENV, "num_envs": num_envs, "steps_per_s": 0.0}}
@@ -297,7 +298,7 @@ def run(out_path: str, algos, window: float, processes, timeout_s: float = 900.0
 def _worker(algo: str, num_envs: int, window: float) -> None:
     """One of `together`'s actor processes: compile, say "ready", wait for "go", act
     for `window` seconds, print its rate and the CPU time it used (JSON)."""
-    from distrl import host_rollout  # noqa: PLC0415
+    from distrl.acting import host_rollout  # noqa: PLC0415
 
     host_rollout.synchronous_dispatch()
     host_rollout.unrolled_threefry()

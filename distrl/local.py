@@ -61,8 +61,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from distrl import agents, envs, evaluation, pipelines, resources, rollout
+from distrl import agents, envs, pipelines, resources
 from distrl import config as config_lib
+from distrl.acting import evaluation, rollout
 from distrl.envs import exact, host_env
 from distrl.errors import check as _check
 

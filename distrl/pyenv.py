@@ -3,7 +3,7 @@ env by name, and the wrapper that names it and the step in every failure.
 
 `distrl.envs.host_env` turns such an env into a spec and capabilities for the data
 path; the actors and the evaluator step copies of it through a gymnasium vector env
-(`distrl.host_rollout`). The copies are made here, by name, so that a subprocess of
+(`distrl.acting.host_rollout`). The copies are made here, by name, so that a subprocess of
 `AsyncVectorEnv` (started with spawn) unpickles only `make_checked`'s arguments and
 imports gymnasium and numpy, not JAX (this module imports nothing of distrl's).
 

@@ -16,8 +16,9 @@ import os
 
 import numpy as np
 
-from distrl import agents, evaluation, networks, pipelines
+from distrl import agents, networks, pipelines
 from distrl import config as config_lib
+from distrl.acting import evaluation
 
 GB = 1024**3
 # One node process: Python, TensorFlow, Reverb, courier and JAX imported and an agent

@@ -7,7 +7,8 @@ output and the launcher's final lines.
 
 import os
 
-from distrl import evaluation, files, rundir
+from distrl import files, rundir
+from distrl.acting import evaluation
 
 
 def path(run_dir: str) -> str:

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from conftest import load_config
 
-from distrl import agents, envs, evaluation, local, pipelines, resources, rollout
+from distrl import agents, envs, local, pipelines, resources
 from distrl import config as config_lib
+from distrl.acting import evaluation, rollout
 from distrl.envs import LEFT, RIGHT, UP, make_env
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

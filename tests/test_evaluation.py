@@ -6,7 +6,8 @@ import ml_collections
 import numpy as np
 import pytest
 
-from distrl import agents, evaluation
+from distrl import agents
+from distrl.acting import evaluation
 from distrl.agents.base import Agent, ValuedPolicy
 from distrl.analysis import plots
 from distrl.envs import exact, make_env

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from distrl import evaluation
+from distrl.acting import evaluation
 from distrl.envs import exact, make_env
 
 LEFT, DOWN, RIGHT, UP = 0, 1, 2, 3

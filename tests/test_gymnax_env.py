@@ -14,7 +14,8 @@ from test_env_interface import _check_contract
 pytest.importorskip("gymnax")
 
 from distrl import config as config_lib  # noqa: E402
-from distrl import envs, evaluation, local, rollout  # noqa: E402
+from distrl import envs, local  # noqa: E402
+from distrl.acting import evaluation, rollout  # noqa: E402
 from distrl.envs import gymnax_env  # noqa: E402
 
 KEY = jax.random.PRNGKey(0)

@@ -14,8 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from distrl import agents, envs, evaluation, host_evaluation, host_rollout, packing, pipelines
+from distrl import agents, envs, packing, pipelines
 from distrl import config as config_lib
+from distrl.acting import evaluation, host_evaluation, host_rollout
 from distrl.envs import exact, factory
 from distrl.pyenv import EnvError
 
@@ -358,7 +359,7 @@ def test_async_copies_start_under_a_deep_tmpdir(tmp_path):
     deep.mkdir()
     script = (
         "import multiprocessing as mp\n"
-        "from distrl import host_rollout\n"
+        "from distrl.acting import host_rollout\n"
         "ctx = mp.get_context(host_rollout._forkserver())\n"
         "p = ctx.Process(target=print, args=('child ran',)); p.start(); p.join()\n"
         "print('exit', p.exitcode)\n"

@@ -9,8 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from distrl import agents, packing, rollout
+from distrl import agents, packing
 from distrl import config as config_lib
+from distrl.acting import rollout
 from distrl.nodes.actor import make_act
 
 

@@ -15,7 +15,8 @@ from conftest import load_config
 pytest.importorskip("gymnax")
 
 from distrl import config as config_lib  # noqa: E402
-from distrl import envs, evaluation, local, rundir  # noqa: E402
+from distrl import envs, local, rundir  # noqa: E402
+from distrl.acting import evaluation  # noqa: E402
 from distrl.analysis import compare, compare_report  # noqa: E402
 from distrl.envs import exact  # noqa: E402
 from distrl.program import launcher as program  # noqa: E402

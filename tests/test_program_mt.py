@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from conftest import load_config
 
-from distrl import evaluation, metrics, pipelines, policy, results
+from distrl import metrics, pipelines, policy, results
+from distrl.acting import evaluation
 from distrl.nodes.evaluator import next_mark
 from distrl.program import errors
 from distrl.program import launcher as program

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 import reverb
 
-from distrl import agents, pipelines, replay, rollout
+from distrl import agents, pipelines, replay
 from distrl import config as config_lib
+from distrl.acting import rollout
 from distrl.agents import nstep
 from distrl.types import Transition
 

@@ -4,7 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from distrl import agents, rollout
+from distrl import agents
+from distrl.acting import rollout
 from distrl.envs import make_env
 
 ENV = make_env("4x4")

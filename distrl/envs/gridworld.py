@@ -2,7 +2,7 @@
 
 `GridWorld.reset` and `GridWorld.step` are pure functions of an explicit `EnvState`
 and PRNG key, written for one environment; callers batch them with `jax.vmap` and
-unroll them with `lax.scan` (see `distrl/rollout.py`). The dynamics are those of
+unroll them with `lax.scan` (see `distrl/acting/rollout.py`). The dynamics are those of
 Gymnasium's FrozenLake-v1; the TimeStep a step returns is what actors record. It
 implements `envs.interface` with every optional capability (a success signal, a
 declared determinism, a tabular model, a grid); only `distrl/envs/` names it.

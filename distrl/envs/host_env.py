@@ -5,8 +5,8 @@ user's own `gymnasium.Env` (subclass or factory) named `module.path:attribute`.
 Such an env is not an `interface.Environment` (no pure reset/step to jit): it is a
 frozen, hashable `HostEnv` holding the name and the keyword arguments (JSON), from
 which every process makes its copies (`distrl.pyenv`). Actors step them through a
-gymnasium vector env (`distrl.host_rollout`), the evaluator plays its episodes the
-same way (`distrl.host_evaluation`); `is_host_env` tells the two kinds apart.
+gymnasium vector env (`distrl.acting.host_rollout`), the evaluator plays its episodes the
+same way (`distrl.acting.host_evaluation`); `is_host_env` tells the two kinds apart.
 
 Spaces: actions must be `Discrete(n)` (the policy's 0..n-1 are shifted by the space's
 start); observations `Box` (kept in their dtype, float64 stored as float32, which the

@@ -19,8 +19,9 @@ import time
 import jax
 from absl import logging
 
-from distrl import agents, envs, host_rollout, metrics, packing, pipelines, replay, rollout
+from distrl import agents, envs, metrics, packing, pipelines, replay
 from distrl import config as config_lib
+from distrl.acting import host_rollout, rollout
 from distrl.nodes.lifecycle import InProcess
 from distrl.nodes.variables import ParamsClient
 

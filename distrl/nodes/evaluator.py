@@ -26,8 +26,9 @@ import time
 import jax
 from absl import logging
 
-from distrl import agents, envs, evaluation, host_evaluation, metrics, policy, results
+from distrl import agents, envs, metrics, policy, results
 from distrl import config as config_lib
+from distrl.acting import evaluation, host_evaluation
 from distrl.envs import exact
 from distrl.nodes.counter import data_summary
 from distrl.nodes.lifecycle import InProcess

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 import reverb
 
-from distrl import replay, rollout
+from distrl import replay
+from distrl.acting import rollout
 from distrl.agents import PipelineKind, nstep
 from distrl.agents.replay_buffer import replay_add, replay_init, replay_sample
 from distrl.errors import check

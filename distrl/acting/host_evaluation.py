@@ -14,7 +14,8 @@ taken as exact (an env stepped in Python declares no determinism).
 import jax
 import numpy as np
 
-from distrl import envs, evaluation, host_rollout
+from distrl import envs
+from distrl.acting import evaluation, host_rollout
 
 WIDTH = 256  # copies in an evaluator's vector env, at most
 

@@ -30,7 +30,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from distrl import envs, rollout
+from distrl import envs
+from distrl.acting import rollout
 from distrl.envs import exact
 
 ARROWS = "<v>^"  # indexed by action: 0=LEFT 1=DOWN 2=RIGHT 3=UP

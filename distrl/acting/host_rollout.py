@@ -34,8 +34,8 @@ import jax
 import numpy as np
 
 from distrl import envs, packing, pyenv
+from distrl.acting.rollout import RolloutStats
 from distrl.pyenv import EnvError
-from distrl.rollout import RolloutStats
 from distrl.types import Transition
 
 SYNC, ASYNC = "sync", "async"

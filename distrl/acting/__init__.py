@@ -1,0 +1,9 @@
+"""Acting: how a policy meets its environments, in one place.
+
+`rollout` (a jitted scan over B vmapped JAX envs), `host_rollout` (B envs stepped in
+Python, one jitted policy call per step), `evaluation` (greedy episodes, intervals, the
+stop rule) and `host_evaluation` (the same episodes on the host). A new kind of action
+or policy core changes this folder, the networks and the agents, nothing else.
+
+Kept free of imports so that a module of it loads only what it needs.
+"""
