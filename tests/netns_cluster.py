@@ -312,3 +312,23 @@ class NetnsRayCluster:
         for link in self._made_links:
             subprocess.run(["ip", "link", "del", link], capture_output=True)
         shutil.rmtree(self._log_dir, ignore_errors=True)
+        self._forget_head()
+
+    def _forget_head(self) -> None:
+        """Removes what `ray stop` would have of this head's files: `ray_current_cluster`
+        (a later plain `ray.init()` on this machine would follow it to the dead head) and
+        its session directories, named after the `ray start` process that made each."""
+        current = os.path.join(_RAY_DIR, "ray_current_cluster")
+        try:
+            with open(current) as f:
+                if f.read().strip() == self.address:
+                    os.remove(current)
+        except FileNotFoundError:
+            pass
+        ours = tuple(f"_{p.pid}" for p in self._procs)
+        for name in os.listdir(_RAY_DIR) if os.path.isdir(_RAY_DIR) else []:
+            if name.startswith("session_2") and name.endswith(ours):
+                shutil.rmtree(os.path.join(_RAY_DIR, name), ignore_errors=True)
+        latest = os.path.join(_RAY_DIR, "session_latest")
+        if os.path.islink(latest) and not os.path.exists(latest):
+            os.remove(latest)  # it pointed at one of them
