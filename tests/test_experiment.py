@@ -28,7 +28,6 @@ from distrl import (
     agents,
     checkpoint,
     cli,
-    evaluation,
     metrics,
     policy,
     replay_checkpoint,
@@ -36,6 +35,7 @@ from distrl import (
     rundir,
 )
 from distrl import config as config_lib
+from distrl.acting import evaluation
 from distrl.analysis import compare, compare_report
 from distrl.nodes import counter
 from distrl.program import launcher as program
