@@ -46,7 +46,7 @@ import numpy as np
 from absl import logging
 
 from distrl import files
-from distrl.errors import ConfigError
+from distrl.errors import ConfigError, check
 
 
 class Kind(NamedTuple):
@@ -66,6 +66,13 @@ _TMP_SUFFIX = ".tmp"  # files.write_atomic's temp files: an unfinished write
 
 class CheckpointError(ConfigError):
     """A checkpoint that cannot be resumed from (missing, corrupt or mismatched)."""
+
+
+def validate(config) -> None:
+    """ConfigError unless config.checkpoint (how often, how many kept) can work."""
+    every, keep = config.checkpoint.every_seconds, config.checkpoint.keep
+    check(every >= 0, f"config.checkpoint.every_seconds={every}; need >= 0 (0 = only at the end)")
+    check(isinstance(keep, int) and keep >= 1, f"config.checkpoint.keep={keep}; need an int >= 1")
 
 
 def directory(run_dir: str) -> str:

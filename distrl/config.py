@@ -11,36 +11,33 @@ The fields that only one pipeline reads (replay table or queue sizes, the learne
 batch, the on-policy gate) come with their defaults, meaning and units from the
 pipeline's module (`distrl.pipelines`); every config has all of them.
 
-`validate` checks all of it before any node starts and raises `ConfigError`
-naming the bad value and what would be valid (the pipeline checks its own fields);
-`distrl.resources` refuses what the machine cannot hold; `make_agent_config`,
-`make_env` turn the config into the pure layers' objects; `from_dict` rebuilds a
-saved config, `upgrade` brings an older one up to date.
+`validate` checks all of it before any node starts, in one pass, and raises
+`ConfigError` naming the bad value and what would be valid. Each section is checked
+by the module that reads it: the agent's by `distrl.agents` (as its dataclass is
+built), env by `distrl.envs.section`, evaluator and budget by
+`distrl.evaluator_config`, actor, learner and replay by `distrl.pipelines`, log by
+`distrl.metrics`, checkpoint by `distrl.checkpoint`; the config's own fields and the
+launchers' sections (ray, restart, local) here. `distrl.resources` refuses what the
+machine cannot hold; `make_agent_config`, `make_env` turn the config into the pure
+layers' objects; `from_dict` rebuilds a saved config, `upgrade` brings an older one
+up to date.
 """
 
+import contextlib
 import dataclasses
 import json
 import math
-import re
 
 import ml_collections
 
-from distrl import agents, envs, networks, pipelines
-from distrl.envs import exact, factory, host_env
-from distrl.errors import ConfigError
+from distrl import agents, checkpoint, envs, evaluator_config, metrics, pipelines
+from distrl.envs import section as env_section
+from distrl.errors import ConfigError, at_least
 from distrl.errors import check as _check
 
 LAUNCH_TYPES = ("local_mp", "test_mt", "ray")
 LEARNER_DEVICES = ("auto", "gpu", "cpu")
-MAX_TIME_LIMIT = 1_000_000  # env steps; an evaluation episode may last that long
-# Cells of a map: a 1000x1000 random map takes a minute to draw and check, and its
-# one-hot observations (8 MB per transition) fit no replay here.
-MAX_MAP_CELLS = 250_000
-# Episodes of one evaluation: 10**6 puts the Wilson interval within +-0.001; more only
-# fills the evaluator's memory (its envs are stepped together, in one jit).
-MAX_EVAL_EPISODES = 1_000_000
-GRIDWORLD = "gridworld"  # config.env.name of the built-in env
-AUTO = -1.0  # evaluator.target_success: 1.0 where the env has a success signal, else none
+RAY_ACTORS = ("fixed", "auto")
 
 
 def agent_section(algorithm: str) -> ml_collections.ConfigDict:
@@ -62,7 +59,7 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
         dict(
             # "gridworld" (the built-in, with the fields below) or a factory of your own,
             # 'module.path:function' (README, "Your own environment")
-            name=GRIDWORLD,
+            name=env_section.GRIDWORLD,
             kwargs="{}",  # the factory's keyword arguments as a JSON object (not the gridworld's)
             # envs stepped in Python ('gymnasium:<id>' or a factory returning a gymnasium.Env):
             vector="sync",  # an actor's B copies: "sync" in its process, "async": a process each
@@ -109,7 +106,7 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             # stop once the success interval's lower bound is here (0: never); -1 (AUTO):
             # 1.0 on an env with a success signal (the gridworld), none on one without;
             # a value 0..1 set on an env without a success signal is refused
-            target_success=AUTO,
+            target_success=evaluator_config.AUTO,
             # > 0: the target is this fraction of the exact optimum (envs.exact's pi* for
             # the agent's discount, expected over the env's start states) instead of
             # target_success, in the figure optimal_measure names
@@ -270,61 +267,24 @@ def make_env(config) -> envs.Environment:
     """The env `config.env.name` names: the built-in gridworld (from env.map, slippery,
     time_limit, rewards), a user's factory 'module.path:function' called with
     env.kwargs, 'gymnax:<id>' or 'gymnasium:<id>' (an env stepped in Python:
-    `envs.host_env`). Any failure to build it is a ConfigError naming it."""
-    e = config.env
-    if e.name != GRIDWORLD:
-        try:
-            return factory.build(e.name, factory.parse_kwargs(e.kwargs))
-        except factory.FactoryError as err:
-            raise ConfigError(f"config.env.name={e.name!r}: {err}") from None
-    _check(
-        e.kwargs.strip() in ("", "{}"),
-        f"config.env.kwargs={e.kwargs!r}: keyword arguments of a factory env "
-        f"(env.name='module:factory' or 'gymnax:<id>'); the gridworld takes env.map, "
-        f"env.slippery, env.time_limit and env.rewards; need '{{}}'",
-    )
-    _check_map_size(e.map)
-    try:
-        return envs.make_env(
-            map_name=map_spec(e.map),
-            slippery=bool(e.slippery),
-            time_limit=int(e.time_limit) or None,
-            rewards=tuple(e.rewards),
-        )
-    except ValueError as err:
-        raise ConfigError(f"config.env: {err}") from None
-
-
-def _check_map_size(value) -> None:
-    """ConfigError for a map of more than MAX_MAP_CELLS cells, before it is drawn."""
-    if isinstance(value, str) and value.startswith("random:"):
-        size = re.match(r"random:(\d+)x(\d+)(:|$)", value)
-        cells = int(size.group(1)) * int(size.group(2)) if size else 0
-    elif isinstance(value, str) and "/" in value:
-        rows = value.split("/")
-        cells = len(rows) * max(len(r) for r in rows)
-    else:
-        cells = 0
-    _check(
-        cells <= MAX_MAP_CELLS,
-        f"config.env.map={value[:40]!r}: {cells:,} cells; need at "
-        f"most {MAX_MAP_CELLS:,} (e.g. random:500x500:seed=0)",
-    )
-
-
-def map_spec(value):
-    """A map name ('4x4', 'random:8x8:seed=3') or rows written 'SFFF/FHFH/FFFH/HFFG'."""
-    if isinstance(value, str) and "/" in value:
-        return tuple(value.split("/"))
-    return value
+    `envs.host_env`). Any failure to build it is a ConfigError naming it
+    (`envs.section.make`)."""
+    return env_section.make(config.env)
 
 
 def make_agent_config(config):
     """The agent's config dataclass, built from `config.agent` (every field)."""
     section = agent_section(config.algorithm)  # ConfigError for an unknown algorithm
     _check_keys(config.agent, section, "config.agent")
-    try:
+    with _agent_errors():
         return agents.make_config(config.algorithm, **config.agent.to_dict())
+
+
+@contextlib.contextmanager
+def _agent_errors():
+    """An agent's ValueError (`agents.checks`) as the ConfigError naming its field."""
+    try:
+        yield
     except (TypeError, ValueError) as err:
         raise ConfigError(f"config.agent.{err}") from None
 
@@ -341,15 +301,12 @@ def pipeline(config) -> pipelines.Pipeline:
 
 # Fields added after runs were saved, with the value those runs had (their items and
 # replay checkpoints have that layout): what `upgrade` fills in.
-# What evaluator.target_of_optimal is a fraction of (`exact.Optimum`'s figure at the start).
-OPTIMAL_MEASURES = ("success", "return")
-
 ADDED_LATER = {
     "replay.item_steps": 1,
     "learner.batches_per_read": 1,
     "learner.updates_in_flight": 0,
     "evaluator.every_env_steps": 0,
-    "env.name": GRIDWORLD,
+    "env.name": env_section.GRIDWORLD,
     "env.kwargs": "{}",
     "env.vector": "sync",
     "env.step_timeout_s": 60.0,
@@ -470,112 +427,31 @@ def flatten(tree: dict, prefix: str = "") -> dict:
 
 
 def validate(config) -> None:
-    """Raises ConfigError for any value that cannot work; returns None otherwise."""
+    """Raises ConfigError for any value that cannot work; returns None otherwise.
+
+    One pass: the config's shape and types and its own fields here, then each section
+    by the module that reads it."""
     base = base_config(config.algorithm)  # ConfigError for an unknown algorithm
     _check_keys(config, base, "config")
     _check_types(config, base)
+    _check_own(config)  # seed, num_actors, ray, restart, local
     agent_config = make_agent_config(config)
     env = make_env(config)
-    _check_ranges(config)
-    pipelines.of(agent_config).validate(config, agent_config, env)
-    _validate_budget_and_evaluator(config)
-    check_env(config, env)
-    _validate_ray(config)
-    _validate_restart(config)
-
-
-def success_target(config, has_success: bool) -> float:
-    """The success target a run stops at (0: none): evaluator.target_success, or with
-    AUTO (the default) 1.0 on an env with a success signal and none on one without."""
-    value = float(config.evaluator.target_success)
-    if value == AUTO:
-        return 1.0 if has_success else 0.0
-    return value
-
-
-def targets(config, env, best) -> tuple:
-    """(success, mean return) a run stops at, 0 for none: `success_target` and
-    evaluator.target_return, or with evaluator.target_of_optimal its fraction of pi*'s
-    figure at the start (`exact.at_start`; `best`: `exact.Optimum` of env's tabular
-    model for the agent's discount) in place of the one optimal_measure names, the
-    success target (`success`) or the return target (`return`: `exact.return_target`,
-    and no success target)."""
-    e = config.evaluator
-    success = success_target(config, envs.success_signal(env) is not None)
-    target_return = float(e.target_return)
-    if e.target_of_optimal and best is not None:
-        model = envs.tabular_model(env)
-        if e.optimal_measure == "return":
-            optimal = exact.at_start(model, best.returns)
-            success, target_return = 0.0, exact.return_target(optimal, e.target_of_optimal)
-        else:
-            success = float(e.target_of_optimal * exact.at_start(model, best.success))
-    return float(success), target_return
+    check_env(config, env)  # env, evaluator, budget; the agent on this env
+    pipelines.validate(config, agent_config, env)
+    metrics.validate(config)
+    checkpoint.validate(config)
 
 
 def check_env(config, env) -> None:
-    """ConfigError when the run needs what `env` lacks (`distrl.envs.interface`): a
-    success target set (0..1) needs the env's success signal, a target of the optimum
-    its tabular model (for the exact optimum) as well; the default success target
-    (AUTO) applies only where there is a signal, and a run needs some target or
-    budget to end on. The gridworld has both. A conv
-    torso (config.agent.torso) needs image observations [H, W, C]."""
-    _check(
-        isinstance(env, envs.Environment) or host_env.is_host_env(env),
-        f"{type(env).__name__} is not an environment: need spec, reset, step and observe "
-        f"(distrl.envs.interface)",
-    )
-    v = config.env.vector
-    _check(v in ("sync", "async"), f"config.env.vector={v!r}; need 'sync' or 'async'")
-    _check(
-        v == "sync" or host_env.is_host_env(env),
-        f"config.env.vector={v!r}: only an env stepped in Python (gymnasium) has copies to "
-        f"put in subprocesses; {config.env.name!r} is stepped inside the actors' jit",
-    )
-    e = config.evaluator
-    kind = type(env).__name__
-    _check(
-        e.target_success <= 0 or envs.success_signal(env) is not None,
-        f"config.evaluator.target_success={e.target_success}: the env ({kind}) has no "
-        f"success signal; leave it at -1 (the default: a success target only where there "
-        f"is one) or 0 and stop on config.evaluator.target_return (the mean return) or a "
-        f"budget (config.budget)",
-    )
-    _check(
-        success_target(config, envs.success_signal(env) is not None)
-        or e.target_of_optimal
-        or e.target_return
-        or config.budget.env_steps
-        or config.budget.learner_steps
-        or config.budget.seconds,
-        "config.budget sets no limit and config.evaluator sets no target: "
-        "the run would never stop; set one of them",
-    )
-    on_success = e.optimal_measure == "success"
-    _check(
-        not e.target_of_optimal
-        or (
-            envs.tabular_model(env) is not None
-            and (not on_success or envs.success_signal(env) is not None)
-        ),
-        f"config.evaluator.target_of_optimal={e.target_of_optimal}: the env ({kind}) has no "
-        f"tabular model{' with a success signal' if on_success else ''}, so no exact "
-        f"optimum; set it to 0 and stop on a budget (config.budget)",
-    )
-    try:
-        networks.torso_kind(make_agent_config(config).torso, env.spec.observation_shape)
-    except ValueError as err:
-        raise ConfigError(f"config.agent.{err}") from None
-
-
-def _validate_restart(config) -> None:
-    r, keep = config.restart, config.checkpoint.keep
-    _check(isinstance(keep, int) and keep >= 1, f"config.checkpoint.keep={keep}; need an int >= 1")
-    _check(
-        isinstance(r.max_per_node, int) and r.max_per_node >= 0,
-        f"config.restart.max_per_node={r.max_per_node}; need an int >= 0 (0: no restarts)",
-    )
-    _check(r.backoff_seconds >= 0, f"config.restart.backoff_seconds={r.backoff_seconds}; need >= 0")
+    """ConfigError when the run needs what `env` (config.env's, or one a caller supplies:
+    `distrl.local`) lacks, or a value about it cannot work: the env section
+    (`envs.section`), the evaluator's targets and the budget (`evaluator_config`), and
+    the agent on this env (`agents.check_env`: a conv torso needs images [H, W, C])."""
+    env_section.validate(config.env, env)
+    evaluator_config.validate(config, env)
+    with _agent_errors():
+        agents.check_env(make_agent_config(config), env)
 
 
 def _check_types(config, base) -> None:
@@ -596,60 +472,36 @@ def _check_types(config, base) -> None:
             _check(math.isfinite(value), f"config.{key}={value!r}; need a finite number")
 
 
-def _at_least(config, key: str, low) -> None:
-    value = config
-    for name in key.split("."):
-        value = value[name]
-    _check(value >= low, f"config.{key}={value}; need >= {low}")
-
-
-# Integers and non-negative numbers outside the agent section, with their lowest value.
+# The config's own fields and the sections that only the launchers (distrl.program)
+# and the single-process trainer (distrl.local) read: they import this module, so
+# these checks live here rather than beside them. Integers with their lowest value:
 _LOWEST = {
     "num_actors": 1,
-    "actor.num_envs": 1,
-    "actor.unroll_length": 1,
-    "replay.item_steps": 1,
-    "actor.params_update_period": 1,
-    "actor.epsilon_spread": 0,
-    "learner.prefetch": 0,
-    "learner.batches_per_read": 1,
-    "learner.updates_in_flight": 0,
-    "learner.max_in_flight": 0,
-    "actor.chunks_per_version": 0,
-    "evaluator.num_envs": 1,
     "seed": 0,
-    "env.time_limit": 0,
     "local.eval_every": 0,
     "local.iterations_per_call": 1,
     "local.xla_opt_level": -1,
 }
 
 
-def _check_ranges(config) -> None:
-    for key, low in _LOWEST.items():
-        _at_least(config, key, low)
+def _check_own(config) -> None:
+    at_least(config, _LOWEST)
     _check(config.seed < 2**31, f"config.seed={config.seed}; need 0 .. 2**31-1")
-    timeout = config.env.step_timeout_s
-    _check(timeout >= 0, f"config.env.step_timeout_s={timeout}; need >= 0 seconds (0: no limit)")
-    t = config.env.time_limit
-    _check(t <= MAX_TIME_LIMIT, f"config.env.time_limit={t}; need 0 .. {MAX_TIME_LIMIT} steps")
     _check(
         config.local.xla_opt_level <= 3,
         f"config.local.xla_opt_level="
         f"{config.local.xla_opt_level}; need -1 (XLA's default) or 0 .. 3",
     )
-    rewards = config.env.rewards
+    r = config.restart
     _check(
-        len(rewards) == 3
-        and all(isinstance(r, (int, float)) and math.isfinite(r) for r in rewards),
-        f"config.env.rewards={tuple(rewards)}; need 3 finite numbers (goal, hole, step)",
+        isinstance(r.max_per_node, int) and r.max_per_node >= 0,
+        f"config.restart.max_per_node={r.max_per_node}; need an int >= 0 (0: no restarts)",
     )
+    _check(r.backoff_seconds >= 0, f"config.restart.backoff_seconds={r.backoff_seconds}; need >= 0")
+    _check_ray(config)
 
 
-RAY_ACTORS = ("fixed", "auto")
-
-
-def _validate_ray(config) -> None:
+def _check_ray(config) -> None:
     r = config.ray
     _check(r.actor_cpus > 0, f"config.ray.actor_cpus={r.actor_cpus}; need > 0")
     _check(r.actors in RAY_ACTORS, f"config.ray.actors={r.actors!r}; valid: {RAY_ACTORS}")
@@ -672,42 +524,3 @@ def _validate_ray(config) -> None:
         r.learner_device in LEARNER_DEVICES,
         f"config.ray.learner_device={r.learner_device!r}; valid: {LEARNER_DEVICES}",
     )
-
-
-def _validate_budget_and_evaluator(config) -> None:
-    e, bud = config.evaluator, config.budget
-    _check(e.every_seconds > 0, f"config.evaluator.every_seconds={e.every_seconds}; need > 0")
-    _check(
-        isinstance(e.every_env_steps, int) and e.every_env_steps >= 0,
-        f"config.evaluator.every_env_steps={e.every_env_steps!r}; need an integer >= 0 "
-        f"(0 = every every_seconds of wall time)",
-    )
-    for name in ("num_envs", "confirm_envs"):
-        _check(
-            1 <= e[name] <= MAX_EVAL_EPISODES,
-            f"config.evaluator.{name}={e[name]:,} episodes; need 1 .. {MAX_EVAL_EPISODES:,} "
-            f"(10**6 put the 95% interval within +-0.001)",
-        )
-    _check(
-        0.0 <= e.target_of_optimal <= 1.0,
-        f"config.evaluator.target_of_optimal={e.target_of_optimal}; need 0..1 (0 disables)",
-    )
-    _check(
-        e.optimal_measure in OPTIMAL_MEASURES,
-        f"config.evaluator.optimal_measure={e.optimal_measure!r}; valid: {OPTIMAL_MEASURES}",
-    )
-    _check(
-        not (e.target_of_optimal and e.optimal_measure == "return" and e.target_return),
-        f"config.evaluator.target_return={e.target_return:g} with target_of_optimal="
-        f"{e.target_of_optimal} of the optimal return: two return targets; set one",
-    )
-    _check(
-        0.0 <= e.target_success <= 1.0 or e.target_success == AUTO,
-        f"config.evaluator.target_success={e.target_success}; need 0..1 (0 disables) "
-        f"or -1 (1.0 where the env has a success signal)",
-    )
-    for name in ("env_steps", "learner_steps", "seconds"):
-        _check(bud[name] >= 0, f"config.budget.{name}={bud[name]}; need >= 0 (0 = no limit)")
-    log, ckpt = config.log.every_seconds, config.checkpoint.every_seconds
-    _check(log > 0, f"config.log.every_seconds={log}; need > 0")
-    _check(ckpt >= 0, f"config.checkpoint.every_seconds={ckpt}; need >= 0 (0 = only at the end)")

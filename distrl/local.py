@@ -39,7 +39,7 @@ How the experiment config maps onto one process (`Settings.of`):
   success signal, none where it has not), or evaluator.target_of_optimal of the
   exact optimum, and/or evaluator.target_return (the mean return's lower bound; 0:
   none), or with evaluator.optimal_measure=return target_of_optimal of the optimal
-  expected return in its place (`config.targets`), confirmed as above;
+  expected return in its place (`evaluator_config.targets`), confirmed as above;
   evaluator.num_envs greedy episodes every local.eval_every iterations (0, the
   default: evaluator.every_env_steps in iterations, else every iteration);
   budget.env_steps inside the jitted loop, budget.learner_steps and budget.seconds
@@ -61,10 +61,11 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from distrl import agents, envs, pipelines, resources
+from distrl import agents, envs, evaluator_config, pipelines, resources
 from distrl import config as config_lib
 from distrl.acting import evaluation, rollout
 from distrl.envs import exact, host_env
+from distrl.envs import section as env_section
 from distrl.errors import check as _check
 
 
@@ -349,7 +350,7 @@ def train(config, log=None, env=None) -> TrainResult:
     discount = agent.config.discount
     model = envs.tabular_model(env)
     best = exact.optimum(model, discount) if model is not None else None
-    target = config_lib.targets(config, env, best)  # (success, mean return); 0: none
+    target = evaluator_config.targets(config, env, best)  # (success, mean return); 0: none
     init_key, key = jax.random.split(jax.random.PRNGKey(cfg.seed))
     init_fn, step = _compile(
         functools.partial(init_carry, env, agent, cfg),
@@ -410,7 +411,7 @@ def _final_evaluation(env, agent, cfg: Settings, carry: TrainCarry, key):
 def main(config, quiet: bool = False) -> TrainResult:
     """Trains `config`, printing a line per jitted call (unless quiet) and the summary."""
     result = train(config, log=None if quiet else print)
-    where = config.env.map if config.env.name == config_lib.GRIDWORLD else config.env.name
+    where = config.env.map if config.env.name == env_section.GRIDWORLD else config.env.name
     success = (
         f"success={result.success_rate:.3f} [{result.success_low:.3f}, "
         f"{result.success_high:.3f}] target={result.target:.3f} "

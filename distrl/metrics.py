@@ -21,8 +21,16 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from distrl.errors import check
+
 LOGS_DIR = "logs"
 TB_DIR = "tb"
+
+
+def validate(config) -> None:
+    """ConfigError unless config.log (each node's row period) can work."""
+    every = config.log.every_seconds
+    check(every > 0, f"config.log.every_seconds={every}; need > 0")
 
 
 def csv_path(run_dir: str, node: str) -> str:

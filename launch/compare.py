@@ -37,6 +37,7 @@ from absl import flags
 from distrl import cli
 from distrl import config as config_lib
 from distrl.analysis import compare, compare_report, plots
+from distrl.envs import section as env_section
 
 _FLAGS = flags.FlagValues()  # this command's; cli.parse_several adds the override flags
 _CONFIGS = flags.DEFINE_list(
@@ -104,7 +105,7 @@ def _shared() -> dict:
 
 def _env_name(config) -> str:
     """The map of a gridworld run, else its env's name."""
-    if config.env.name == config_lib.GRIDWORLD:
+    if config.env.name == env_section.GRIDWORLD:
         return config.env.map
     return config.env.name
 
@@ -140,7 +141,7 @@ def _setup_lines(specs, out: str) -> list:
     machine = platform.processor() or platform.machine()
     where = (
         f"Map `{first.env.map}` (slippery: {first.env.slippery})"
-        if first.env.name == config_lib.GRIDWORLD
+        if first.env.name == env_section.GRIDWORLD
         else f"Env `{first.env.name}`"
     )
     return [

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from distrl import agents, envs, packing, pipelines
+from distrl import agents, envs, evaluator_config, packing, pipelines
 from distrl import config as config_lib
 from distrl.acting import evaluation, host_evaluation, host_rollout
 from distrl.envs import exact, factory
@@ -111,16 +111,16 @@ def test_taxi_starts_anywhere_and_its_exact_return_is_the_mean_of_its_episodes()
 
 def test_the_optimal_return_target_and_the_exact_answer_on_taxi():
     c = _config("gymnasium:Taxi-v4", algorithm="dqn")
-    c.evaluator.update(dict(target_success=config_lib.AUTO, target_of_optimal=0.98))
+    c.evaluator.update(dict(target_success=evaluator_config.AUTO, target_of_optimal=0.98))
     env = config_lib.make_env(c)
     agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
     best = exact.optimum(env, agent.config.discount)
     c.evaluator.optimal_measure = "return"
     config_lib.validate(c)
     # 98% of +7.93: a shortfall of 2% of its magnitude, and no success target beside it
-    assert config_lib.targets(c, env, best) == (0.0, pytest.approx(7.93 - 0.02 * 7.93))
+    assert evaluator_config.targets(c, env, best) == (0.0, pytest.approx(7.93 - 0.02 * 7.93))
     c.evaluator.optimal_measure = "success"  # pi* delivers from every start: 0.98
-    assert config_lib.targets(c, env, best) == (pytest.approx(0.98), 0.0)
+    assert evaluator_config.targets(c, env, best) == (pytest.approx(0.98), 0.0)
     params = agent.init(jax.random.PRNGKey(0)).params
     answer = evaluation.exact_answer(env, agent, params, agent.config.discount, best)
     assert answer["optimal_return"] == pytest.approx(7.93)

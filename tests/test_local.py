@@ -13,7 +13,7 @@ import pytest
 from conftest import load_config
 
 from distrl import config as config_lib
-from distrl import local
+from distrl import evaluator_config, local
 from distrl.agents import replay_buffer
 from distrl.types import QTransition
 
@@ -88,7 +88,7 @@ def test_settings_map_the_experiment_config():
     assert (s.num_envs, s.rollout_length, s.batch_size) == (128, 16, 256)
     assert (s.replay_capacity, s.min_replay_size) == (64_000, 640)
     assert s.updates_per_iteration == 4 * 16 * 128 // 256
-    assert (s.max_env_steps, s.target_success) == (2_000_000, config_lib.AUTO)  # 1.0 here
+    assert (s.max_env_steps, s.target_success) == (2_000_000, evaluator_config.AUTO)  # 1.0 here
     assert (s.eval_envs, s.confirm_envs) == (config.evaluator.num_envs, 10_000)
     config.evaluator.target_success, config.budget.env_steps = 0.0, 0
     s = local.Settings.of(config)

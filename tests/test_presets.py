@@ -15,7 +15,7 @@ from conftest import load_config
 pytest.importorskip("gymnax")
 
 from distrl import config as config_lib  # noqa: E402
-from distrl import envs, local, rundir  # noqa: E402
+from distrl import envs, evaluator_config, local, rundir  # noqa: E402
 from distrl.acting import evaluation  # noqa: E402
 from distrl.analysis import compare, compare_report  # noqa: E402
 from distrl.envs import exact  # noqa: E402
@@ -40,8 +40,9 @@ def test_each_env_preset_loads_and_validates_with_its_target(name):
     env = config_lib.make_env(config)
     assert len(env.spec.observation_shape) == rank
     # no success signal: the default success target asks for none
-    assert envs.success_signal(env) is None and config.evaluator.target_success == config_lib.AUTO
-    assert config_lib.success_target(config, evaluation.has_success(env)) == 0.0
+    assert envs.success_signal(env) is None
+    assert config.evaluator.target_success == evaluator_config.AUTO
+    assert evaluator_config.success_target(config, evaluation.has_success(env)) == 0.0
     if target_return:  # "greedy mean return lower bound >= 475 over 1,000 episodes"
         assert config.evaluator.confirm_envs == 1000
     if rank == 3:
@@ -77,7 +78,7 @@ def test_each_gymnasium_toy_text_preset_stops_at_98_percent_of_its_exact_optimum
     assert config.agent.discount == 0.99 and config.env.vector == "sync"
     env = config_lib.make_env(config)
     best = exact.optimum(envs.tabular_model(env), config.agent.discount)
-    assert config_lib.targets(config, env, best) == pytest.approx(targets)
+    assert evaluator_config.targets(config, env, best) == pytest.approx(targets)
 
 
 @pytest.mark.parametrize("name", ["ppo_gymnasium_cartpole", "dqn_gymnasium_cartpole"])
@@ -97,7 +98,7 @@ def test_each_gymnasium_cartpole_preset_stops_at_a_475_lower_bound(name):
     assert config.budget.env_steps == 2_000_000 and config.env.vector == "sync"
     env = config_lib.make_env(config)
     assert envs.success_signal(env) is None and env.spec.observation_shape == (4,)
-    assert config_lib.success_target(config, evaluation.has_success(env)) == 0.0
+    assert evaluator_config.success_target(config, evaluation.has_success(env)) == 0.0
 
 
 def test_the_gymnasium_cartpole_dqn_learns_as_the_gymnax_one_with_a_steadier_target():

@@ -8,6 +8,7 @@ three agents); `make_agent` dispatches on the config type.
 
 from typing import Any
 
+from distrl import networks
 from distrl.agents import actor_critic, dqn, ppo
 from distrl.agents.actor_critic import ActorCriticConfig
 from distrl.agents.base import Agent, EnvSpec, PipelineKind, TrainingState
@@ -56,7 +57,18 @@ def make_config(name: str, **overrides: Any):
 def make_agent(config, env_spec) -> Agent:
     """Builds the agent of any config dataclass above for an env spec (`EnvSpec`, an
     env's `distrl.envs.EnvSpec`, or an env, whose `spec` is taken)."""
-    return _MAKERS[type(config)](config, getattr(env_spec, "spec", env_spec))
+    return _MAKERS[type(config)](config, _spec(env_spec))
+
+
+def check_env(config, env_spec) -> None:
+    """ValueError naming the field of agent config `config` that cannot work on this
+    env (as `make_agent` takes it): a conv torso needs image observations [H, W, C].
+    Checked before any node builds the agent."""
+    networks.torso_kind(config.torso, _spec(env_spec).observation_shape)
+
+
+def _spec(env_spec):
+    return getattr(env_spec, "spec", env_spec)
 
 
 __all__ = [
@@ -69,6 +81,7 @@ __all__ = [
     "PipelineKind",
     "TrainingState",
     "actor_critic",
+    "check_env",
     "dqn",
     "make_agent",
     "make_config",

@@ -26,7 +26,7 @@ import time
 import jax
 from absl import logging
 
-from distrl import agents, envs, metrics, policy, results
+from distrl import agents, envs, evaluator_config, metrics, policy, results
 from distrl import config as config_lib
 from distrl.acting import evaluation, host_evaluation
 from distrl.envs import exact
@@ -37,15 +37,15 @@ from distrl.nodes.variables import ParamsClient
 
 
 def target_for(config, best, env=None) -> float:
-    """The success the run stops at (`config.targets`' first): a fraction of the
-    optimum's, or target_success (`config.success_target`: with the default, 1.0
+    """The success the run stops at (`evaluator_config.targets`' first): a fraction of the
+    optimum's, or target_success (`evaluator_config.success_target`: with the default, 1.0
     where the env has a success signal, 0, none, where it has not).
 
     best: `exact.Optimum` for the agent's discount (None: target_success alone), of
     `env`'s tabular model (None: config.env's).
     """
     env = config_lib.make_env(config) if env is None else env
-    return config_lib.targets(config, env, best)[0]
+    return evaluator_config.targets(config, env, best)[0]
 
 
 def stop_reason(config, report, counts, elapsed: float, target=None, target_return=None):
@@ -55,11 +55,11 @@ def stop_reason(config, report, counts, elapsed: float, target=None, target_retu
     mean return's, those set, reach them in an exact evaluation or one of
     `confirm_envs` episodes (`evaluation.confirmed`); target None means config's
     success target (`target_for`), target_return None config.evaluator.target_return
-    (`config.targets` gives both). report None: budgets only.
+    (`evaluator_config.targets` gives both). report None: budgets only.
     """
     budget = config.budget
     if target is None:
-        auto = config.evaluator.target_success == config_lib.AUTO  # AUTO needs the env
+        auto = config.evaluator.target_success == evaluator_config.AUTO  # AUTO needs the env
         target = target_for(config, None) if auto else float(config.evaluator.target_success)
     if target_return is None:
         target_return = config.evaluator.target_return
@@ -172,7 +172,7 @@ class Evaluator:
         source = ParamsClient(self._learner)
         log = metrics.MetricsLogger(self._run_dir, "evaluator")
         monitor = ReplayMonitor(self._replay, self._run_dir, c.log.every_seconds)
-        targets = config_lib.targets(c, env, best)  # (success, mean return)
+        targets = evaluator_config.targets(c, env, best)  # (success, mean return)
         if source.wait_first(self._lifecycle.should_stop):
             reason, report, counts, kept = self._loop(
                 (evaluate, confirm, judge), source, log, monitor, targets
@@ -189,7 +189,7 @@ class Evaluator:
             self._lifecycle.request_stop()
 
     def _loop(self, evaluators, source, log, monitor, targets):
-        """Evaluates until there is a stop reason (targets: `config.targets`).
+        """Evaluates until there is a stop reason (targets: `evaluator_config.targets`).
 
         evaluators: (evaluate, confirm, judge): the routine evaluation, the large
         confirming one (also the final report's), and the exact figures' function.

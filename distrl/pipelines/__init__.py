@@ -8,10 +8,13 @@ estimate and the single-process trainer's data step.
 - `transitions.Transitions` (REPLAY): n-step transitions [k, B] in a replay table.
 - `chunks.Chunks` (CHUNKS): rollout chunks [T, B] through a queue.
 - `episodes.Episodes` (EPISODES): whole-episode windows [W x T, B] through a queue.
+`validate` checks the actor, learner and replay sections for `distrl.config` (the
+lowest package that reads them all: the node modules import the config module).
 Adding a pipeline is a module here, its kind in `agents.PipelineKind`, and a line
 in `ALL`.
 """
 
+from distrl.errors import at_least
 from distrl.pipelines.base import Pipeline
 from distrl.pipelines.chunks import Chunks
 from distrl.pipelines.episodes import Episodes
@@ -20,10 +23,33 @@ from distrl.pipelines.transitions import Transitions
 ALL: tuple[Pipeline, ...] = (Transitions(), Chunks(), Episodes())
 _BY_KIND = {p.kind: p for p in ALL}
 
+# The actor's and learner's integers and non-negative numbers, every pipeline's fields'
+# included (every config has them all), with their lowest value: checked before the
+# agent's pipeline checks how they fit together (which divides by some of them).
+LOWEST = {
+    "actor.num_envs": 1,
+    "actor.unroll_length": 1,
+    "replay.item_steps": 1,
+    "actor.params_update_period": 1,
+    "actor.epsilon_spread": 0,
+    "learner.prefetch": 0,
+    "learner.batches_per_read": 1,
+    "learner.updates_in_flight": 0,
+    "learner.max_in_flight": 0,
+    "actor.chunks_per_version": 0,
+}
+
 
 def of(agent_config) -> Pipeline:
     """The pipeline of an agent config (its `pipeline` kind)."""
     return _BY_KIND[agent_config.pipeline]
+
+
+def validate(config, agent_config, env) -> None:
+    """ConfigError for an actor, learner or replay value that cannot work: out of its
+    range (`LOWEST`), or not fitting the agent's pipeline (`Pipeline.validate`)."""
+    at_least(config, LOWEST)
+    of(agent_config).validate(config, agent_config, env)
 
 
 def fields() -> dict:
@@ -37,4 +63,4 @@ def fields() -> dict:
     return merged
 
 
-__all__ = ["ALL", "Chunks", "Episodes", "Pipeline", "Transitions", "fields", "of"]
+__all__ = ["ALL", "Chunks", "Episodes", "Pipeline", "Transitions", "fields", "of", "validate"]

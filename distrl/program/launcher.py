@@ -65,25 +65,27 @@ def prepare(
     run_dir = rundir.resolve(config)
     rundir.check_writable(run_dir)
     stack.enter_context(rundir.locked(run_dir))
-    restored = None
     if resume:
         rundir.check_resume(config, run_dir)
-        if actors is None:
-            warning = _scaled_count(config, run_dir, launch_type) or warning
-        restored = _checkpoints_to_resume(run_dir, config)
     else:
         rundir.check_fresh(run_dir)
-    if actors is not None:
-        _say(f"{actors} actors: the Ray cluster's actor slots now (config.ray.actors=auto)")
-        config.num_actors = actors
+    warning = _actor_count(config, run_dir, resume, launch_type, actors) or warning
+    restored = _checkpoints_to_resume(run_dir, config) if resume else None
     if warning:
-        print(f"distrl: {warning}", file=sys.stderr)
-    rundir.remove_dead_launches(run_dir)
-    rundir.write_config(config, run_dir)
-    # A resumed run must not report an earlier launch's outcome or failures.
-    shutil.rmtree(os.path.join(run_dir, failures.FAILURES_DIR), ignore_errors=True)
-    results.remove(run_dir)
+        _say(warning)
+    _start_outputs(config, run_dir)
     return run_dir, restored
+
+
+def _actor_count(config, run_dir: str, resume: bool, launch_type: str, actors) -> str | None:
+    """Sets config.num_actors to the count to launch with: `actors` when given, else
+    on a resume the count the run was scaled to (`_scaled_count`). Returns the memory
+    warning for a changed count, if any."""
+    if actors is None:
+        return _scaled_count(config, run_dir, launch_type) if resume else None
+    _say(f"{actors} actors: the Ray cluster's actor slots now (config.ray.actors=auto)")
+    config.num_actors = actors
+    return None
 
 
 def _scaled_count(config, run_dir: str, launch_type: str) -> str | None:
@@ -97,6 +99,15 @@ def _scaled_count(config, run_dir: str, launch_type: str) -> str | None:
     _say(f"resuming with {count} actors, the count the run was scaled to ({scaling.LOG_FILE})")
     config.num_actors = count
     return warning
+
+
+def _start_outputs(config, run_dir: str) -> None:
+    """config.json as this launch runs it; no earlier launch's outcome or failures,
+    which a resumed run must not report."""
+    rundir.remove_dead_launches(run_dir)
+    rundir.write_config(config, run_dir)
+    shutil.rmtree(os.path.join(run_dir, failures.FAILURES_DIR), ignore_errors=True)
+    results.remove(run_dir)
 
 
 def _checkpoints_to_resume(run_dir: str, config) -> dict:

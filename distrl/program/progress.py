@@ -16,7 +16,7 @@ import threading
 import time
 
 from distrl import metrics, rundir
-from distrl.config import success_target
+from distrl.evaluator_config import success_target
 from distrl.metrics import human
 
 _CLEAR_LINE = "\r\x1b[K"
