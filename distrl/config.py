@@ -16,11 +16,11 @@ pipeline's module (`distrl.pipelines`); every config has all of them.
 by the module that reads it: the agent's by `distrl.agents` (as its dataclass is
 built), env by `distrl.envs.section`, evaluator and budget by
 `distrl.evaluator_config`, actor, learner and replay by `distrl.pipelines`, log by
-`distrl.metrics`, checkpoint by `distrl.checkpoint`; the config's own fields and the
-launchers' sections (ray, restart, local) here. `distrl.resources` refuses what the
-machine cannot hold; `make_agent_config`, `make_env` turn the config into the pure
-layers' objects; `from_dict` rebuilds a saved config, `upgrade` brings an older one
-up to date.
+`distrl.metrics`, checkpoint by `distrl.checkpoint`, the launchers' sections (ray,
+restart, local) by `distrl.launch_config`; the config's own fields here.
+`distrl.resources` refuses what the machine cannot hold; `make_agent_config`,
+`make_env` turn the config into the pure layers' objects; `from_dict` rebuilds a
+saved config, `upgrade` brings an older one up to date.
 """
 
 import contextlib
@@ -30,14 +30,20 @@ import math
 
 import ml_collections
 
-from distrl import agents, checkpoint, envs, evaluator_config, metrics, pipelines
+from distrl import (
+    agents,
+    checkpoint,
+    envs,
+    evaluator_config,
+    launch_config,
+    metrics,
+    pipelines,
+)
 from distrl.envs import section as env_section
 from distrl.errors import ConfigError, at_least
 from distrl.errors import check as _check
 
 LAUNCH_TYPES = ("local_mp", "test_mt", "ray")
-LEARNER_DEVICES = ("auto", "gpu", "cpu")
-RAY_ACTORS = ("fixed", "auto")
 
 
 def agent_section(algorithm: str) -> ml_collections.ConfigDict:
@@ -434,7 +440,8 @@ def validate(config) -> None:
     base = base_config(config.algorithm)  # ConfigError for an unknown algorithm
     _check_keys(config, base, "config")
     _check_types(config, base)
-    _check_own(config)  # seed, num_actors, ray, restart, local
+    _check_own(config)  # seed, num_actors
+    launch_config.validate(config)  # ray, restart, local
     agent_config = make_agent_config(config)
     env = make_env(config)
     check_env(config, env)  # env, evaluator, budget; the agent on this env
@@ -472,55 +479,10 @@ def _check_types(config, base) -> None:
             _check(math.isfinite(value), f"config.{key}={value!r}; need a finite number")
 
 
-# The config's own fields and the sections that only the launchers (distrl.program)
-# and the single-process trainer (distrl.local) read: they import this module, so
-# these checks live here rather than beside them. Integers with their lowest value:
-_LOWEST = {
-    "num_actors": 1,
-    "seed": 0,
-    "local.eval_every": 0,
-    "local.iterations_per_call": 1,
-    "local.xla_opt_level": -1,
-}
+# The config's own fields: integers with their lowest value.
+_LOWEST = {"num_actors": 1, "seed": 0}
 
 
 def _check_own(config) -> None:
     at_least(config, _LOWEST)
     _check(config.seed < 2**31, f"config.seed={config.seed}; need 0 .. 2**31-1")
-    _check(
-        config.local.xla_opt_level <= 3,
-        f"config.local.xla_opt_level="
-        f"{config.local.xla_opt_level}; need -1 (XLA's default) or 0 .. 3",
-    )
-    r = config.restart
-    _check(
-        isinstance(r.max_per_node, int) and r.max_per_node >= 0,
-        f"config.restart.max_per_node={r.max_per_node}; need an int >= 0 (0: no restarts)",
-    )
-    _check(r.backoff_seconds >= 0, f"config.restart.backoff_seconds={r.backoff_seconds}; need >= 0")
-    _check_ray(config)
-
-
-def _check_ray(config) -> None:
-    r = config.ray
-    _check(r.actor_cpus > 0, f"config.ray.actor_cpus={r.actor_cpus}; need > 0")
-    _check(r.actors in RAY_ACTORS, f"config.ray.actors={r.actors!r}; valid: {RAY_ACTORS}")
-    _check(
-        isinstance(r.min_actors, int) and r.min_actors >= 1,
-        f"config.ray.min_actors={r.min_actors!r}; need an integer >= 1",
-    )
-    _check(
-        isinstance(r.max_actors, int) and (r.max_actors == 0 or r.max_actors >= r.min_actors),
-        f"config.ray.max_actors={r.max_actors!r}; need 0 (no bound) or an integer >= "
-        f"config.ray.min_actors={r.min_actors}",
-    )
-    _check(
-        r.actors != "auto" or config.actor.chunks_per_version == 0,
-        f"config.ray.actors='auto' with config.actor.chunks_per_version="
-        f"{config.actor.chunks_per_version}: gated actors (rounds of every actor's chunks) "
-        f"would stall as the count changes; set chunks_per_version=0 or ray.actors='fixed'",
-    )
-    _check(
-        r.learner_device in LEARNER_DEVICES,
-        f"config.ray.learner_device={r.learner_device!r}; valid: {LEARNER_DEVICES}",
-    )
