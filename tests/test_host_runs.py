@@ -20,6 +20,9 @@ SHORT = [
     "--config.evaluator.confirm_envs=100",
     "--config.evaluator.num_envs=100",
 ]
+# A fault at step 100 needs no more copies than these: with env.vector=async each copy is
+# a process, and 2 actors x 64 + 100 evaluation copies swamped a loaded 2-core machine.
+FEW = ["--config.actor.num_envs=4", "--config.evaluator.num_envs=4"]
 
 
 def _run(run_dir, args, timeout=300):
@@ -65,7 +68,7 @@ def test_a_failing_env_stops_a_fail_fast_run_naming_the_env_and_step(
     tmp_path, kwargs, extra, cause
 ):
     run_dir = tmp_path / "run"
-    args = ["--fail_fast", FAULTY, f"--config.env.kwargs={json.dumps(kwargs)}", *extra]
+    args = ["--fail_fast", FAULTY, f"--config.env.kwargs={json.dumps(kwargs)}", *FEW, *extra]
     code, out = _run(run_dir, args)
     assert code == 1, out[-3000:]
     result = json.loads((run_dir / "result.json").read_text())
