@@ -1,6 +1,7 @@
 # distrl: every target sets up .venv first (once, or again when the pins change).
-#   make test    set up, lint (ruff), then run the whole test suite (Ray cluster tests included)
+#   make test    set up, lint (ruff), then every test but the Ray cluster ones
 #   make test-cluster  only the Ray cluster tests (a 3-node Ray cluster on this machine)
+#   make test-all  both, as CI runs them (.ci/run)
 #   make run     set up, then train the default experiment (DQN, 4x4, 2 actors, local_mp)
 #   make bench   set up, then run the benchmarks
 # Python 3.10 is found from $PYTHON, then python3.10 on PATH, then pyenv.
@@ -15,7 +16,7 @@ ARGS  ?=
 JOBS  ?= 3
 PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile
 
-.PHONY: setup lint test test-cluster test-fast run bench clean
+.PHONY: setup lint test test-cluster test-all test-fast run bench clean
 
 setup: $(STAMP)
 
@@ -32,15 +33,19 @@ $(STAMP): requirements.lock pyproject.toml .ci/find_python.sh
 lint: setup
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
+# The Ray cluster runs (about as long as the rest together, one file that cannot be
+# split: one cluster at a time) are their own target, which CI runs too.
 test: lint
-	$(PYTEST) $(ARGS)
+	$(PYTEST) -m "not cluster" $(ARGS)
 
 test-cluster: setup
 	$(PY) -m pytest -m cluster $(ARGS)
 
-# Everything but the multi-process (local_mp) runs.
+test-all: test test-cluster
+
+# Everything but the multi-process (local_mp and Ray) runs.
 test-fast: setup
-	$(PYTEST) -m "not slow" $(ARGS)
+	$(PYTEST) -m "not slow and not cluster" $(ARGS)
 
 run: setup
 	$(PY) launch/train.py --config=configs/dqn.py --lp_launch_type=local_mp $(ARGS)

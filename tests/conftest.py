@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import leftovers
 import psutil
 import pytest
 
@@ -32,6 +33,10 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 def load_config(name: str):
     """The ml_collections config of configs/<name>.py, as the launcher loads it."""
     return cli.load_file(name)
+
+
+def pytest_configure(config):
+    leftovers.install(config)
 
 
 def pytest_collection_modifyitems(config, items):

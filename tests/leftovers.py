@@ -1,0 +1,110 @@
+"""Nothing a test run starts outlives it: a pytest plugin (loaded by conftest.py).
+
+The controlling pytest process (not an xdist worker) marks its environment, which every
+worker, launcher, node, env copy and Ray process of the run inherits, and gives the run
+a temporary directory of its own (`TMPDIR`: what Reverb's default checkpointers,
+multiprocessing and pytest's `tmp_path` write under). After the run it checks, and a
+leftover fails the run, naming what was left:
+  - a live process that carries the mark (it waits for stragglers, then kills them);
+  - a network namespace that was not there before (the Ray test cluster's);
+  - Ray's `ray_current_cluster` file, which a later plain `ray.init()` would follow to a
+    cluster that is gone.
+The run's temporary directory is removed after a green run, and kept (its path printed)
+after a red one, for the failures' run directories.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+MARK = "DISTRL_TEST_RUN"  # environment variable: the run that started a process
+_RAY_CURRENT = "/tmp/ray/ray_current_cluster"
+# A stopped run's processes exit within this (nodes end in 15 s); the plugin's own test
+# sets it shorter.
+_GRACE_S = float(os.environ.get("DISTRL_TEST_LEFTOVER_GRACE_S", "30"))
+
+
+def _namespaces() -> set[str]:
+    if not shutil.which("ip"):
+        return set()
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def _ray_current() -> str | None:
+    try:
+        with open(_RAY_CURRENT) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _marked(run: str) -> list[psutil.Process]:
+    """Live processes of this run, other than this one (and its xdist workers' ancestors)."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == os.getpid():
+            continue
+        try:
+            if proc.environ().get(MARK) == run and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            pass
+    return found
+
+
+class Leftovers:
+    def __init__(self):
+        self.run = f"{os.getpid()}-{time.time_ns()}"
+        self.tmpdir = tempfile.mkdtemp(prefix="distrl-tests-")
+        self.namespaces = _namespaces()
+        self.ray_current = _ray_current()
+        self.session = None
+        os.environ[MARK] = self.run
+        os.environ["TMPDIR"] = self.tmpdir
+        os.environ.setdefault("RAY_TMPDIR", "/tmp")  # Ray's own directory stays /tmp/ray
+        tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+    def pytest_sessionstart(self, session):
+        self.session = session
+
+    def pytest_unconfigure(self, config):
+        """After xdist's workers are gone: what is left fails the run."""
+        found = []
+        deadline = time.time() + _GRACE_S
+        while _marked(self.run) and time.time() < deadline:
+            time.sleep(0.5)
+        for proc in _marked(self.run):
+            try:
+                found.append(f"process {proc.pid}: {' '.join(proc.cmdline())[:200]}")
+                proc.kill()
+            except psutil.Error:
+                pass
+        found += [f"network namespace {n}" for n in sorted(_namespaces() - self.namespaces)]
+        ray_current = _ray_current()
+        if ray_current and ray_current != self.ray_current:
+            found.append(f"{_RAY_CURRENT} naming {ray_current}")
+        failed = bool(found) or (self.session is not None and self.session.exitstatus != 0)
+        if failed:
+            print(f"\ndistrl tests: the run's files are kept in {self.tmpdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+        if found:
+            print("distrl tests: left behind after the run:", file=sys.stderr)
+            for line in found:
+                print(f"  {line}", file=sys.stderr)
+            if self.session is not None and self.session.exitstatus == 0:
+                self.session.exitstatus = 1
+
+
+def install(config) -> None:
+    """Registers the plugin in the controlling process only (xdist workers inherit its
+    environment and report to it)."""
+    if hasattr(config, "workerinput"):
+        return
+    config.pluginmanager.register(Leftovers(), "distrl-leftovers")

@@ -1,0 +1,63 @@
+"""The leftover check (tests/leftovers.py) fails a pytest run that leaves a process
+behind, names it, and ends it; a clean run passes and removes its temporary directory."""
+
+import os
+import subprocess
+import sys
+
+import psutil
+from conftest import ROOT
+
+LEAKY = """
+import pathlib, subprocess, tempfile
+
+def test_starts_a_process_and_writes_a_temp_dir():
+    made = tempfile.mkdtemp()  # under the run's own TMPDIR
+    pathlib.Path(__file__).with_name("made.txt").write_text(made)
+    {start}
+"""
+
+
+def _pytest(tmp_path, start: str):
+    (tmp_path / "test_inner.py").write_text(LEAKY.format(start=start))
+    (tmp_path / "conftest.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / 'tests')!r})\nimport leftovers\n\n"
+        "def pytest_configure(config):\n    leftovers.install(config)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("DISTRL_TEST_RUN", "TMPDIR")}
+    env["DISTRL_TEST_LEFTOVER_GRACE_S"] = "1"
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _kept_dir(out: str) -> str | None:
+    for line in out.splitlines():
+        if "the run's files are kept in " in line:
+            return line.split("kept in ", 1)[1].strip()
+    return None
+
+
+def test_a_process_left_behind_fails_the_run_and_is_ended(tmp_path):
+    done = _pytest(tmp_path, 'subprocess.Popen(["sleep", "3600"], start_new_session=True)')
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "left behind after the run:" in done.stderr and "sleep 3600" in done.stderr
+    kept = _kept_dir(done.stderr)
+    assert kept and os.path.isdir(kept), done.stderr
+    for proc in psutil.process_iter(["cmdline"]):
+        assert proc.info["cmdline"] != ["sleep", "3600"] or proc.status() == psutil.STATUS_ZOMBIE
+    subprocess.run(["rm", "-rf", kept], check=True)
+
+
+def test_a_clean_run_passes_and_removes_its_temporary_directory(tmp_path):
+    done = _pytest(tmp_path, "subprocess.run(['true'], check=True)")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "left behind" not in done.stderr and _kept_dir(done.stderr) is None
+    made = (tmp_path / "made.txt").read_text()
+    assert "/distrl-tests-" in made, made  # the inner run's own directory
+    assert not os.path.exists(made), made
