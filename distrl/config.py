@@ -566,6 +566,10 @@ def check_env(config, env) -> None:
         networks.torso_kind(make_agent_config(config).torso, env.spec.observation_shape)
     except ValueError as err:
         raise ConfigError(f"config.agent.{err}") from None
+    try:
+        agents.check_actions(make_agent_config(config), env)
+    except ValueError as err:
+        raise ConfigError(f"config.algorithm={config.algorithm!r}: {err}") from None
 
 
 def _validate_restart(config) -> None:

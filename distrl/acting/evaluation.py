@@ -121,7 +121,7 @@ def _episode_step(env: envs.Environment, act: Callable, params, epsilon, carry: 
     obs = jax.vmap(env.observe)(carry.env_state)  # [B, *obs_shape]
     actions = act(params, policy_key, obs, epsilon)  # [B]
     env_keys = jax.random.split(env_key, actions.shape[0])
-    state, ts = jax.vmap(env.step)(carry.env_state, actions, env_keys)
+    state, ts = jax.vmap(envs.env_step, (None, 0, 0, 0))(env, carry.env_state, actions, env_keys)
     running = ~carry.done
 
     def keep(new, old):  # state leaves may have dims of their own beyond [B]

@@ -8,7 +8,8 @@ three agents); `make_agent` dispatches on the config type.
 
 from typing import Any
 
-from distrl.agents import actor_critic, dqn, ppo
+from distrl import networks, spaces
+from distrl.agents import actor_critic, base, checks, dqn, ppo
 from distrl.agents.actor_critic import ActorCriticConfig
 from distrl.agents.base import Agent, EnvSpec, PipelineKind, TrainingState
 from distrl.agents.dqn import DQNConfig
@@ -53,6 +54,20 @@ def make_config(name: str, **overrides: Any):
     return cls(**{**preset, **overrides})
 
 
+def check_actions(config, env_spec) -> None:
+    """ValueError when the agent of `config` cannot act in the env's action space: a
+    kind it does not take (DQN on a Box, SAC on a Discrete) or a Box shape its
+    networks do not take (`networks.action_size`)."""
+    space = base.action_space(getattr(env_spec, "spec", env_spec))
+    try:
+        checks.check_action_space(config, space)
+    except ValueError as err:
+        takes = sorted(n for n, (cls, _) in PRESETS.items() if isinstance(space, cls.ACTION_SPACES))
+        raise ValueError(f"{err}; for these actions pick one of {', '.join(takes)}") from None
+    if isinstance(space, spaces.Box):
+        networks.action_size(space)
+
+
 def make_agent(config, env_spec) -> Agent:
     """Builds the agent of any config dataclass above for an env spec (`EnvSpec`, an
     env's `distrl.envs.EnvSpec`, or an env, whose `spec` is taken)."""
@@ -69,6 +84,7 @@ __all__ = [
     "PipelineKind",
     "TrainingState",
     "actor_critic",
+    "check_actions",
     "dqn",
     "make_agent",
     "make_config",
