@@ -60,6 +60,11 @@ def param_count(agent_config, obs_shape, num_actions: int = 4) -> int:
     width = agent_config.hidden_sizes[-1] if agent_config.hidden_sizes else flat
     if isinstance(agent_config, agents.DQNConfig):
         return torso + _mlp([width, num_actions])
+    if isinstance(agent_config, (agents.SACConfig, agents.TD3Config)):
+        # an actor (num_actions: its head's outputs) and two critics on (obs, action)
+        size = num_actions // 2
+        critic = conv + _mlp([flat + size, *agent_config.hidden_sizes, 1])
+        return torso + _mlp([width, num_actions]) + 2 * critic
     heads = _mlp([width, num_actions]) + _mlp([width, 1])
     return torso * (1 if agent_config.shared_torso else 2) + heads
 

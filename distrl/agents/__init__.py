@@ -1,6 +1,7 @@
 """Stage 3 of the data flow: the learning algorithms as pure functions.
 
-One module per algorithm (`dqn`, `actor_critic`, `ppo`), each with a frozen config
+One module per algorithm (`dqn`, `actor_critic`, `ppo`, and for Box actions `sac`,
+`td3`), each with a frozen config
 dataclass and `make_agent(config, env_spec) -> Agent`. `make_config(name)` gives
 the named presets the series used (tabular Q, REINFORCE, GRPO are configs of the
 three agents); `make_agent` dispatches on the config type.
@@ -9,11 +10,13 @@ three agents); `make_agent` dispatches on the config type.
 from typing import Any
 
 from distrl import networks, spaces
-from distrl.agents import actor_critic, base, checks, dqn, ppo
+from distrl.agents import actor_critic, base, checks, dqn, ppo, sac, td3
 from distrl.agents.actor_critic import ActorCriticConfig
 from distrl.agents.base import Agent, EnvSpec, PipelineKind, TrainingState
 from distrl.agents.dqn import DQNConfig
 from distrl.agents.ppo import PPOConfig
+from distrl.agents.sac import SACConfig
+from distrl.agents.td3 import TD3Config
 
 # name -> (config class, preset overrides of its defaults)
 PRESETS: dict[str, tuple] = {
@@ -37,12 +40,16 @@ PRESETS: dict[str, tuple] = {
     "vtrace": (ActorCriticConfig, {"vtrace": True, "gae_lambda": 1.0}),
     "ppo": (PPOConfig, {}),
     "grpo": (PPOConfig, {"advantage": "grpo"}),
+    "sac": (SACConfig, {}),
+    "td3": (TD3Config, {}),
 }
 
 _MAKERS = {
     DQNConfig: dqn.make_agent,
     ActorCriticConfig: actor_critic.make_agent,
     PPOConfig: ppo.make_agent,
+    SACConfig: sac.make_agent,
+    TD3Config: td3.make_agent,
 }
 
 
@@ -82,6 +89,8 @@ __all__ = [
     "EnvSpec",
     "PPOConfig",
     "PipelineKind",
+    "SACConfig",
+    "TD3Config",
     "TrainingState",
     "actor_critic",
     "check_actions",
@@ -89,4 +98,6 @@ __all__ = [
     "make_agent",
     "make_config",
     "ppo",
+    "sac",
+    "td3",
 ]
