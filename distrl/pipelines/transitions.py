@@ -197,7 +197,7 @@ class Transitions(Pipeline):
     def learner_batch(self, data):
         """K items of [k, B] (or [B] at k = 1) -> QTransition [K x k x B], each item's
         transitions consecutive (`replay.transition_weights` relies on it)."""
-        lead = np.ndim(data.action)  # [K, k, B] or [K, B]: the dims that become N
+        lead = np.ndim(data.reward)  # [K, k, B] or [K, B]: the dims that become N
         return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[lead:]), data)
 
     def batch_rows(self, config) -> int:
