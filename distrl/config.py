@@ -459,6 +459,10 @@ def check_env(config, env) -> None:
     evaluator_config.validate(config, env)
     with _agent_errors():
         agents.check_env(make_agent_config(config), env)
+    try:  # the algorithm, not a field of it, is what cannot act in these actions
+        agents.check_actions(make_agent_config(config), env)
+    except ValueError as err:
+        raise ConfigError(f"config.algorithm={config.algorithm!r}: {err}") from None
 
 
 def _check_types(config, base) -> None:

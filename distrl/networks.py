@@ -9,12 +9,15 @@ torso starts with Conv2D layers on image observations [..., H, W, C] (MinAtar's
 10x10xC), flattened into the MLP; `torso_kind` picks conv or MLP from the config.
 """
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
 import haiku as hk
 import jax
 import jax.numpy as jnp
+
+from distrl import spaces
 
 ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh, "elu": jax.nn.elu}
 TORSOS = ("auto", "mlp", "conv")
@@ -139,29 +142,106 @@ def make_table_network(num_actions: int, obs_ndim: int = 1) -> hk.Transformed:
     return hk.without_apply_rng(hk.transform(forward))
 
 
-def make_actor_critic_network(
-    torso: Torso, num_actions: int, shared_torso: bool = False
-) -> hk.Transformed:
-    """Policy logits and state value: apply(params, obs [..., *obs_shape]) -> (logits
-    [..., A], v [...]).
+class GaussianParams(NamedTuple):
+    """A Gaussian policy head's output, both [..., D]: the mean and log std of u, whose
+    tanh is the action (`distrl.agents.distributions`)."""
+
+    mean: jnp.ndarray
+    log_std: jnp.ndarray
+
+
+def action_size(space) -> int:
+    """D, the width of a Box policy's action vector; ValueError for a Box of another
+    rank (the heads output flat vectors [..., D])."""
+    if len(space.shape) != 1:
+        raise ValueError(
+            f"Box actions of shape {tuple(space.shape)}; the networks take one axis of "
+            f"actions, shape (D,)"
+        )
+    return int(math.prod(space.shape))
+
+
+def _policy_head(actions, h):
+    """Logits [..., A] for Discrete(A) (or an int A); `GaussianParams` [..., D] for a Box,
+    its log std a learned vector of the state (`log_std`, starting at 0: std 1)."""
+    small = hk.initializers.VarianceScaling(0.01)  # the first policy near uniform / mean 0
+    if not isinstance(actions, spaces.Box):
+        n = actions if isinstance(actions, int) else actions.n
+        return hk.Linear(n, w_init=small, name="policy_head")(h)
+    size = action_size(actions)
+    mean = hk.Linear(size, w_init=small, name="policy_head")(h)
+    log_std = hk.get_parameter("log_std", (size,), init=jnp.zeros)
+    return GaussianParams(mean, jnp.broadcast_to(log_std, mean.shape))
+
+
+def make_actor_critic_network(torso: Torso, actions, shared_torso: bool = False) -> hk.Transformed:
+    """Policy head and state value: apply(params, obs [..., *obs_shape]) -> (policy, v
+    [...]); the policy is logits [..., A] for `actions` Discrete(A) (or the int A), or
+    `GaussianParams` [..., D] for a Box of shape (D,).
 
     With `shared_torso` one MLP feeds both heads; otherwise the actor and the critic
     have separate torsos of the same sizes (conv layers included). Empty
     `hidden_sizes` and `conv_channels` give linear (tabular, on one-hot obs) heads.
     """
 
-    def forward(obs) -> tuple[jnp.ndarray, jnp.ndarray]:
+    def forward(obs):
         if shared_torso:
             h_pi = h_v = _torso(torso, "torso")(obs)
         else:
             h_pi = _torso(torso, "policy_torso")(obs)
             h_v = _torso(torso, "value_torso")(obs)
-        # Small initial logits keep the first policy close to uniform.
-        logits = hk.Linear(
-            num_actions, w_init=hk.initializers.VarianceScaling(0.01), name="policy_head"
-        )(h_pi)
+        policy = _policy_head(actions, h_pi)  # first: the init keys stay in their order
         value = hk.Linear(1, name="value_head")(h_v)[..., 0]
-        return logits, value
+        return policy, value
+
+    return hk.without_apply_rng(hk.transform(forward))
+
+
+# The state-dependent log std of a SAC actor is squashed into this range: wide enough
+# for a near-deterministic and a near-uniform policy, narrow enough that exp() stays sane.
+LOG_STD_RANGE = (-5.0, 2.0)
+
+
+def make_gaussian_actor(torso: Torso, actions: spaces.Box) -> hk.Transformed:
+    """SAC's actor: apply(params, obs [..., *obs_shape]) -> `GaussianParams` [..., D],
+    the log std a function of the state, squashed smoothly into LOG_STD_RANGE."""
+    size = action_size(actions)
+    low, high = LOG_STD_RANGE
+
+    def forward(obs):
+        h = _torso(torso, "policy_torso")(obs)
+        mean = hk.Linear(size, name="mean_head")(h)
+        raw = hk.Linear(size, name="log_std_head")(h)
+        return GaussianParams(mean, low + 0.5 * (high - low) * (jnp.tanh(raw) + 1.0))
+
+    return hk.without_apply_rng(hk.transform(forward))
+
+
+def make_deterministic_actor(torso: Torso, actions: spaces.Box) -> hk.Transformed:
+    """TD3's actor: apply(params, obs [..., *obs_shape]) -> actions [..., D] in [-1, 1]."""
+    size = action_size(actions)
+
+    def forward(obs):
+        h = _torso(torso, "policy_torso")(obs)
+        return jnp.tanh(hk.Linear(size, name="action_head")(h))
+
+    return hk.without_apply_rng(hk.transform(forward))
+
+
+def make_twin_critic(torso: Torso) -> hk.Transformed:
+    """Two independent Q functions of (state, action): apply(params, obs [...,
+    *obs_shape], actions [..., D]) -> q [..., 2]. Each flattens the observation (through
+    the conv layers, if any), joins the action, then runs its own MLP."""
+    features = torso._replace(hidden_sizes=())
+
+    def forward(obs, actions):
+        qs = []
+        for i in range(2):
+            h = _torso(features, f"critic{i}_features")(obs)
+            h = jnp.concatenate([h, actions.astype(jnp.float32)], axis=-1)
+            mlp = _torso(Torso(torso.hidden_sizes, torso.activation), f"critic{i}")
+            qs.append(hk.Linear(1, name=f"critic{i}_head")(mlp(h))[..., 0])
+        return jnp.stack(qs, axis=-1)
 
     return hk.without_apply_rng(hk.transform(forward))
 

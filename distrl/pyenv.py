@@ -109,6 +109,10 @@ class Checked(gymnasium.Wrapper):
             self._box = (space.shape, space.dtype)
         elif isinstance(space, gymnasium.spaces.Discrete):
             self._range = (int(space.start), int(space.start + space.n))
+        actions = env.action_space  # a Box's bounds: an action outside them is refused
+        self._action_bounds = None
+        if isinstance(actions, gymnasium.spaces.Box):
+            self._action_bounds = (actions.low, actions.high)
 
     def _where(self) -> str:
         return (
@@ -133,6 +137,16 @@ class Checked(gymnasium.Wrapper):
     def step(self, action):
         self.steps += 1
         self.episode_step += 1
+        bounds = self._action_bounds
+        if bounds is not None and not (
+            np.all(np.isfinite(action))
+            and np.all(bounds[0] <= action)
+            and np.all(action <= bounds[1])
+        ):
+            self._fail(
+                f"got action {np.asarray(action).tolist()}; need finite values within "
+                f"[{bounds[0].tolist()}, {bounds[1].tolist()}] (the action space)"
+            )
         try:
             obs, reward, terminated, truncated, info = self.env.step(action)
         except Exception as err:  # noqa: BLE001 - any failure of user code is named

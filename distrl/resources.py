@@ -60,8 +60,19 @@ def param_count(agent_config, obs_shape, num_actions: int = 4) -> int:
     width = agent_config.hidden_sizes[-1] if agent_config.hidden_sizes else flat
     if isinstance(agent_config, agents.DQNConfig):
         return torso + _mlp([width, num_actions])
+    if isinstance(agent_config, (agents.SACConfig, agents.TD3Config)):
+        # an actor (num_actions: its head's outputs) and two critics on (obs, action)
+        size = num_actions // 2
+        critic = conv + _mlp([flat + size, *agent_config.hidden_sizes, 1])
+        return torso + _mlp([width, num_actions]) + 2 * critic
     heads = _mlp([width, num_actions]) + _mlp([width, 1])
     return torso * (1 if agent_config.shared_torso else 2) + heads
+
+
+def policy_width(spec) -> int:
+    """Outputs of the policy head: one per discrete action, or a Box's mean and log std
+    per element (networks.make_actor_critic_network)."""
+    return spec.num_actions or 2 * int(np.prod(spec.action_shape, dtype=np.int64))
 
 
 def _is_table(agent_config) -> bool:
@@ -100,10 +111,13 @@ def estimate_memory(config, local: bool = False, env=None) -> Estimate:
     spec, a = env.spec, config.actor
     obs = spec.obs_size
     obs_bytes = obs * np.dtype(spec.observation_dtype).itemsize
-    step = 2 * obs_bytes + 32  # Transition of a chunk: two observations, scalars, extras
+    act_bytes = (
+        int(np.prod(spec.action_shape, dtype=np.int64)) * np.dtype(spec.action_dtype).itemsize
+    )
+    step = 2 * obs_bytes + act_bytes + 28  # a chunk's Transition: observations, action, scalars
     envs = a.num_envs * (config.num_actors if local else 1)
     rows = pipeline.batch_rows(config)
-    params = param_count(agent_config, spec.observation_shape, spec.num_actions)
+    params = param_count(agent_config, spec.observation_shape, policy_width(spec))
     act_width = sum(agent_config.hidden_sizes) if agent_config.hidden_sizes else obs
     channels = _conv_channels(agent_config, spec.observation_shape)
     if channels:  # a conv torso's feature maps: H x W per channel of each layer

@@ -105,11 +105,11 @@ class NoLimit(Countdown):
 
 
 class Continuous(Countdown):
-    """Box actions (refused: distrl's agents act in Discrete spaces)."""
+    """Box actions without finite bounds (refused: a policy's [-1, 1] scales onto none)."""
 
     def __init__(self):
         super().__init__()
-        self.action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+        self.action_space = spaces.Box(-np.inf, np.inf, (1,), np.float32)
 
 
 def continuous() -> gymnasium.Env:

@@ -101,6 +101,25 @@ BAD_INPUTS = [
         ["--config=configs/dqn_breakout.py", "--config.replay.max_size=1000"],
         "config.replay.max_size=1000 transitions; need a multiple",
     ),
+    # Actions an agent cannot take (tests/test_spaces.py).
+    (
+        ["--config.env.name=gymnax:Pendulum-v1"],
+        "config.algorithm='dqn': acts in Discrete action spaces; this env's actions are Box(",
+    ),
+    (
+        ["--config=configs/tabular_q.py", "--config.env.name=gymnax:Pendulum-v1"],
+        "config.algorithm='tabular': acts in Discrete action spaces",
+    ),
+    (
+        ["--config=configs/ppo.py", "--config.env.name=tests.user_envs:make_target"]
+        + ['--config.env.kwargs={"low": "-Infinity"}'],
+        "Box bounds [-inf, 2.0] are not finite",
+    ),
+    (
+        ["--config=configs/ppo.py", "--config.env.name=tests.user_envs:make_target"]
+        + ['--config.env.kwargs={"shape": [2, 2]}'],
+        "config.algorithm='ppo': Box actions of shape (2, 2); the networks take one axis",
+    ),
     (["--config={tmp}/broken.py"], "invalid syntax (broken.py, line 1)"),
     (["--run_dir={tmp}/file"], "is a file, not a directory"),
     (["--run_dir=/proc/1/run"], "/proc/1 is not writable"),

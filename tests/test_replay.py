@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import reverb
 
-from distrl import agents, pipelines, replay
+from distrl import agents, pipelines, replay, spaces
 from distrl import config as config_lib
 from distrl.acting import rollout
 from distrl.agents import nstep
@@ -56,6 +56,8 @@ def _small_config(algorithm: str):
     c.learner.batch_size, c.learner.batch_chunks = 16, 2  # 2 items either way
     c.replay.min_size = 16  # transitions: 2 items of 8
     c.replay.samples_per_insert = 1.0
+    if spaces.Discrete not in agents.PRESETS[algorithm][0].ACTION_SPACES:
+        c.env.name = "gymnax:Pendulum-v1"  # SAC, TD3: Box actions [B, 1] through the tables
     if "ppo" in algorithm or "grpo" in algorithm:
         c.agent.num_minibatches = 2
     return c
@@ -118,12 +120,12 @@ def test_actor_items_match_learner_batches(algorithm, server_for):
 
     batch = pipeline.learner_batch(data.data)
     n, t = c.actor.num_envs, expected.data.action.shape[0]  # T, or W x T for episode windows
-    assert batch.action.shape == ((k * n,) if is_replay else (t, k * n))
+    assert batch.reward.shape == ((k * n,) if is_replay else (t, k * n))
     new_state, metrics = agent.update(state, batch)
     assert int(new_state.step) == 1
     priorities = metrics.pop("priorities", None)  # DQN: |TD| per transition
     if is_replay:
-        assert priorities.shape == batch.action.shape
+        assert priorities.shape == batch.reward.shape
     assert all(np.isfinite(float(v)) for v in metrics.values())
     writer.close()
 

@@ -84,7 +84,9 @@ def confirmed(result, target: float, min_episodes: int = 0, target_return: float
     """
     if not (target or target_return):
         return jnp.bool_(False)
-    exact = result.success_low == result.success_high
+    # no episodes (a trainer's zero result before its first evaluation) confirm nothing,
+    # even a negative return target that its zeros would reach
+    exact = (result.success_low == result.success_high) & (result.episodes > 0)
     success = result.success_low >= target  # always true for target 0
     mean_return = (target_return == 0) | (result.return_low >= target_return)
     return success & mean_return & (exact | (result.episodes >= min_episodes))
@@ -121,7 +123,7 @@ def _episode_step(env: envs.Environment, act: Callable, params, epsilon, carry: 
     obs = jax.vmap(env.observe)(carry.env_state)  # [B, *obs_shape]
     actions = act(params, policy_key, obs, epsilon)  # [B]
     env_keys = jax.random.split(env_key, actions.shape[0])
-    state, ts = jax.vmap(env.step)(carry.env_state, actions, env_keys)
+    state, ts = jax.vmap(envs.env_step, (None, 0, 0, 0))(env, carry.env_state, actions, env_keys)
     running = ~carry.done
 
     def keep(new, old):  # state leaves may have dims of their own beyond [B]

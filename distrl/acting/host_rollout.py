@@ -212,7 +212,7 @@ class VectorStepper:
         self.env, self.num_envs, self._mode, self._timeout = env, num_envs, mode, timeout_s
         self.vector = make_vector(env, num_envs, mode)
         self._deadline = _Deadline(timeout_s) if timeout_s > 0 and mode == SYNC else None
-        self._actions = np.empty(num_envs, np.int64)
+        self._actions = env.action_buffer(num_envs)
         self.steps = 0  # vector steps taken
 
     def _late(self, what: str):
@@ -252,12 +252,9 @@ class VectorStepper:
         (terminated or truncated) into `last` [B]; returns the vector env's (reward,
         terminated) arrays [B]."""
         self.steps += 1
-        # int64, as gymnasium samples them (a copy's checks take an np.int32 slower),
         # in a buffer of the stepper's: the vector env reads them within the step
         wide = self._actions
-        wide[...] = actions
-        if self.env.action_start:
-            wide += self.env.action_start
+        self.env.env_actions_into(actions, wide)
         if self._mode == ASYNC:
             self.vector.step_async(wide)
             try:

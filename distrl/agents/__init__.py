@@ -1,6 +1,7 @@
 """Stage 3 of the data flow: the learning algorithms as pure functions.
 
-One module per algorithm (`dqn`, `actor_critic`, `ppo`), each with a frozen config
+One module per algorithm (`dqn`, `actor_critic`, `ppo`, and for Box actions `sac`,
+`td3`), each with a frozen config
 dataclass and `make_agent(config, env_spec) -> Agent`. `make_config(name)` gives
 the named presets the series used (tabular Q, REINFORCE, GRPO are configs of the
 three agents); `make_agent` dispatches on the config type.
@@ -8,12 +9,14 @@ three agents); `make_agent` dispatches on the config type.
 
 from typing import Any
 
-from distrl import networks
-from distrl.agents import actor_critic, dqn, ppo
+from distrl import networks, spaces
+from distrl.agents import actor_critic, base, checks, dqn, ppo, sac, td3
 from distrl.agents.actor_critic import ActorCriticConfig
 from distrl.agents.base import Agent, EnvSpec, PipelineKind, TrainingState
 from distrl.agents.dqn import DQNConfig
 from distrl.agents.ppo import PPOConfig
+from distrl.agents.sac import SACConfig
+from distrl.agents.td3 import TD3Config
 
 # name -> (config class, preset overrides of its defaults)
 PRESETS: dict[str, tuple] = {
@@ -37,12 +40,16 @@ PRESETS: dict[str, tuple] = {
     "vtrace": (ActorCriticConfig, {"vtrace": True, "gae_lambda": 1.0}),
     "ppo": (PPOConfig, {}),
     "grpo": (PPOConfig, {"advantage": "grpo"}),
+    "sac": (SACConfig, {}),
+    "td3": (TD3Config, {}),
 }
 
 _MAKERS = {
     DQNConfig: dqn.make_agent,
     ActorCriticConfig: actor_critic.make_agent,
     PPOConfig: ppo.make_agent,
+    SACConfig: sac.make_agent,
+    TD3Config: td3.make_agent,
 }
 
 
@@ -52,6 +59,20 @@ def make_config(name: str, **overrides: Any):
         raise ValueError(f"unknown algorithm {name!r}; pick one of {sorted(PRESETS)}")
     cls, preset = PRESETS[name]
     return cls(**{**preset, **overrides})
+
+
+def check_actions(config, env_spec) -> None:
+    """ValueError when the agent of `config` cannot act in the env's action space: a
+    kind it does not take (DQN on a Box, SAC on a Discrete) or a Box shape its
+    networks do not take (`networks.action_size`)."""
+    space = base.action_space(getattr(env_spec, "spec", env_spec))
+    try:
+        checks.check_action_space(config, space)
+    except ValueError as err:
+        takes = sorted(n for n, (cls, _) in PRESETS.items() if isinstance(space, cls.ACTION_SPACES))
+        raise ValueError(f"{err}; for these actions pick one of {', '.join(takes)}") from None
+    if isinstance(space, spaces.Box):
+        networks.action_size(space)
 
 
 def make_agent(config, env_spec) -> Agent:
@@ -79,11 +100,16 @@ __all__ = [
     "EnvSpec",
     "PPOConfig",
     "PipelineKind",
+    "SACConfig",
+    "TD3Config",
     "TrainingState",
     "actor_critic",
+    "check_actions",
     "check_env",
     "dqn",
     "make_agent",
     "make_config",
     "ppo",
+    "sac",
+    "td3",
 ]

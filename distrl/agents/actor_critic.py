@@ -16,11 +16,11 @@ import functools
 import jax
 import jax.numpy as jnp
 import optax
-import rlax
 
-from distrl import networks
+from distrl import networks, spaces
 from distrl.agents import advantages as adv_lib
 from distrl.agents import base, checks
+from distrl.agents import distributions as dist
 from distrl.types import Transition
 
 
@@ -31,6 +31,8 @@ class ActorCriticConfig:
     Every field is a setting of the experiment config's `agent` section
     (`--config.agent.<field>=`); `RULES` below says what each accepts.
     """
+
+    ACTION_SPACES = (spaces.Discrete, spaces.Box)  # what it acts in (checks.check_action_space)
 
     hidden_sizes: tuple[int, ...] = (64,)  # hidden layer widths (policy and value torsos)
     shared_torso: bool = False  # one torso for policy and value, else one each
@@ -98,12 +100,12 @@ RULES = {
 
 def trajectory_advantages(network, config: ActorCriticConfig, params, traj: Transition):
     """(advantages [T], value_targets [T]) for one chunk, without gradients."""
-    logits, v_obs = network.apply(params, traj.observation)  # [T, A], [T]
+    policy_out, v_obs = network.apply(params, traj.observation)  # [T, ...], [T]
     _, v_next = network.apply(params, traj.next_observation)  # [T]
     if not config.use_critic:
         v_obs, v_next = jnp.zeros_like(v_obs), jnp.zeros_like(v_next)
     if config.vtrace:
-        log_rho = base.action_log_probs(logits, traj.action) - traj.extras["log_prob"]
+        log_rho = dist.log_prob(policy_out, traj.action) - traj.extras["log_prob"]
         return adv_lib.vtrace(
             traj,
             v_obs,
@@ -132,10 +134,9 @@ def trajectory_loss(
 ):
     """Loss [] and metrics for one chunk [T] given advantages and targets [T]; step:
     updates so far (the entropy weight's schedule)."""
-    logits, v = network.apply(params, traj.observation)  # [T, A], [T]
-    w_t = jnp.ones_like(advantage)
-    pg_loss = rlax.policy_gradient_loss(logits, traj.action, advantage, w_t)
-    entropy_loss = -jnp.mean(base.entropy(logits))  # = rlax.entropy_loss(logits, w_t)
+    policy_out, v = network.apply(params, traj.observation)  # [T, ...], [T]
+    pg_loss = dist.policy_gradient_loss(policy_out, traj.action, advantage)
+    entropy_loss = -jnp.mean(dist.entropy(policy_out))  # = rlax.entropy_loss for logits
     value_loss = 0.5 * jnp.mean(jnp.square(jax.lax.stop_gradient(value_target) - v))
     if not config.use_critic:
         value_loss = jnp.zeros_like(value_loss)
@@ -164,18 +165,20 @@ def loss_fn(network, config: ActorCriticConfig, params, batch: Transition, step=
 
 
 def make_policy_fns(net):
-    """(policy, greedy, value, probs) shared by the softmax-policy agents (A2C, PPO)."""
+    """(policy, greedy, value, probs) shared by the policy-gradient agents (A2C, PPO):
+    a softmax over discrete actions or a squashed Gaussian (`distributions`); probs is
+    the softmax's (a Gaussian's has no table of them)."""
 
     def policy(params, key, observations, epsilon):
-        """Samples from the softmax; epsilon is ignored. extras: log_prob, value [B]."""
+        """Samples the policy; epsilon is ignored. extras: log_prob, value [B]."""
         del epsilon
-        logits, value = net.apply(params, observations)  # [B, A], [B]
-        actions, log_probs = base.sample_categorical(key, logits)
+        policy_out, value = net.apply(params, observations)  # [B, ...], [B]
+        actions, log_probs = dist.sample(key, policy_out)
         return actions, {"log_prob": log_probs, "value": value}
 
     def greedy(params, observations):
-        logits, _ = net.apply(params, observations)
-        return base.argmax_actions(logits)
+        """The mode: the argmax action, or a Gaussian's squashed mean."""
+        return dist.mode(net.apply(params, observations)[0])
 
     def value(params, observations):
         return net.apply(params, observations)[1]
@@ -211,7 +214,9 @@ def make_policy_gradient_agent(config, env_spec, update_impl) -> base.Agent:
     """
     obs_shape = base.observation_shape(env_spec)
     torso = networks.torso_of(config, obs_shape)
-    net = networks.make_actor_critic_network(torso, env_spec.num_actions, config.shared_torso)
+    net = networks.make_actor_critic_network(
+        torso, base.action_space(env_spec), config.shared_torso
+    )
     optimizer = base.optimizer_of(config)
     init = base.make_init(net, optimizer, obs_shape, with_target=False)
     update = jax.jit(functools.partial(update_impl, net, optimizer, config))

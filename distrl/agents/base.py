@@ -16,6 +16,8 @@ import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
+from distrl import spaces
+
 Params = Any
 OPTIMIZERS = ("adam", "sgd")
 Metrics = dict[str, jnp.ndarray]
@@ -45,11 +47,18 @@ class EnvSpec(NamedTuple):
     obs_size: int  # elements of one observation (the network flattens it to this width)
     num_actions: int
     observation_shape: tuple | None = None  # of one observation; None: (obs_size,)
+    action_space: spaces.Box | spaces.Discrete | None = None  # None: Discrete(num_actions)
 
 
 def observation_shape(env_spec) -> tuple:
     """The shape of one observation the agent's network takes."""
     return tuple(env_spec.observation_shape or (env_spec.obs_size,))
+
+
+def action_space(env_spec) -> spaces.Box | spaces.Discrete:
+    """The space the agent acts in: the spec's `action_space`, else Discrete(num_actions)."""
+    space = getattr(env_spec, "action_space", None)
+    return spaces.Discrete(env_spec.num_actions) if space is None else space
 
 
 class TrainingState(NamedTuple):

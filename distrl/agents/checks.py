@@ -4,10 +4,13 @@ Each config dataclass lists one rule per field (`RULES`) and calls `check` from
 `__post_init__`, so a config that cannot train (a NaN learning rate, an unknown
 optimizer) is refused when it is built, wherever that happens. A rule is
 (predicate, what is valid); the error names the field, its value and the rule.
+`check_action_space` refuses an env whose actions the agent cannot take.
 """
 
 import dataclasses
 import math
+
+from distrl import spaces
 
 
 def _number(v) -> bool:
@@ -73,3 +76,12 @@ def check(config, rules: dict) -> None:
         value = getattr(config, field.name)
         if not ok(value):
             raise ValueError(f"{field.name}={value!r}; need {valid}")
+
+
+def check_action_space(config, space: spaces.Box | spaces.Discrete) -> None:
+    """ValueError naming the space when the agent of `config` cannot act in its kind:
+    the config class lists the kinds it takes (`ACTION_SPACES`)."""
+    kinds = config.ACTION_SPACES
+    if not isinstance(space, kinds):
+        takes = " or ".join(k.__name__ for k in kinds)
+        raise ValueError(f"acts in {takes} action spaces; this env's actions are {space}")

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import optax
 import rlax
 
-from distrl import networks
+from distrl import networks, spaces
 from distrl.agents import base, checks
 from distrl.agents.nstep import concat_tail, n_step_transitions, tail  # noqa: F401
 from distrl.types import QTransition
@@ -26,6 +26,8 @@ class DQNConfig:
     Every field is a setting of the experiment config's `agent` section
     (`--config.agent.<field>=`); `RULES` below says what each accepts.
     """
+
+    ACTION_SPACES = (spaces.Discrete,)  # what it acts in (checks.check_action_space)
 
     network: str = "mlp"  # Q-network: "mlp" (hidden_sizes) | "table" (tabular Q-learning)
     hidden_sizes: tuple[int, ...] = (64, 64)  # MLP hidden layer widths, in units

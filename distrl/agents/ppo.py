@@ -21,8 +21,10 @@ import jax.numpy as jnp
 import optax
 import rlax
 
+from distrl import spaces
 from distrl.agents import actor_critic, base, checks
 from distrl.agents import advantages as adv_lib
+from distrl.agents import distributions as dist
 from distrl.types import Transition
 
 
@@ -33,6 +35,8 @@ class PPOConfig:
     Every field is a setting of the experiment config's `agent` section
     (`--config.agent.<field>=`); `RULES` below says what each accepts.
     """
+
+    ACTION_SPACES = (spaces.Discrete, spaces.Box)  # what it acts in (checks.check_action_space)
 
     hidden_sizes: tuple[int, ...] = (64,)  # hidden layer widths (policy and value torsos)
     shared_torso: bool = False  # one torso for policy and value, else one each
@@ -96,7 +100,7 @@ class PPOSample(NamedTuple):
     """One time step as PPO trains on it; fields gain a leading [M] dim."""
 
     observation: jnp.ndarray  # [O]
-    action: jnp.ndarray  # []
+    action: jnp.ndarray  # [] int32, or [D] float32 (a Box)
     behaviour_log_prob: jnp.ndarray  # []
     behaviour_value: jnp.ndarray  # []
     advantage: jnp.ndarray  # []
@@ -123,10 +127,8 @@ def batch_advantages(network, config: PPOConfig, params, batch: Transition):
 
 def example_terms(network, params, sample: PPOSample):
     """Forward pass for ONE sample: (log_prob [], value [], entropy [])."""
-    logits, value = network.apply(params, sample.observation)  # [A], []
-    log_prob = base.action_log_probs(logits, sample.action)
-    entropy = base.entropy(logits)
-    return log_prob, value, entropy
+    policy_out, value = network.apply(params, sample.observation)  # [A] or [D] x 2, []
+    return dist.log_prob(policy_out, sample.action), value, dist.entropy(policy_out)
 
 
 def minibatch_loss(network, config: PPOConfig, params, mb: PPOSample, entropy_coef=None):

@@ -18,7 +18,7 @@ import json
 
 import numpy as np
 
-from distrl import pyenv
+from distrl import pyenv, spaces
 from distrl.envs import gymnax_env, host_env
 from distrl.envs.interface import Environment, EnvSpec
 
@@ -121,14 +121,15 @@ def check(env) -> None:
         isinstance(spec, EnvSpec)
         and all(isinstance(d, int) and d >= 1 for d in spec.observation_shape)
         and isinstance(spec.num_actions, int)
-        and spec.num_actions >= 1
+        and (spec.num_actions >= 1 or isinstance(spec.action_space, spaces.Box))
+        and isinstance(spec.action_space, (spaces.Box, spaces.Discrete, type(None)))
         and isinstance(spec.time_limit, int)
         and spec.time_limit >= 1
     )
     if not ok:
         raise FactoryError(
             f"{kind}.spec={spec!r}: need an envs.EnvSpec with positive int observation dims, "
-            f"num_actions and time_limit"
+            f"num_actions (or an action_space, a distrl.spaces.Box or Discrete) and time_limit"
         )
     try:
         np.dtype(spec.observation_dtype)

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from distrl import spaces
 from distrl.envs.interface import EnvSpec, timestep
 
 PREFIX = "gymnax:"  # config.env.name = PREFIX + a gymnax id
@@ -59,11 +60,14 @@ class GymnaxEnv:
     def spec(self) -> EnvSpec:
         env, params = _gymnax(self.env_id, self.overrides)
         space = env.observation_space(params)
+        actions = action_space(env.action_space(params))
+        discrete = isinstance(actions, spaces.Discrete)
         return EnvSpec(
             observation_shape=tuple(int(d) for d in space.shape),
             observation_dtype=np.dtype(space.dtype).name,
-            num_actions=int(env.num_actions),
+            num_actions=actions.n if discrete else 0,
             time_limit=int(params.max_steps_in_episode),
+            action_space=None if discrete else actions,  # None: Discrete(num_actions)
         )
 
     def observe(self, state: GymnaxState) -> jax.Array:
@@ -83,9 +87,21 @@ class GymnaxEnv:
         return GymnaxState(inner, obs), timestep(obs, reward, terminated, truncated)
 
 
+def action_space(space) -> spaces.Discrete | spaces.Box:
+    """gymnax's action space as distrl's: its Discrete (`n`) or its Box
+    (ValueError for infinite bounds or any other kind)."""
+    kind = type(space).__name__
+    if kind == "Discrete":
+        return spaces.Discrete(int(space.n))
+    if kind == "Box":
+        return spaces.box(space.shape, np.asarray(space.low), np.asarray(space.high))
+    raise ValueError(f"action space {kind}: need a Discrete or a Box")
+
+
 def make(env_id: str, **overrides) -> GymnaxEnv:
     """The gymnax env `env_id` (ValueError for an unknown id or parameter; ImportError
     without gymnax), its default params overridden by `overrides`."""
     env = GymnaxEnv(env_id, tuple(sorted(overrides.items())))
     _gymnax(env.env_id, env.overrides)  # fail here, not inside a jit
+    env.spec  # noqa: B018 - likewise an action space distrl cannot take
     return env

@@ -8,8 +8,10 @@ which every process makes its copies (`distrl.pyenv`). Actors step them through 
 gymnasium vector env (`distrl.acting.host_rollout`), the evaluator plays its episodes the
 same way (`distrl.acting.host_evaluation`); `is_host_env` tells the two kinds apart.
 
-Spaces: actions must be `Discrete(n)` (the policy's 0..n-1 are shifted by the space's
-start); observations `Box` (kept in their dtype, float64 stored as float32, which the
+Spaces: actions are `Discrete(n)` (the policy's 0..n-1 are shifted by the space's
+start) or a `Box` of finite bounds (the policy's [-1, 1] scaled onto them by
+`distrl.spaces.Box.to_env`, cast to the Box's dtype: `env_actions_into`); observations
+`Box` (kept in their dtype, float64 stored as float32, which the
 networks take anyway) or `Discrete(n)`, given to the agent as a one-hot float32
 vector of length n. Anything else is a `FactoryError` before any node starts. The
 time limit is the env's TimeLimit (its registration's `max_episode_steps`, or
@@ -33,6 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from distrl import spaces as distrl_spaces
 from distrl.envs.interface import Dynamics, EnvSpec, GridShape
 
 
@@ -44,7 +47,8 @@ class _Info(NamedTuple):
     spec: EnvSpec
     discrete_obs: int  # n of a Discrete observation space (one-hot), 0 for a Box
     obs_start: int  # a Discrete observation space's start
-    action_start: int  # the Discrete action space's start
+    action_start: int  # the Discrete action space's start (0 for a Box)
+    action_dtype: str  # numpy dtype name of the actions the copies take
     tables: object  # (Dynamics, start distribution float64 [S]) of a tabular env, else None
     desc: tuple  # FrozenLake's map rows, else ()
 
@@ -68,6 +72,21 @@ class HostEnv:
     @property
     def action_start(self) -> int:
         return self.info.action_start
+
+    def action_buffer(self, num_envs: int) -> np.ndarray:
+        """An empty array [B, *action shape] of actions as the copies take them: int64
+        indices (as gymnasium samples them: a copy's checks take an np.int32 slower) or
+        the Box's own dtype."""
+        spec = self.spec
+        return np.empty((num_envs, *spec.action_shape), self.info.action_dtype)
+
+    def env_actions_into(self, actions, out: np.ndarray) -> None:
+        """The agent's actions [B, ...] as the copies take them, into `out`
+        (`action_buffer`): an index shifted by the Discrete space's start, or the policy's
+        [-1, 1] scaled onto the Box's bounds (`interface.env_step` does it for JAX envs)."""
+        out[...] = self.spec.actions.to_env(np.asarray(actions))
+        if self.action_start:
+            out += self.action_start
 
     def encode(self, obs) -> np.ndarray:
         """A batch of raw observations [B, ...] as the agent takes them [B, *spec shape]."""
@@ -191,8 +210,7 @@ def _info_of(env) -> _Info:
 
     spaces = gymnasium.spaces
     actions, obs = env.action_space, env.observation_space
-    if not isinstance(actions, spaces.Discrete):
-        raise FactoryError(f"action space {actions}: distrl's agents need Discrete actions")
+    action_space = _action_space(actions)
     limit = pyenv.time_limit(env)
     if not limit:
         raise FactoryError(
@@ -208,12 +226,30 @@ def _info_of(env) -> _Info:
         raise FactoryError(
             f"observation space {obs}: need a Box (any shape) or a Discrete (one-hot)"
         )
-    spec = EnvSpec(shape, dtype, int(actions.n), int(limit))
-    tables = _tables(env.unwrapped, n, int(actions.n)) if n and not start else None
+    discrete = isinstance(action_space, distrl_spaces.Discrete)
+    num_actions = action_space.n if discrete else 0
+    spec = EnvSpec(shape, dtype, num_actions, int(limit), None if discrete else action_space)
+    tables = _tables(env.unwrapped, n, num_actions) if n and not start and discrete else None
     desc = ()
     if tables is not None and type(env.unwrapped).__name__ == "FrozenLakeEnv":
         desc = tuple(row.tobytes().decode() for row in env.unwrapped.desc)
-    return _Info(spec, n, start, int(actions.start), tables, desc)
+    action_start = int(actions.start) if discrete else 0
+    action_dtype = "int64" if discrete else np.dtype(actions.dtype).name
+    return _Info(spec, n, start, action_start, action_dtype, tables, desc)
+
+
+def _action_space(actions) -> distrl_spaces.Discrete | distrl_spaces.Box:
+    """gymnasium's action space as distrl's (FactoryError for one it cannot take)."""
+    import gymnasium  # noqa: PLC0415
+
+    if isinstance(actions, gymnasium.spaces.Discrete):
+        return distrl_spaces.Discrete(int(actions.n))
+    if isinstance(actions, gymnasium.spaces.Box):
+        try:
+            return distrl_spaces.box(actions.shape, actions.low, actions.high)
+        except ValueError as err:
+            raise FactoryError(f"action space {actions}: {err}") from None
+    raise FactoryError(f"action space {actions}: need a Discrete or a Box")
 
 
 def _tables(unwrapped, num_states: int, num_actions: int):

@@ -2,11 +2,13 @@
 capabilities asked for by name.
 
 An environment is a frozen, hashable object (a static `jit` argument) with
-  spec: EnvSpec (observation shape and dtype, number of actions, time limit);
+  spec: EnvSpec (observation shape and dtype, its actions, time limit);
   reset(key) -> (state, TimeStep) and step(state, action, key) -> (state, TimeStep)
     for ONE env, pure, jittable and vmappable (callers vmap them);
   observe(state) -> observation, the policy's input in `state`.
 `step` ends every episode by `spec.time_limit` steps, so an evaluation loop ends.
+Callers step an env through `env_step`, which maps the policy's action onto the env's
+action space (`distrl.spaces`: a Box's policy acts in [-1, 1]).
 
 What only some environments have is a capability, asked for through the functions
 below and never assumed: `success_signal` (did an episode end in success),
@@ -24,19 +26,37 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from distrl import spaces
+
 
 class EnvSpec(NamedTuple):
     """What the data path needs to know about an env: it sizes items, networks and memory."""
 
     observation_shape: tuple  # of one env's observation, e.g. (16,) or (10, 10, 4)
     observation_dtype: str  # numpy dtype name, e.g. "float32", "uint8", "bool"
-    num_actions: int  # discrete actions 0..num_actions-1
+    num_actions: int  # discrete actions 0..num_actions-1; 0 with a Box action_space
     time_limit: int  # steps after which an episode is truncated
+    action_space: spaces.Box | spaces.Discrete | None = None  # None: Discrete(num_actions)
 
     @property
     def obs_size(self) -> int:
         """Elements of one observation: the input width of a network that flattens it."""
         return int(np.prod(self.observation_shape, dtype=np.int64))
+
+    @property
+    def actions(self) -> spaces.Box | spaces.Discrete:
+        """The action space: `action_space`, or Discrete(num_actions) without one."""
+        return spaces.Discrete(self.num_actions) if self.action_space is None else self.action_space
+
+    @property
+    def action_shape(self) -> tuple:
+        """Of one action as the policy gives it: () for Discrete, the Box's shape."""
+        return tuple(self.actions.shape)
+
+    @property
+    def action_dtype(self) -> str:
+        """numpy dtype name of one action: "int32" (Discrete) or "float32" (Box)."""
+        return self.actions.dtype
 
 
 class TimeStep(NamedTuple):
@@ -89,6 +109,12 @@ class Environment(Protocol):
     def observe(self, state) -> jax.Array: ...
 
 
+def env_step(env: Environment, state, action, key: jax.Array) -> tuple:
+    """`env.step` on the policy's action mapped onto the env's space (`spaces.Box.to_env`;
+    a Discrete action as is): the only way callers step an env of this interface."""
+    return env.step(state, env.spec.actions.to_env(action), key)
+
+
 def auto_reset_step(env: Environment, state, action, key: jax.Array) -> tuple:
     """Steps one environment and resets it in place when the episode ends.
 
@@ -103,7 +129,7 @@ def auto_reset_step(env: Environment, state, action, key: jax.Array) -> tuple:
     """
     # Separate keys keep step and reset independent; XLA drops whatever is unused.
     step_key, reset_key = jax.random.split(key)
-    next_state, ts = env.step(state, action, step_key)
+    next_state, ts = env_step(env, state, action, step_key)
     reset_state, _ = env.reset(reset_key)
     state = jax.tree.map(
         lambda reset, stepped: jnp.where(ts.last, reset, stepped), reset_state, next_state

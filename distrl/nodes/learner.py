@@ -35,7 +35,7 @@ _REPORT_SECONDS = 0.1  # counts reach the counter (and result.json) at most this
 
 def num_transitions(batch) -> int:
     """Transitions in a learner batch: N for QTransition [N], T * N for [T, N]."""
-    leaf = batch.action
+    leaf = batch.reward  # one per transition (an action may have dims of its own)
     return int(np.prod(leaf.shape))
 
 

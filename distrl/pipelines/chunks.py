@@ -77,7 +77,7 @@ class Chunks(Pipeline):
         scalar = lambda dtype=np.float32: zeros((b,), dtype)  # noqa: E731
         step = Transition(
             observation=obs,
-            action=scalar(np.int32),
+            action=zeros((b, *spec.action_shape), spec.action_dtype),
             reward=scalar(),
             discount=scalar(),
             last=scalar(np.bool_),

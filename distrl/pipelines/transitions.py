@@ -123,7 +123,8 @@ class Transitions(Pipeline):
         lead = item_shape(config)
         spec = env.spec
         obs = zeros(lead + tuple(spec.observation_shape), spec.observation_dtype)
-        action, scalar = zeros(lead, np.int32), zeros(lead, np.float32)
+        action = zeros(lead + spec.action_shape, spec.action_dtype)
+        scalar = zeros(lead, np.float32)
         return Versioned(QTransition(obs, action, scalar, scalar, obs), zeros((), np.int32))
 
     def make_tables(self, config, env) -> list:
@@ -196,7 +197,7 @@ class Transitions(Pipeline):
     def learner_batch(self, data):
         """K items of [k, B] (or [B] at k = 1) -> QTransition [K x k x B], each item's
         transitions consecutive (`replay.transition_weights` relies on it)."""
-        lead = np.ndim(data.action)  # [K, k, B] or [K, B]: the dims that become N
+        lead = np.ndim(data.reward)  # [K, k, B] or [K, B]: the dims that become N
         return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[lead:]), data)
 
     def batch_rows(self, config) -> int:
@@ -230,7 +231,8 @@ class Transitions(Pipeline):
             env_steps = (n - 1) * cfg.num_envs
         spec = env.spec
         obs0 = jnp.zeros(spec.observation_shape, spec.observation_dtype)
-        example = QTransition(obs0, jnp.int32(0), jnp.float32(0), jnp.float32(0), obs0)
+        action0 = jnp.zeros(spec.action_shape, spec.action_dtype)
+        example = QTransition(obs0, action0, jnp.float32(0), jnp.float32(0), obs0)
         return rollout_carry, (replay_init(example, cfg.replay_capacity), tail), env_steps
 
     def local_learn(self, agent, cfg, state, data, chunk, key) -> tuple:

@@ -1,0 +1,189 @@
+"""Stage 3 of the data flow: soft actor-critic (SAC) for Box actions.
+
+A tanh-squashed Gaussian actor whose log std depends on the state, twin Q critics
+and their Polyak-averaged targets (`critics`), and an entropy temperature alpha tuned
+so the policy's entropy, estimated by -log pi(a) of its own samples, tracks a target
+(-target_entropy_scale x D). One update, one jit: the critics step towards
+r + discount (min_i Q'_i(s', a') - alpha log pi(a'|s')), a' sampled now; the actor
+minimises alpha log pi(a|s) - min_i Q_i(s, a) through the reparameterized sample; alpha
+steps on -log alpha (log pi(a|s) + target). Actors sample the policy; the greedy
+policy is the squashed mean.
+"""
+
+import dataclasses
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from distrl import networks
+from distrl.agents import base, checks, critics
+from distrl.agents import distributions as dist
+from distrl.types import QTransition
+
+
+@dataclasses.dataclass(frozen=True)
+class SACConfig:
+    """SAC settings; every field is a setting of the experiment config's `agent`
+    section (`--config.agent.<field>=`); `RULES` below says what each accepts."""
+
+    ACTION_SPACES = critics.ACTION_SPACES  # what it acts in (checks.check_action_space)
+
+    hidden_sizes: tuple[int, ...] = (256, 256)  # hidden layers of the actor and each critic
+    activation: str = "relu"  # nonlinearity: "relu" | "tanh" | "elu"
+    torso: str = "auto"  # "mlp" | "conv" | "auto" (conv on image observations [H, W, C])
+    conv_channels: tuple[int, ...] = (16,)  # conv torso: output channels of each Conv2D layer
+    conv_kernel: int = 3  # conv torso: square kernel side of every Conv2D layer, in pixels
+    optimizer: str = "adam"  # "adam" | "sgd"
+    learning_rate: float = 3e-4  # the actor's step size (per update)
+    critic_learning_rate: float = 1e-3  # the critics' step size
+    temperature_learning_rate: float = 1e-3  # log alpha's step size (Adam)
+    learning_rate_decay_steps: int = 0  # updates of linear decay to learning_rate_final; 0: none
+    learning_rate_final: float = 0.0  # the step size after the decay
+    max_grad_norm: float = 0.0  # global-norm gradient clip; <= 0 disables
+    discount: float = 0.99  # gamma per env step (also for the n-step writer)
+    n_step: int = 1  # env steps summed into one return before bootstrapping (the writer's)
+    tau: float = 0.005  # Polyak step of the target critics per update
+    initial_temperature: float = 1.0  # alpha at the start
+    target_entropy_scale: float = 1.0  # target entropy = -scale x D (D action elements)
+
+    def __post_init__(self):
+        base.freeze_sequences(self)
+        checks.check(self, RULES)
+
+    @property
+    def pipeline(self) -> base.PipelineKind:
+        """Sampled n-step transitions from a replay table."""
+        return base.PipelineKind.REPLAY
+
+
+RULES = {
+    **critics.RULES,
+    "temperature_learning_rate": checks.POSITIVE,
+    "initial_temperature": checks.POSITIVE,
+    "target_entropy_scale": checks.FINITE,
+}
+
+
+class SACParams(NamedTuple):
+    actor: base.Params
+    critic: base.Params
+    log_alpha: jnp.ndarray  # [] log of the entropy temperature
+
+
+class _Nets(NamedTuple):
+    actor: object
+    critic: object
+    optimizers: tuple  # (actor, critic, temperature)
+    target_entropy: float
+    tau: float  # Polyak step of the target critics
+
+
+def _actor_loss(nets: _Nets, actor_params, critic_params, alpha, obs, key):
+    """(loss [], log pi of the samples [N]): E[alpha log pi(a|s) - min_i Q_i(s, a)]."""
+    actions, log_pi = dist.sample(key, nets.actor.apply(actor_params, obs))
+    q = critics.min_q(nets.critic, critic_params, obs, actions)
+    return jnp.mean(alpha * log_pi - q), log_pi
+
+
+def temperature_loss(log_alpha, log_pi, target_entropy):
+    """-log alpha (log pi + target), log pi held constant: alpha rises while the
+    policy's entropy (-log pi) is below the target and falls while it is above."""
+    return -jnp.mean(log_alpha * jax.lax.stop_gradient(log_pi + target_entropy))
+
+
+def _update(nets: _Nets, state: base.TrainingState, batch: QTransition, weights=None):
+    """One critic, actor and temperature step, then the targets' Polyak step."""
+    params: SACParams = state.params
+    actor_opt, critic_opt, alpha_opt = nets.optimizers
+    opt_actor, opt_critic, opt_alpha = state.opt_state
+    key, next_key, actor_key = jax.random.split(state.key, 3)
+    alpha = jnp.exp(params.log_alpha)
+
+    next_actions, next_log_pi = dist.sample(
+        next_key, nets.actor.apply(params.actor, batch.next_observation)
+    )
+    target_q = critics.min_q(nets.critic, state.target_params, batch.next_observation, next_actions)
+    critic_params, opt_critic, metrics = critics.critic_step(
+        nets.critic,
+        critic_opt,
+        params.critic,
+        opt_critic,
+        batch,
+        target_q - alpha * next_log_pi,
+        weights,
+    )
+
+    (actor_loss, log_pi), grads = jax.value_and_grad(_actor_loss, argnums=1, has_aux=True)(
+        nets, params.actor, critic_params, alpha, batch.observation, actor_key
+    )
+    updates, opt_actor = actor_opt.update(grads, opt_actor, params.actor)
+    actor_params = optax.apply_updates(params.actor, updates)
+
+    alpha_grad = jax.grad(temperature_loss)(params.log_alpha, log_pi, nets.target_entropy)
+    updates, opt_alpha = alpha_opt.update(alpha_grad, opt_alpha, params.log_alpha)
+    log_alpha = optax.apply_updates(params.log_alpha, updates)
+
+    target = critics.polyak(critic_params, state.target_params, nets.tau)
+    metrics.update(
+        actor_loss=actor_loss,
+        entropy=-jnp.mean(log_pi),
+        temperature=jnp.exp(log_alpha),
+        actor_grad_norm=base.global_norm(grads),
+    )
+    new = SACParams(actor_params, critic_params, log_alpha)
+    opt_state = (opt_actor, opt_critic, opt_alpha)
+    return base.TrainingState(new, target, opt_state, key, state.step + 1), metrics
+
+
+def make_agent(config: SACConfig, env_spec) -> base.Agent:
+    """Builds the SAC agent for an env spec with a Box action space."""
+    space = base.action_space(env_spec)
+    torso = networks.torso_of(config, base.observation_shape(env_spec))
+    actor = networks.make_gaussian_actor(torso, space)
+    critic = networks.make_twin_critic(torso)
+    optimizers = (
+        base.optimizer_of(config),
+        critics.critic_optimizer(config),
+        optax.adam(config.temperature_learning_rate),
+    )
+    size = networks.action_size(space)
+    nets = _Nets(actor, critic, optimizers, -config.target_entropy_scale * size, config.tau)
+    obs0, action0 = critics.dummy_inputs(env_spec)
+
+    @jax.jit
+    def init(key):
+        key, actor_key, critic_key = jax.random.split(key, 3)
+        critic_params = critic.init(critic_key, obs0, action0)
+        params = SACParams(
+            actor.init(actor_key, obs0),
+            critic_params,
+            jnp.log(jnp.float32(config.initial_temperature)),
+        )
+        opt_state = tuple(o.init(p) for o, p in zip(optimizers, params))
+        return base.TrainingState(params, critic_params, opt_state, key, jnp.zeros((), jnp.int32))
+
+    def policy(params, key, observations, epsilon):
+        """Samples the squashed Gaussian: obs [B, ...] -> (actions [B, D], {})."""
+        del epsilon
+        return dist.sample(key, actor.apply(params.actor, observations))[0], {}
+
+    def greedy(params, observations):
+        return dist.mode(actor.apply(params.actor, observations))
+
+    def value(params, observations):
+        """min_i Q_i(s, greedy action) [B]."""
+        return critics.min_q(critic, params.critic, observations, greedy(params, observations))
+
+    return base.Agent(
+        init=init,
+        update=jax.jit(functools.partial(_update, nets)),
+        policy=policy,
+        greedy=greedy,
+        value=value,
+        epsilon=base.zero_epsilon,
+        network=actor,
+        config=config,
+    )
