@@ -38,6 +38,7 @@ from distrl import (
     launch_config,
     metrics,
     pipelines,
+    spaces,
 )
 from distrl.envs import section as env_section
 from distrl.errors import ConfigError, at_least
@@ -55,6 +56,11 @@ def agent_section(algorithm: str) -> ml_collections.ConfigDict:
     return ml_collections.ConfigDict(dataclasses.asdict(agents.make_config(algorithm)))
 
 
+def _default_env(algorithm: str) -> str:
+    takes = type(agents.make_config(algorithm)).ACTION_SPACES
+    return env_section.GRIDWORLD if spaces.Discrete in takes else "gymnax:Pendulum-v1"
+
+
 def base_config(algorithm: str) -> ml_collections.ConfigDict:
     """The defaults every experiment shares; `configs/*.py` override them."""
     c = ml_collections.ConfigDict()
@@ -64,8 +70,9 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
     c.env = ml_collections.ConfigDict(
         dict(
             # "gridworld" (the built-in, with the fields below) or a factory of your own,
-            # 'module.path:function' (README, "Your own environment")
-            name=env_section.GRIDWORLD,
+            # 'module.path:function' (README, "Your own environment"); an agent of Box
+            # actions only (SAC, TD3) starts on gymnax's Pendulum
+            name=_default_env(algorithm),
             kwargs="{}",  # the factory's keyword arguments as a JSON object (not the gridworld's)
             # envs stepped in Python ('gymnasium:<id>' or a factory returning a gymnasium.Env):
             vector="sync",  # an actor's B copies: "sync" in its process, "async": a process each
