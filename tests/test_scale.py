@@ -130,7 +130,7 @@ def test_actors_scaled_2_to_4_to_1_while_the_run_goes_on(tmp_path):
         ("gated", ["--actors=4"], "this run gates its actors"),
     ],
 )
-def test_bad_scale_requests_exit_2_in_one_line(tmp_path, where, args, says):
+def test_bad_scale_requests_exit_2_in_one_line(tmp_path, warm_python, where, args, says):
     """Checked in this order: the run directory, the count (the saved config's rules,
     this machine's memory: the upper bound), then whether a local_mp launcher holds it."""
     from distrl import config as config_lib
@@ -139,9 +139,9 @@ def test_bad_scale_requests_exit_2_in_one_line(tmp_path, where, args, says):
     gated = config_lib.base_config("ppo")
     gated.actor.chunks_per_version = 1
     rundir.write_config(gated, str(tmp_path / "gated"))
-    refused = _scale(tmp_path / where, *args)
-    assert refused.returncode == 2 and says in refused.stderr, refused
-    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    code, out, _ = warm_python.run("launch/scale.py", f"--run_dir={tmp_path / where}", *args)
+    assert code == 2 and says in out, (code, out)
+    assert len(out.strip().splitlines()) == 1, out
 
 
 def test_an_added_actor_explores_as_one_of_the_new_count_from_the_runs_share(tmp_path):
