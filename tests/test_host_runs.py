@@ -36,12 +36,19 @@ def _run(run_dir, args, timeout=300):
     return proc.returncode, out
 
 
-def test_a_bad_gymnasium_name_exits_2_in_one_line_before_any_node(tmp_path):
-    code, out = _run(tmp_path / "run", ["--config.env.name=gymnasium:Pendulum-v1"], 120)
+def test_a_bad_gymnasium_name_exits_2_in_one_line_before_any_node(tmp_path, warm_python):
+    blackjack = [
+        "--config.env.name=gymnasium:Blackjack-v1",
+        '--config.env.kwargs={"max_episode_steps": 9}',
+    ]
+    code, out, _ = warm_python.run(
+        "launch/train.py", *SHORT, f"--run_dir={tmp_path}/run", *blackjack
+    )
     assert code == 2, out[-2000:]
     assert out.strip().splitlines()[-1] == (
-        "distrl: bad config: config.env.name='gymnasium:Pendulum-v1': action space "
-        "Box(-2.0, 2.0, (1,), float32): distrl's agents need Discrete actions"
+        "distrl: bad config: config.env.name='gymnasium:Blackjack-v1': observation space "
+        "Tuple(Discrete(32), Discrete(11), Discrete(2)): need a Box (any shape) or a "
+        "Discrete (one-hot)"
     )
     assert not (tmp_path / "run").exists()
 
