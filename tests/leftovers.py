@@ -6,9 +6,11 @@ a temporary directory of its own (`TMPDIR`: what Reverb's default checkpointers,
 multiprocessing and pytest's `tmp_path` write under). After the run it checks, and a
 leftover fails the run, naming what was left:
   - a live process that carries the mark (it waits for stragglers, then kills them);
-  - a network namespace that was not there before (the Ray test cluster's);
-  - Ray's `ray_current_cluster` file, which a later plain `ray.init()` would follow to a
-    cluster that is gone.
+  - a network namespace the run made (the Ray test cluster's, noted by `record`);
+  - Ray's `ray_current_cluster` file naming a head the run made, which a later plain
+    `ray.init()` would follow to a cluster that is gone.
+Only what this run made counts, so that two runs may share the machine (CI runs the
+Ray cluster tests beside the rest).
 The run's temporary directory is removed after a green run, and kept (its path printed)
 after a red one, for the failures' run directories.
 """
@@ -23,10 +25,30 @@ import time
 import psutil
 
 MARK = "DISTRL_TEST_RUN"  # environment variable: the run that started a process
+# What the run made that outlives a process (a namespace, a Ray head's address), one
+# "kind value" line each: the test helpers that make them say so through `record`.
+_RECORD = "made.txt"
 _RAY_CURRENT = "/tmp/ray/ray_current_cluster"
 # A stopped run's processes exit within this (nodes end in 15 s); the plugin's own test
 # sets it shorter.
 _GRACE_S = float(os.environ.get("DISTRL_TEST_LEFTOVER_GRACE_S", "30"))
+
+
+def record(kind: str, value: str) -> None:
+    """Notes that this run made `value` (kind "netns" or "ray"): checked after the run.
+    Outside a test run (a benchmark using the test cluster) there is nothing to note."""
+    if MARK not in os.environ:
+        return
+    with open(os.path.join(tempfile.gettempdir(), _RECORD), "a") as f:
+        f.write(f"{kind} {value}\n")
+
+
+def _recorded(tmpdir: str, kind: str) -> set[str]:
+    try:
+        with open(os.path.join(tmpdir, _RECORD)) as f:
+            return {v for k, _, v in (line.strip().partition(" ") for line in f) if k == kind}
+    except FileNotFoundError:
+        return set()
 
 
 def _namespaces() -> set[str]:
@@ -62,8 +84,6 @@ class Leftovers:
     def __init__(self):
         self.run = f"{os.getpid()}-{time.time_ns()}"
         self.tmpdir = tempfile.mkdtemp(prefix="distrl-tests-")
-        self.namespaces = _namespaces()
-        self.ray_current = _ray_current()
         self.session = None
         os.environ[MARK] = self.run
         os.environ["TMPDIR"] = self.tmpdir
@@ -85,10 +105,11 @@ class Leftovers:
                 proc.kill()
             except psutil.Error:
                 pass
-        found += [f"network namespace {n}" for n in sorted(_namespaces() - self.namespaces)]
+        made = _recorded(self.tmpdir, "netns") & _namespaces()
+        found += [f"network namespace {n}" for n in sorted(made)]
         ray_current = _ray_current()
-        if ray_current and ray_current != self.ray_current:
-            found.append(f"{_RAY_CURRENT} naming {ray_current}")
+        if ray_current in _recorded(self.tmpdir, "ray"):
+            found.append(f"{_RAY_CURRENT} naming {ray_current}, a head this run made")
         failed = bool(found) or (self.session is not None and self.session.exitstatus != 0)
         if failed:
             print(f"\ndistrl tests: the run's files are kept in {self.tmpdir}", file=sys.stderr)

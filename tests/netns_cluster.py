@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 
+import leftovers
 import psutil
 
 _RAY = os.path.join(os.path.dirname(sys.executable), "ray")
@@ -95,6 +96,7 @@ class NetnsRayCluster:
             self._network()
             port = _free_port()
             self.address = f"{self.head_ip}:{port}"
+            leftovers.record("ray", self.address)
             self._ray_start(
                 None,
                 [
@@ -125,6 +127,7 @@ class NetnsRayCluster:
             veth = f"{self._bridge}v{i}"
             _ip("netns", "add", ns)
             self._made_namespaces.append(ns)
+            leftovers.record("netns", ns)
             _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
             _ip("link", "set", veth, "master", self._bridge, "up")
             _ip("addr", "add", f"{ip}/24", "dev", "eth0", netns=ns)

@@ -2,14 +2,17 @@
 behind, names it, and ends it; a clean run passes and removes its temporary directory."""
 
 import os
+import shutil
 import subprocess
 import sys
 
 import psutil
+import pytest
 from conftest import ROOT
 
 LEAKY = """
 import pathlib, subprocess, tempfile
+import leftovers
 
 def test_starts_a_process_and_writes_a_temp_dir():
     made = tempfile.mkdtemp()  # under the run's own TMPDIR
@@ -61,3 +64,23 @@ def test_a_clean_run_passes_and_removes_its_temporary_directory(tmp_path):
     made = (tmp_path / "made.txt").read_text()
     assert "/distrl-tests-" in made, made  # the inner run's own directory
     assert not os.path.exists(made), made
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("ip"), reason="network namespaces need root and ip"
+)
+def test_a_network_namespace_the_run_made_and_left_fails_the_run(tmp_path):
+    name = f"distrl-leak-{os.getpid()}"
+    start = (
+        f'subprocess.run(["ip", "netns", "add", "{name}"], check=True)\n'
+        f'    leftovers.record("netns", "{name}")\n'
+        '    leftovers.record("netns", "distrl-made-and-deleted")'
+    )
+    try:
+        done = _pytest(tmp_path, start)
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"network namespace {name}" in done.stderr, done.stderr
+    assert "distrl-made-and-deleted" not in done.stderr  # gone by the end: not a leftover
+    subprocess.run(["rm", "-rf", _kept_dir(done.stderr)], check=True)
