@@ -114,3 +114,23 @@ def test_slippery_result_carries_interval_and_exact_answers(run_dir):
     again = evaluation.exact_answer(loaded.env, loaded.agent, loaded.params, answer["discount"])
     assert again["success"] == answer["success"], (again, answer)
     assert os.path.exists(os.path.join(out_dir, "plots", "curves.png"))
+
+
+def test_sac_learns_pendulum_distributed(run_dir):
+    """SAC on gymnax Pendulum-v1 (Box actions) through real Reverb and courier nodes:
+    within 5,120 env steps the greedy return clearly beats the run's own first
+    evaluation (the untrained policy's, about -1,500). Smaller and faster than the
+    preset (64 x 64, batch 128, an update per env step: about -730 by 4,096 env steps
+    single-process); the seconds only cap a stalled run."""
+    config = load_config("sac_pendulum")
+    config.run_dir = run_dir
+    config.agent.update(dict(hidden_sizes=(64, 64), learning_rate=1e-3))
+    config.learner.batch_size = 128
+    config.replay.update(dict(samples_per_insert=128.0, min_size=512))
+    config.evaluator.update(dict(target_return=0.0, every_env_steps=1_024, num_envs=20))
+    config.budget.update(dict(env_steps=5_120, seconds=240.0))
+    result, out_dir = program.run(config, "test_mt")
+    returns = metrics.read_csv(metrics.csv_path(out_dir, "evaluator"))["mean_return"]
+    assert len(returns) >= 3 and returns[0] < -1_000.0, returns
+    assert max(returns[1:]) > returns[0] + 500.0, returns
+    assert result["counts"]["learner_steps"] > 0
