@@ -26,7 +26,8 @@ PREFIX = "gymnasium:"  # config.env.name = PREFIX + a registered gymnasium id
 
 class EnvError(RuntimeError):
     """An env stepped in Python that raised, hung or returned what its spaces do not
-    allow; the message is one line naming the env, its copy and the step."""
+    allow, or any env given a non-finite action (a JAX env's: `nodes.actor`); the
+    message is one line naming the env, its copy and the step."""
 
 
 def make_raw(name: str, kwargs_json: str) -> gymnasium.Env:

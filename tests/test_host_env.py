@@ -399,3 +399,26 @@ def test_episode_statistics_per_chunk_match_a_step_by_step_count():
         assert np.allclose(carry.episode_return, ret) and np.array_equal(
             carry.episode_length, length
         )
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_nonfinite_box_action_is_named_with_its_copy_and_step(mode):
+    """A policy whose params diverged acts NaN: the copy refuses it before its env steps
+    (`pyenv.Checked`), one line naming the env, the copy and the step."""
+
+    def nan_for_copy_1(params, key, obs, epsilon):
+        bad = jnp.arange(obs.shape[0]) == 1
+        return jnp.where(bad[:, None], jnp.nan, 0.25) * jnp.ones((obs.shape[0], 1)), {}
+
+    env = factory.build("gymnasium:Pendulum-v1", {})
+    stepper = host_rollout.VectorStepper(env, 2, mode, 0.0)
+    act = host_rollout.HostAct(stepper, nan_for_copy_1, 3, lambda tail, chunk: (chunk, None))
+    try:
+        with pytest.raises(EnvError) as err:
+            act.unroll(None, act.init_carry(0), jax.random.PRNGKey(0), 0.0)
+    finally:
+        act.close()
+    assert str(err.value) == (
+        "env gymnasium:Pendulum-v1 (copy 1) at step 1 (step 1 of its episode): got action "
+        "[nan]; need finite values within [[-2.0], [2.0]] (the action space)"
+    )

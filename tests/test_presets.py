@@ -1,7 +1,8 @@
 """The env presets (configs/ppo_cartpole.py, dqn_cartpole.py, ppo_breakout.py,
 dqn_breakout.py; gymnasium's CartPole: ppo_gymnasium_cartpole.py,
 dqn_gymnasium_cartpole.py; gymnasium's toy-text: ppo_gymnasium_frozenlake8x8.py,
-tabular_gymnasium_taxi.py, ppo_gymnasium_taxi.py): each loads and validates with the
+tabular_gymnasium_taxi.py, ppo_gymnasium_taxi.py; Pendulum-v1: sac_pendulum.py,
+td3_pendulum.py, ppo_pendulum.py, sac_gymnasium_pendulum.py): each loads and validates with the
 target it states; a CartPole pipeline under Launchpad's test_mt (real Reverb, real
 courier nodes) improves the greedy return; the comparison report of such a run (an
 env without a success signal) compares mean returns with their intervals, not
@@ -27,6 +28,9 @@ PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     "dqn_cartpole": ("gymnax:CartPole-v1", "dqn", 475.0, 1),
     "ppo_breakout": ("gymnax:Breakout-MinAtar", "ppo", 0.0, 3),
     "dqn_breakout": ("gymnax:Breakout-MinAtar", "dqn", 0.0, 3),
+    "sac_pendulum": ("gymnax:Pendulum-v1", "sac", -200.0, 1),
+    "td3_pendulum": ("gymnax:Pendulum-v1", "td3", -200.0, 1),
+    "ppo_pendulum": ("gymnax:Pendulum-v1", "ppo", -200.0, 1),
 }
 
 
@@ -126,6 +130,18 @@ def test_the_gymnasium_frozenlake_preset_is_the_gridworlds_but_for_the_env():
     for section in ("agent", "actor", "learner", "replay", "evaluator", "budget"):
         assert ours[section].to_dict() == gridworld[section].to_dict(), section
     assert (gridworld.env.map, gridworld.env.slippery) == ("8x8", True)
+
+
+def test_the_gymnasium_pendulum_preset_is_sac_pendulum_but_for_the_env():
+    """sac_gymnasium_pendulum trains as sac_pendulum does: gymnasium's Pendulum-v1 has
+    gymnax's dynamics, reward, Box [-2, 2] and 200-step limit, stepped in Python."""
+    ours, gymnax = load_config("sac_gymnasium_pendulum"), load_config("sac_pendulum")
+    config_lib.validate(ours)
+    for section in ("agent", "actor", "learner", "replay", "evaluator", "budget"):
+        assert ours[section].to_dict() == gymnax[section].to_dict(), section
+    env, twin = config_lib.make_env(ours), config_lib.make_env(gymnax)
+    assert envs.is_host_env(env) and ours.num_actors == 2
+    assert (env.spec.actions, env.spec.time_limit) == (twin.spec.actions, twin.spec.time_limit)
 
 
 def test_the_ppo_taxi_preset_is_ppo_slippery8x8_with_4x_the_env_steps_per_update():

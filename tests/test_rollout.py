@@ -3,10 +3,14 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from distrl import agents
 from distrl.acting import rollout
 from distrl.envs import make_env
+from distrl.nodes import actor
+from distrl.pyenv import EnvError
+from tests import user_envs
 
 ENV = make_env("4x4")
 # Shortest safe route 0 -> 1 -> 2 -> 6 -> 10 -> 14 -> 15: RIGHT, RIGHT, DOWN, DOWN, DOWN, RIGHT.
@@ -72,3 +76,47 @@ def test_random_agent_continuity_and_stats():
     assert run._cache_size() == 1
     run(params, carry, jax.random.PRNGKey(4), 0.5)
     assert run._cache_size() == 1
+
+
+def _nan_above(threshold: float):
+    """A Box policy acting 0.5, but NaN where the observation's first element (the
+    Target env's target) is above `threshold`."""
+
+    def policy(params, key, observations, epsilon):
+        del params, key, epsilon
+        bad = observations[:, :1] > threshold
+        return jnp.where(bad, jnp.nan, 0.5) * jnp.ones(observations.shape), {}
+
+    return policy
+
+
+def test_the_first_nonfinite_action_of_a_chunk_is_found_inside_the_jit():
+    """The rollout marks the chunk's first step (t * B + b) whose action is not finite;
+    the actor turns it into an EnvError naming the env, its copy and the copy's step.
+    A chunk of finite actions, and one of integer actions, are marked -1."""
+    env = user_envs.make_target(shape=(2,), length=50)
+    carry = rollout.init_carry(env, jax.random.PRNGKey(0), 3)
+    _, traj, stats = rollout.make_rollout(env, _nan_above(1.5), 8)(
+        None, carry, jax.random.PRNGKey(1), 0.0
+    )
+    bad = np.asarray(traj.observation[..., 0] > 1.5)  # [T, B]
+    assert bad.any() and not bad.all()  # the seed's targets cross the threshold
+    t, b = np.argwhere(bad)[0]
+    assert int(stats.first_nonfinite_action) == t * 3 + b
+    assert np.isnan(traj.action[t, b]).all()
+    with pytest.raises(EnvError) as err:
+        actor.check_actions(stats, "tests.user_envs:make_target", 1, 3, steps_before=16)
+    assert str(err.value) == (
+        f"env tests.user_envs:make_target (actor 1, copy {b}) at step {16 + t + 1}: the "
+        f"policy's action is not finite (its params diverged)"
+    )
+    _, _, fine = rollout.make_rollout(env, _nan_above(9.0), 8)(
+        None, carry, jax.random.PRNGKey(1), 0.0
+    )
+    assert int(fine.first_nonfinite_action) == -1
+    actor.check_actions(fine, "tests.user_envs:make_target", 1, 3, steps_before=16)
+    grid = rollout.init_carry(ENV, jax.random.PRNGKey(0), 3)
+    _, _, discrete = rollout.make_rollout(ENV, scripted_policy, 4)(
+        None, grid, jax.random.PRNGKey(1), 0.0
+    )
+    assert int(discrete.first_nonfinite_action) == -1

@@ -381,6 +381,7 @@ class HostAct:
             return_sum=np.float32(return_sum),
             length_sum=np.int32(length_sum),
             successes=np.int32(successes),
+            first_nonfinite_action=np.int32(-1),  # each copy's `pyenv.Checked` refuses one
         )
         return chunk, stats
 

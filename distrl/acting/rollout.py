@@ -35,6 +35,9 @@ class RolloutStats(NamedTuple):
     return_sum: jnp.ndarray  # float32 [], summed return of those episodes
     length_sum: jnp.ndarray  # int32 [], summed length of those episodes
     successes: jnp.ndarray  # int32 [], those that succeeded (0 without a success signal)
+    # int32 [], t * B + b of the chunk's first step whose action has a non-finite element
+    # (a policy whose params diverged), -1 without one: the actor names it (`EnvError`)
+    first_nonfinite_action: jnp.ndarray
 
 
 def init_carry(env: envs.Environment, key: jax.Array, batch_size: int) -> RolloutCarry:
@@ -77,7 +80,13 @@ def _env_step(env: envs.Environment, policy: Callable, params, epsilon, carry: R
     ep_return = carry.episode_return + ts.reward
     ep_length = carry.episode_length + 1
     success = ended_in_success(env, ts)
-    ends = (ts.last, jnp.where(ts.last, ep_return, 0.0), jnp.where(ts.last, ep_length, 0), success)
+    ends = (
+        ts.last,
+        jnp.where(ts.last, ep_return, 0.0),
+        jnp.where(ts.last, ep_length, 0),
+        success,
+        _nonfinite(actions),
+    )
     new_carry = RolloutCarry(
         env_state=state,
         observation=jax.vmap(env.observe)(state),
@@ -87,6 +96,19 @@ def _env_step(env: envs.Environment, policy: Callable, params, epsilon, carry: R
     return new_carry, (transition, ends)
 
 
+def _nonfinite(actions) -> jnp.ndarray:
+    """bool [B]: the actions with a non-finite element (all False for integer actions)."""
+    if jnp.issubdtype(actions.dtype, jnp.integer):
+        return jnp.zeros(actions.shape[:1], bool)
+    return ~jnp.all(jnp.isfinite(actions.reshape(actions.shape[0], -1)), axis=1)
+
+
+def _first_true(mask: jnp.ndarray) -> jnp.ndarray:
+    """int32 []: the flat (row-major) index of `mask`'s first True, -1 without one."""
+    flat = mask.reshape(-1)
+    return jnp.where(jnp.any(flat), jnp.argmax(flat), -1).astype(jnp.int32)
+
+
 def unroll(env: envs.Environment, policy: Callable, num_steps: int, params, carry, key, epsilon):
     """Un-jitted body of `make_rollout` (for fusing into larger jitted steps)."""
 
@@ -94,13 +116,14 @@ def unroll(env: envs.Environment, policy: Callable, num_steps: int, params, carr
         return _env_step(env, policy, params, epsilon, c, k)
 
     carry, (traj, ends) = jax.lax.scan(body, carry, jax.random.split(key, num_steps))
-    last, returns, lengths, success = ends  # [T, B] each
+    last, returns, lengths, success, nonfinite = ends  # [T, B] each
     stats = RolloutStats(
         env_steps=jnp.int32(num_steps * carry.observation.shape[0]),
         episodes=jnp.sum(last, dtype=jnp.int32),
         return_sum=jnp.sum(returns),
         length_sum=jnp.sum(lengths, dtype=jnp.int32),
         successes=jnp.sum(success, dtype=jnp.int32),
+        first_nonfinite_action=_first_true(nonfinite),
     )
     return carry, traj, stats
 

@@ -24,6 +24,7 @@ from distrl import config as config_lib
 from distrl.acting import host_rollout, rollout
 from distrl.nodes.lifecycle import InProcess
 from distrl.nodes.variables import ParamsClient
+from distrl.pyenv import EnvError
 
 _REPORT_SECONDS = 0.1  # counts reach the counter (and result.json) at most this late
 
@@ -49,6 +50,22 @@ def make_act(unroll, to_items) -> packing.PackedFn:
         return (carry, tail), (items, stats)
 
     return packing.PackedFn(act)
+
+
+def check_actions(stats, env_name: str, actor_id: int, num_envs: int, steps_before: int):
+    """Raises an `EnvError` naming the env, the copy and its step when a chunk of a JAX
+    env was acted with a non-finite action (diverged params), as each copy of an env
+    stepped in Python does (`pyenv.Checked`). The rollout found the step inside its jit
+    (`RolloutStats.first_nonfinite_action`); `steps_before`: each copy's steps before
+    the chunk."""
+    first = int(stats.first_nonfinite_action)
+    if first < 0:
+        return
+    t, copy = divmod(first, num_envs)
+    raise EnvError(
+        f"env {env_name} (actor {actor_id}, copy {copy}) at step {steps_before + t + 1}: "
+        f"the policy's action is not finite (its params diverged)"
+    )
 
 
 def _steps_in_python(config) -> bool:
@@ -182,13 +199,16 @@ class Actor:
         a.log.maybe_write(a.params.version, epsilon, a.writer.reconnects)
         return written
 
-    @staticmethod
-    def _deliver(a: "_Acting") -> int:
+    def _deliver(self, a: "_Acting") -> int:
         """Writes the pending chunk's items (stamped with their behaviour version), counts
-        its steps, episodes and items; returns the items the server confirmed."""
+        its steps, episodes and items; returns the items the server confirmed. A chunk
+        acted with a non-finite action is never written: an `EnvError` ends the actor."""
         output, version = a.pending
         a.pending = None
         items, stats = a.act.unpack(output)
+        c = self._config
+        check_actions(stats, c.env.name, self._id, c.actor.num_envs, a.copy_steps)
+        a.copy_steps += c.actor.unroll_length
         a.pipeline.write(a.writer, items, version)
         written = a.writer.pop_written()
         a.tally.add(
@@ -237,6 +257,7 @@ class _Acting:
         self.max_priority = _MaxPriority(actor._learner) if prioritized else None
         self.gate = VersionGate(params, c, self.pipeline.items_per_batch(c))
         self.pending = None  # the previous chunk's (packed output, version), not yet written
+        self.copy_steps = 0  # each env copy's steps in the chunks delivered so far
 
     def close(self) -> None:
         """Closes the env copies of an env stepped in Python (nothing for a JAX env)."""
