@@ -66,14 +66,40 @@ def _ray_current() -> str | None:
         return None
 
 
+def _remove_at_exit(path: str) -> None:
+    """Removes `path` once this process ends. multiprocessing removes its own temporary
+    directory (made under TMPDIR, so inside `path`) in a finalizer at exit: this one is
+    queued after it (a lower exit priority), where multiprocessing is loaded at all."""
+    util = sys.modules.get("multiprocessing.util")
+    if util is None:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    util.Finalize(
+        None, shutil.rmtree, args=(path,), kwargs={"ignore_errors": True}, exitpriority=-200
+    )
+
+
+def _own_helper(proc: psutil.Process) -> bool:
+    """This process's own multiprocessing forkserver or resource tracker (a test run
+    without xdist starts them in the controlling process): they end when it exits."""
+    if proc.ppid() != os.getpid():
+        return False
+    command = " ".join(proc.cmdline())
+    return "multiprocessing.forkserver" in command or "multiprocessing.resource_tracker" in command
+
+
 def _marked(run: str) -> list[psutil.Process]:
-    """Live processes of this run, other than this one (and its xdist workers' ancestors)."""
+    """Live processes of this run, other than this one and its own helpers."""
     found = []
     for proc in psutil.process_iter(["pid"]):
         if proc.pid == os.getpid():
             continue
         try:
-            if proc.environ().get(MARK) == run and proc.status() != psutil.STATUS_ZOMBIE:
+            if (
+                proc.environ().get(MARK) == run
+                and proc.status() != psutil.STATUS_ZOMBIE
+                and not _own_helper(proc)
+            ):
                 found.append(proc)
         except (psutil.Error, OSError):
             pass
@@ -114,7 +140,7 @@ class Leftovers:
         if failed:
             print(f"\ndistrl tests: the run's files are kept in {self.tmpdir}", file=sys.stderr)
         else:
-            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            _remove_at_exit(self.tmpdir)
         if found:
             print("distrl tests: left behind after the run:", file=sys.stderr)
             for line in found:

@@ -84,6 +84,8 @@ def test_each_preset_has_one_pipeline():
         ppo="CHUNKS",
         reinforce="EPISODES",
         grpo="EPISODES",
+        sac="REPLAY",
+        td3="REPLAY",
     )
     assert set(expected) == set(agents.PRESETS)
     for name, pipeline in expected.items():
