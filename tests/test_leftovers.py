@@ -1,12 +1,11 @@
-"""The leftover check (tests/leftovers.py) fails a pytest run that leaves a process
-behind, names it, and ends it; a clean run passes and removes its temporary directory."""
+"""The leftover check (tests/leftovers.py) fails a pytest run that leaves a network
+namespace behind and names it; a clean run passes and removes its temporary directory."""
 
 import os
 import shutil
 import subprocess
 import sys
 
-import psutil
 import pytest
 from conftest import ROOT
 
@@ -44,17 +43,6 @@ def _kept_dir(out: str) -> str | None:
         if "the run's files are kept in " in line:
             return line.split("kept in ", 1)[1].strip()
     return None
-
-
-def test_a_process_left_behind_fails_the_run_and_is_ended(tmp_path):
-    done = _pytest(tmp_path, 'subprocess.Popen(["sleep", "3600"], start_new_session=True)')
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "left behind after the run:" in done.stderr and "sleep 3600" in done.stderr
-    kept = _kept_dir(done.stderr)
-    assert kept and os.path.isdir(kept), done.stderr
-    for proc in psutil.process_iter(["cmdline"]):
-        assert proc.info["cmdline"] != ["sleep", "3600"] or proc.status() == psutil.STATUS_ZOMBIE
-    subprocess.run(["rm", "-rf", kept], check=True)
 
 
 def test_a_clean_run_passes_and_removes_its_temporary_directory(tmp_path):
