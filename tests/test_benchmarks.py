@@ -292,3 +292,33 @@ def test_the_study_runs_its_parts_through_compare_and_gathers_their_tables(tmp_p
     with pytest.raises(SystemExit) as exit_:
         study.main(["--parts=slippery,bogus", f"--out={tmp_path}"])
     assert exit_.value.code == 2
+
+
+def test_the_studys_continuous_parts_compare_returns_at_equal_env_steps_and_seconds(tmp_path):
+    """The Pendulum parts (issue 36 item 6): each config's budget is the same env steps
+    (or wall seconds) with the target off, no gridworld map; their table gives the
+    return reached at a quarter, half and all of it, mean [min-max] over seeds, from
+    the evaluator's rows (seconds counted from compare's training origin)."""
+    from benchmarks import study
+
+    args = study._flags()
+    args(["study", "--seeds=1,2", f"--out={tmp_path}", "--continuous_seconds=100"])
+    steps = study.compare_command("pendulum_steps", args, [])
+    assert "--env_steps=100000" in steps and "--seconds=0" in steps and "--map=8x8" not in steps
+    assert "--configs=sac_pendulum,td3_pendulum,ppo_pendulum" in steps
+    seconds = study.compare_command("pendulum_seconds", args, [])
+    assert "--env_steps=0" in seconds and "--seconds=100" in seconds
+    assert "--map=8x8" in study.compare_command("fixed", args, [])
+    header = "step,elapsed,env_steps,mean_return"
+    # elapsed 5 s at env step 0 is the origin: training seconds are elapsed - 5.
+    rows = {1: ["0,5,0,-1200", "1,30,40000,-600", "2,60,80000,-300"], 2: ["0,5,0,-1000"]}
+    for seed, lines in rows.items():
+        logs = tmp_path / "pendulum_seconds" / "sac_pendulum" / f"seed{seed}" / "logs"
+        logs.mkdir(parents=True)
+        (logs / "evaluator.csv").write_text("\n".join([header, *lines]) + "\n")
+    table = study.returns_at_equal_budget("pendulum_seconds", args).splitlines()
+    assert table[0] == "| config | return at 25 s | return at 50 s | return at 100 s |"
+    # seed 1: -600 at 25 s (elapsed 30) and still at 50 s, -300 from 55 s; seed 2: its only row.
+    cells = ["-800.00 [-1000.00–-600.00]"] * 2 + ["-650.00 [-1000.00–-300.00]"]
+    assert table[2] == "| sac_pendulum | " + " | ".join(cells) + " |"
+    assert table[3] == "| td3_pendulum | no runs | no runs | no runs |"
