@@ -77,6 +77,9 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             # envs stepped in Python ('gymnasium:<id>' or a factory returning a gymnasium.Env):
             vector="sync",  # an actor's B copies: "sync" in its process, "async": a process each
             step_timeout_s=60.0,  # a vector step slower than this fails the actor (0: no limit)
+            # elements of the flat observation the agent never sees, e.g. (1, 3): CartPole's
+            # velocities (a task that needs memory); a JAX env's only
+            hidden_observation=(),
             # the gridworld's own fields:
             map="4x4",  # '4x4', '8x8', 'random:<rows>x<cols>:seed=<n>' or rows 'SFFF/FHFH/...'
             slippery=False,  # moves slip to either side with probability 1/3 each
@@ -323,6 +326,7 @@ ADDED_LATER = {
     "env.kwargs": "{}",
     "env.vector": "sync",
     "env.step_timeout_s": 60.0,
+    "env.hidden_observation": (),
     "evaluator.target_return": 0.0,
     "evaluator.optimal_measure": "success",
     # runs before the conv torso flattened every observation into the MLP

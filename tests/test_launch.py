@@ -60,7 +60,7 @@ BAD_INPUTS = [
     (
         ["--config.env.slipery=True"],
         "config.env.slipery is unknown (in --config.env.slipery); "
-        "valid fields of config.env: kwargs, map, name, rewards, slippery, step_timeout_s, "
+        "valid fields of config.env: hidden_observation, kwargs, map, name, rewards, slippery, step_timeout_s, "
         "time_limit, vector",
     ),
     (
@@ -119,6 +119,15 @@ BAD_INPUTS = [
         ["--config=configs/ppo.py", "--config.env.name=tests.user_envs:make_target"]
         + ['--config.env.kwargs={"shape": [2, 2]}'],
         "config.algorithm='ppo': Box actions of shape (2, 2); the networks take one axis",
+    ),
+    # Observation elements hidden (tests/test_observation.py): out of range, or a Python env's.
+    (
+        ["--config=configs/ppo_cartpole.py", "--config.env.hidden_observation=(1,4)"],
+        "config.env.hidden_observation=(1, 4): [4] are not elements of the observation; need",
+    ),
+    (
+        ["--config=configs/ppo_gymnasium_cartpole.py", "--config.env.hidden_observation=(1,)"],
+        "'gymnasium:CartPole-v1' is stepped in Python; only a JAX env",
     ),
     (["--config={tmp}/broken.py"], "invalid syntax (broken.py, line 1)"),
     (["--run_dir={tmp}/file"], "is a file, not a directory"),

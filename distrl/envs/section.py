@@ -10,7 +10,7 @@ naming the field; nothing here reads another section of the config.
 import math
 import re
 
-from distrl.envs import factory, gridworld, host_env
+from distrl.envs import factory, gridworld, host_env, observation
 from distrl.envs.interface import Environment
 from distrl.errors import ConfigError, check
 
@@ -23,7 +23,24 @@ VECTORS = ("sync", "async")  # env.vector: an actor's copies in its process, or 
 
 
 def make(section) -> Environment:
-    """The env `section.name` names; any failure to build it is a ConfigError naming it."""
+    """The env `section.name` names, less its `hidden_observation`; any failure to build
+    it is a ConfigError naming it."""
+    env = _named(section)
+    hidden = tuple(section.hidden_observation)
+    if not hidden:
+        return env
+    check(
+        not host_env.is_host_env(env),
+        f"config.env.hidden_observation={hidden}: {section.name!r} is stepped in Python; "
+        f"only a JAX env (gymnax, the gridworld, a factory's) hides observation elements",
+    )
+    try:
+        return observation.hide(env, hidden)
+    except ValueError as err:
+        raise ConfigError(f"config.env.hidden_observation={hidden}: {err}") from None
+
+
+def _named(section) -> Environment:
     if section.name != GRIDWORLD:
         try:
             return factory.build(section.name, factory.parse_kwargs(section.kwargs))
