@@ -156,6 +156,9 @@ def test_a_users_gymnax_env_or_pair_is_adopted_by_name(factory, kwargs, limit):
     for t in range(limit):
         state, ts = env.step(state, 0, jax.random.fold_in(KEY, t))
     assert bool(ts.truncated) and not bool(ts.terminated) and float(ts.discount) == 1.0
+    # a process that did not build it (an unpickled env) calls the factory by its name
+    gymnax_env._MADE.clear()
+    assert env.spec.time_limit == limit and env.step(state, 0, KEY)[1].truncated
 
 
 @pytest.mark.parametrize(
