@@ -400,8 +400,8 @@ def train(config, log=None, env=None) -> TrainResult:
     config: an experiment config (`distrl.config.base_config`, `configs/*.py`);
     ConfigError before anything is compiled when it cannot work here (including
     the memory estimate and a target the env cannot score). log: optional
-    callable(str) for a line per jitted call. env: an env of the interface to train
-    on instead of `config.env`'s gridworld.
+    callable(str) for the progress lines (the launcher's, `_loop`). env: an env of the
+    interface to train on instead of `config.env`'s gridworld.
     """
     start = time.perf_counter()
     cfg = Settings.of(config)
@@ -488,7 +488,7 @@ def _per_iteration(call) -> str:
 
 
 def main(config, quiet: bool = False) -> TrainResult:
-    """Trains `config`, printing a line per jitted call (unless quiet) and the summary."""
+    """Trains `config`, printing the progress line (unless quiet) and the summary."""
     result = train(config, log=None if quiet else print)
     where = config.env.map if config.env.name == env_section.GRIDWORLD else config.env.name
     success = (
