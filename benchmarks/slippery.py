@@ -69,7 +69,7 @@ def run_one(name: str, seed: int, map_name: str | None, env_steps: int, override
 
 _SUMMARY = re.compile(
     r"solved=(?P<solved>\w+) env_steps=(?P<env_steps>\d+) .*"
-    r"wall=(?P<wall>[\d.]+)s \(compile (?P<compile>[\d.]+)s\)"
+    r"wall=(?P<wall>[\d.]+)s \(compile (?P<compile>[\d.]+)s, "
 )
 
 

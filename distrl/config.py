@@ -187,7 +187,9 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
             # evaluator.every_env_steps in iterations, as the distributed evaluator's
             # cadence, or every iteration where that is 0 (an evaluation on wall time)
             eval_every=0,
-            iterations_per_call=200,  # iterations per jitted call (a log line after each)
+            # iterations per jitted call at most (each block of them has its own key);
+            # calls are cut shorter to show progress and to keep budget.seconds
+            iterations_per_call=200,
             # XLA backend optimisation level; -1: XLA's default (2). Level 0 compiled
             # 0.4-1.3 s faster and stepped 3-4x slower on every preset measured
             # (benchmarks/README.md, "Issue 30: the single-process trainer at its defaults")

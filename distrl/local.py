@@ -4,8 +4,11 @@ It uses exactly the agents' `update` and `policy` and the shared rollout: B envs
 for T steps per iteration, then (DQN) add n-step transitions to a circular replay
 buffer held in JAX arrays (`distrl.agents.replay_buffer`) and take a few updates,
 or (AC/PPO) update on the chunk itself. Iterations, updates and the greedy evaluation
-that decides when to stop are fused into ONE jitted call (a `lax.while_loop` that runs up to
-`iterations_per_call` iterations); Python only loops over those calls and logs.
+that decides when to stop are fused into ONE jitted call (a `lax.while_loop` that runs a
+given number of iterations, at most `iterations_per_call`); Python only loops over those
+calls, sizes them by time (`_plan`: a progress line at least every 10 s, and the last call
+before `budget.seconds` one iteration long) and shows the launcher's progress line
+(`program/progress.format_line`).
 The run is solved when the lower bounds of the greedy success interval and/or mean
 return interval reach their targets (those set) in an evaluation of
 `evaluator.confirm_envs` episodes, run whenever the greedy policy's exact success (a
@@ -43,7 +46,8 @@ How the experiment config maps onto one process (`Settings.of`):
   evaluator.num_envs greedy episodes every local.eval_every iterations (0, the
   default: evaluator.every_env_steps in iterations, else every iteration);
   budget.env_steps inside the jitted loop, budget.learner_steps and budget.seconds
-  between jitted calls; 0 = no limit.
+  between jitted calls (a call starts only within budget.seconds, and the last one is
+  one iteration long: the run stops within one iteration of it); 0 = no limit.
 - seed, env, agent: as in the distributed run. local.* holds the trainer's own
   settings (eval_every, iterations_per_call, xla_opt_level).
 Not used here: replay.sampler (always uniform), priority_exponent, error_buffer,
@@ -67,6 +71,7 @@ from distrl.acting import evaluation, rollout
 from distrl.envs import exact, host_env
 from distrl.envs import section as env_section
 from distrl.errors import check as _check
+from distrl.program import progress
 
 
 class Settings(NamedTuple):
@@ -178,6 +183,8 @@ class TrainResult(NamedTuple):
     has_success: bool = True  # the env has a success signal (else success_* read 0)
     exact: dict | None = None  # evaluation.exact_answer of the final params (tabular env)
     history: tuple = ()  # (env steps, seconds, exact success or nan) after each jitted call
+    calls: tuple = ()  # (iterations, seconds) of each jitted call
+    trained_time: float = 0.0  # seconds from the start to the end of the last call
 
 
 def _iteration(env, agent, cfg: Settings, c: TrainCarry, key) -> TrainCarry:
@@ -232,13 +239,14 @@ def _evaluate(env, agent, cfg: Settings, target: tuple, params, key):
     )
 
 
-def _train_call(env, agent, cfg: Settings, target: tuple, carry: TrainCarry, key):
-    """Up to `iterations_per_call` iterations; stops early on budget or confirmed success.
+def _train_call(env, agent, cfg: Settings, target: tuple, carry: TrainCarry, key, iterations):
+    """Up to `iterations` iterations (a traced int32: any count, one compile); stops early
+    on the env-step budget or confirmed success.
 
     Returns (carry, (values [S], greedy actions [S]) of every cell, or None without a
     grid) - the grids ride along so that the report needs no extra compile.
     """
-    stop_at = carry.iterations + cfg.iterations_per_call
+    stop_at = carry.iterations + iterations
 
     def running(c):
         solved = _reached(c.evaluation, target, cfg)
@@ -286,7 +294,8 @@ def _compile(init_fn, call_fn, init_key, key, opt_level):
     """Compiles the init and the fused step concurrently (XLA releases the GIL)."""
     options = None if opt_level < 0 else {"xla_backend_optimization_level": opt_level}
     init_lowered = jax.jit(init_fn).lower(init_key)
-    call_lowered = jax.jit(call_fn).lower(init_lowered.out_info, key)
+    iterations = jax.ShapeDtypeStruct((), jnp.int32)
+    call_lowered = jax.jit(call_fn).lower(init_lowered.out_info, key, iterations)
     compiled = {}
     worker = threading.Thread(target=lambda: compiled.update(init=init_lowered.compile(options)))
     worker.start()
@@ -295,39 +304,94 @@ def _compile(init_fn, call_fn, init_key, key, opt_level):
     return compiled["init"], call_compiled
 
 
+# A call's length away from the time budget: the launcher's plain progress cadence
+# (progress.ProgressLine's plain_every), so a slow env still shows a line that often.
+_LINE_SECONDS = 10.0
+_SHOW_SECONDS = 1.0  # at most a line a second (the launcher redraws its line as often)
+
+
+def _plan(cfg: Settings, left_in_block: int, slowest: float | None, elapsed: float) -> int:
+    """Iterations for the next jitted call: the rest of the block, cut to _LINE_SECONDS
+    and to half of what is left of budget.seconds at the slowest seconds per iteration
+    seen (half: a call whose iterations run slower than any before still ends in time),
+    so that the last call before the time budget is one iteration; 1 before any call
+    is timed."""
+    if slowest is None:
+        return 1
+    window = _LINE_SECONDS
+    if cfg.max_seconds:
+        window = min(window, (cfg.max_seconds - elapsed) / 2)
+    return max(1, min(left_in_block, int(window / max(slowest, 1e-9))))
+
+
+def _progress_row(ev, answer, steps, updates, elapsed, rates, success: bool) -> dict:
+    """The figures of the evaluator's metrics row that `progress.format_line` shows."""
+    row = dict(
+        elapsed=elapsed,
+        env_steps=steps,
+        env_steps_per_s=rates[0],
+        learner_steps=updates,
+        updates_per_s=rates[1],
+        mean_return=float(ev.mean_return),
+    )
+    if success:
+        row.update(success_rate=float(ev.success_rate))
+    if answer is not None:
+        row.update(exact_success=answer["success"], optimal_success=answer["optimal_success"])
+        row.update(exact_return=answer["mean_return"], optimal_return=answer["optimal_return"])
+    return row
+
+
 def _loop(env, step, carry: TrainCarry, key, cfg: Settings, target, log, start: float, judge):
     """Calls the compiled step until solved or out of budget.
 
-    judge(params) -> the greedy policy's exact success. Returns (carry, grids, history):
-    history holds (env steps, seconds, exact success) after each call.
+    Iterations come in blocks of `iterations_per_call`, each with its own key (the
+    random stream does not depend on how a block is cut into calls); a block is cut
+    into calls sized by `_plan`. judge(params) -> `evaluation.exact_answer` or None.
+    log(row) gets the progress row once there is an evaluation: at most once every
+    _SHOW_SECONDS, and the last one.
+    Returns (carry, grids, history, calls): history holds (env steps, seconds, exact
+    success or nan) after each call, calls (iterations, seconds) of each call.
     """
-    history = []
+    history, calls = [], []
     success = evaluation.has_success(env)
+    steps, updates, done = (int(x) for x in (carry.env_steps, carry.state.step, carry.iterations))
+    block_end, slowest, shown, row = done, None, -math.inf, None  # row: not yet shown
     while True:
-        key, call_key = jax.random.split(key)
-        carry, grids = step(carry, call_key)
-        ev, steps, updates = jax.device_get((carry.evaluation, carry.env_steps, carry.state.step))
-        elapsed = time.perf_counter() - start
-        history.append((int(steps), elapsed, judge(carry.state.params)))
-        if log:
-            exact_note = "" if math.isnan(history[-1][2]) else f" exact={history[-1][2]:.3f}"
-            rate = (
-                f"success={ev.success_rate:.3f} [{ev.success_low:.3f}, {ev.success_high:.3f}] "
-                if success
-                else ""
-            )
-            log(
-                f"env_steps={steps} updates={updates} {rate}"
-                f"return={ev.mean_return:+.2f} [{ev.return_low:+.2f}, {ev.return_high:+.2f}]"
-                f"/{ev.episodes:.0f}{exact_note} t={elapsed:.2f}s"
-            )
+        if done >= block_end:
+            key, call_key = jax.random.split(key)
+            block_end = done + cfg.iterations_per_call
+        n = _plan(cfg, block_end - done, slowest, time.perf_counter() - start)
+        began = time.perf_counter()
+        if calls and 0 < cfg.max_seconds <= began - start:  # every call starts in time
+            break
+        carry, grids = step(carry, call_key, jnp.int32(n))
+        ev, now_steps, now_updates, now_done = jax.device_get(
+            (carry.evaluation, carry.env_steps, carry.state.step, carry.iterations)
+        )
+        took = time.perf_counter() - began
+        elapsed = began + took - start
+        ran = int(now_done) - done
+        slowest = max(slowest or 0.0, took / max(ran, 1))
+        calls.append((ran, took))
+        answer = judge(carry.state.params)
+        history.append((int(now_steps), elapsed, answer["success"] if answer else math.nan))
+        rates = ((now_steps - steps) / took, (now_updates - updates) / took)
+        steps, updates, done = int(now_steps), int(now_updates), int(now_done)
+        if log and ev.episodes > 0:
+            row = _progress_row(ev, answer, steps, updates, elapsed, rates, success)
+            if elapsed - shown >= _SHOW_SECONDS:
+                log(row)
+                shown, row = elapsed, None
         if (
             _reached(ev, target, cfg)
             or steps >= cfg.max_env_steps
             or 0 < cfg.max_updates <= updates
-            or 0 < cfg.max_seconds <= elapsed
         ):
-            return carry, grids, history
+            break
+    if row is not None:  # the last figures, whenever the line was shown last
+        log(row)
+    return carry, grids, history, calls
 
 
 def train(config, log=None, env=None) -> TrainResult:
@@ -336,8 +400,8 @@ def train(config, log=None, env=None) -> TrainResult:
     config: an experiment config (`distrl.config.base_config`, `configs/*.py`);
     ConfigError before anything is compiled when it cannot work here (including
     the memory estimate and a target the env cannot score). log: optional
-    callable(str) for a line per jitted call. env: an env of the interface to train
-    on instead of `config.env`'s gridworld.
+    callable(str) for the progress lines (the launcher's, `_loop`). env: an env of the
+    interface to train on instead of `config.env`'s gridworld.
     """
     start = time.perf_counter()
     cfg = Settings.of(config)
@@ -352,6 +416,8 @@ def train(config, log=None, env=None) -> TrainResult:
     best = exact.optimum(model, discount) if model is not None else None
     target = evaluator_config.targets(config, env, best)  # (success, mean return); 0: none
     init_key, key = jax.random.split(jax.random.PRNGKey(cfg.seed))
+    if log:
+        log("distrl.local: compiling the training step ...")
     init_fn, step = _compile(
         functools.partial(init_carry, env, agent, cfg),
         functools.partial(_train_call, env, agent, cfg, target),
@@ -362,11 +428,17 @@ def train(config, log=None, env=None) -> TrainResult:
     compile_time = time.perf_counter() - start
 
     def judge(params):
-        if model is None:
-            return float("nan")
-        return evaluation.exact_answer(env, agent, params, discount, best)["success"]
+        return (
+            None if model is None else evaluation.exact_answer(env, agent, params, discount, best)
+        )
 
-    carry, grids, history = _loop(env, step, init_fn(init_key), key, cfg, target, log, start, judge)
+    def show(row):  # the launcher's progress line (program/progress.py)
+        log(progress.format_line(row, config, row["elapsed"]))
+
+    carry, grids, history, calls = _loop(
+        env, step, init_fn(init_key), key, cfg, target, show if log else None, start, judge
+    )
+    trained = history[-1][1]
     ev = _final_evaluation(env, agent, cfg, carry, key)
     answer = None
     if model is not None:
@@ -395,6 +467,8 @@ def train(config, log=None, env=None) -> TrainResult:
         target_return=target[1],
         has_success=evaluation.has_success(env),
         history=tuple(history),
+        calls=tuple(calls),
+        trained_time=trained,
     )
 
 
@@ -408,8 +482,13 @@ def _final_evaluation(env, agent, cfg: Settings, carry: TrainCarry, key):
     return jax.device_get(evaluate(carry.state.params, jax.random.fold_in(key, 2**31 - 1)))
 
 
+def _per_iteration(call) -> str:
+    iterations, seconds = call
+    return f"{iterations} iteration{'s' * (iterations != 1)} in {seconds:.3f}s"
+
+
 def main(config, quiet: bool = False) -> TrainResult:
-    """Trains `config`, printing a line per jitted call (unless quiet) and the summary."""
+    """Trains `config`, printing the progress line (unless quiet) and the summary."""
     result = train(config, log=None if quiet else print)
     where = config.env.map if config.env.name == env_section.GRIDWORLD else config.env.name
     success = (
@@ -421,7 +500,8 @@ def main(config, quiet: bool = False) -> TrainResult:
     print(
         f"{config.algorithm} on {where}: solved={result.solved} "
         f"env_steps={result.env_steps} updates={result.updates} episodes={result.episodes} "
-        f"wall={result.wall_time:.2f}s (compile {result.compile_time:.2f}s) {success}"
+        f"wall={result.wall_time:.2f}s (compile {result.compile_time:.2f}s, trained until "
+        f"{result.trained_time:.3f}s, last call {_per_iteration(result.calls[-1])}) {success}"
         f"return={result.mean_return:+.2f} [{result.return_low:+.2f}, {result.return_high:+.2f}]"
         f"/{result.eval_episodes} target_return={result.target_return:g} "
         f"length={result.mean_length:.1f}"

@@ -1,8 +1,10 @@
 """gymnax environments by name (`config.env.name=gymnax:<id>`, `distrl.envs.gymnax_env`):
 the interface contract, termination and truncation read apart (gymnax's own `step`
 merges them into one reset), the rollout, and the single-process trainer on
-CartPole-v1. gymnax is pinned in requirements.lock; a venv made before the pin
-(`make setup` not rerun) skips this file."""
+CartPole-v1; a user's own gymnax-style env (`tests/gymnax_user_envs.py`, an Environment
+or gymnax.make's (env, params) pair) through `module:factory`, trained in both modes.
+gymnax is pinned in requirements.lock; a venv made before the pin (`make setup` not
+rerun) skips this file."""
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +19,7 @@ from distrl import config as config_lib  # noqa: E402
 from distrl import envs, local  # noqa: E402
 from distrl.acting import evaluation, rollout  # noqa: E402
 from distrl.envs import gymnax_env  # noqa: E402
+from distrl.program import launcher as program  # noqa: E402
 
 KEY = jax.random.PRNGKey(0)
 IDS = ["CartPole-v1", "Acrobot-v1", "Breakout-MinAtar", "SpaceInvaders-MinAtar",
@@ -118,3 +121,77 @@ def test_a_conv_torso_on_cartpole_vectors_is_a_config_error():
     config.agent.torso = "conv"
     with pytest.raises(config_lib.ConfigError, match=r"torso='conv' needs .* shape is \(4,\)"):
         config_lib.validate(config)
+
+
+# A user's own gymnax-style env (tests/gymnax_user_envs.py) through `module:factory`.
+USER = "tests.gymnax_user_envs"
+
+
+def _user_config(factory: str, kwargs: str = "{}"):
+    """PPO on the gymnax-style contextual bandit (best return: its episode length),
+    stopping at a confirmed return of 3.5 of 4."""
+    config = load_config("ppo")
+    config.env.update(dict(name=f"{USER}:{factory}", kwargs=kwargs))
+    config.evaluator.update(
+        dict(target_success=0.0, target_return=3.5, num_envs=200, confirm_envs=2_000)
+    )
+    config.agent.hidden_sizes = (32,)
+    config.budget.update(dict(env_steps=400_000, seconds=240.0))
+    return config
+
+
+@pytest.mark.parametrize(
+    "factory, kwargs, limit",
+    [("make", "{}", 4), ("make_pair", '{"length": 4}', 4), ("make_pair", '{"length": 6}', 6)],
+)
+def test_a_users_gymnax_env_or_pair_is_adopted_by_name(factory, kwargs, limit):
+    config = _user_config(factory, kwargs)
+    env = config_lib.make_env(config)
+    assert isinstance(env, gymnax_env.GymnaxEnv) and env == config_lib.make_env(config)
+    assert env.spec.time_limit == limit and env.spec.observation_shape == (3,)
+    assert env.spec.num_actions == 3
+    _check_contract(env, batch=2, steps=limit + 2)
+    # the time limit is gymnax's is_truncated: a truncation that bootstraps
+    state, _ = env.reset(KEY)
+    for t in range(limit):
+        state, ts = env.step(state, 0, jax.random.fold_in(KEY, t))
+    assert bool(ts.truncated) and not bool(ts.terminated) and float(ts.discount) == 1.0
+    # a process that did not build it (an unpickled env) calls the factory by its name
+    gymnax_env._MADE.clear()
+    assert env.spec.time_limit == limit and env.step(state, 0, KEY)[1].truncated
+
+
+@pytest.mark.parametrize(
+    "factory, message",
+    [
+        ("two_numbers", "returned a tuple, not an environment: need spec, reset, step and observe"),
+        ("pair_without_a_time_limit", "params (dict) have max_steps_in_episode=None"),
+        ("without_an_observation_space", "gymnax-style but raised NotImplementedError"),
+    ],
+)
+def test_a_bad_gymnax_style_answer_is_a_config_error_naming_what_is_valid(factory, message):
+    config = _user_config(factory)
+    with pytest.raises(config_lib.ConfigError, match=f"config.env.name='{USER}:{factory}'") as err:
+        config_lib.validate(config)
+    assert message in str(err.value)
+    if factory == "two_numbers":
+        assert "a gymnax Environment or the (env, params) pair gymnax.make returns" in str(
+            err.value
+        )
+
+
+@pytest.mark.parametrize("factory", ["make", "make_pair"])
+def test_a_users_gymnax_env_trains_in_the_single_process_trainer(factory):
+    result = local.train(_user_config(factory))
+    assert result.solved and result.return_low >= 3.5, result._replace(params=None)
+    assert result.eval_episodes == 2_000 and not result.has_success
+
+
+@pytest.mark.slow
+def test_mt_run_on_a_users_gymnax_pair(tmp_path):
+    """The distributed program: every node makes the env again by its factory's name."""
+    config = _user_config("make_pair", '{"length": 4}')
+    config.run_dir = str(tmp_path / "run")
+    result, _ = program.run(config, "test_mt")
+    assert result["stop_reason"] == "target_reached", result
+    assert result["evaluation"]["return_low"] >= 3.5 and result["evaluation"]["episodes"] == 2_000

@@ -75,6 +75,15 @@ BAD_INPUTS = [
         ["--config.env.name=tests.user_envs:not_an_env"],
         "returned a dict, not an environment",
     ),
+    (  # a gymnax-style answer (tests/gymnax_user_envs.py) is the env or the pair, nothing else
+        ["--config.env.name=tests.gymnax_user_envs:two_numbers"],
+        "returned a tuple, not an environment: need spec, reset, step and observe "
+        "(distrl.envs.interface), a gymnax Environment or the (env, params) pair",
+    ),
+    (
+        ["--config.env.name=tests.gymnax_user_envs:pair_without_a_time_limit"],
+        "Contexts's params (dict) have max_steps_in_episode=None: need a whole number >= 1",
+    ),
     (
         ["--config.env.name=tests.user_envs:make_contexts", "--config.evaluator.target_success=1"],
         "config.evaluator.target_success=1.0: the env (Contexts) has no success signal",

@@ -204,6 +204,33 @@ def test_command_line_takes_the_experiment_config(warm_python):
     assert "Unable to initialize backend" not in out  # JAX's missing-plugin noise
 
 
+def test_command_line_shows_progress_and_stops_within_an_iteration_of_its_seconds(warm_python):
+    """budget.seconds with no target: the launcher's progress line while it runs, and
+    the run's last jitted call, one iteration long, ends within that iteration of the
+    budget (the tolerance is the run's own last call, as its summary prints it)."""
+    budget = 15.0  # above its compile (3 s from the cache here; over 10 s at load 16)
+    code, out = _local(
+        warm_python,
+        "--config=configs/ppo.py",
+        f"--config.budget.seconds={budget}",
+        "--config.budget.env_steps=0",
+        "--config.evaluator.target_success=0",
+    )
+    assert code == 0, out[-2000:]
+    shown = [float(t) for t in re.findall(r"^\[ *(\d+)s\] env steps .* left: .* s$", out, re.M)]
+    assert len(shown) >= 2 and shown == sorted(shown), out[-2000:]
+    summary = re.search(
+        r"solved=False .*compile ([\d.]+)s, trained until ([\d.]+)s, "
+        r"last call (\d+) iterations? in ([\d.]+)s",
+        out,
+    )
+    assert summary, out[-2000:]
+    compile_s, trained, iterations, last = map(float, summary.groups())
+    # lines while it ran and one at its end (their seconds are printed whole: +-0.5)
+    assert compile_s <= shown[0] + 0.5 and abs(shown[-1] - trained) <= 0.5
+    assert iterations == 1 and trained <= budget + last + 0.001  # printed to the ms
+
+
 @pytest.mark.parametrize(
     "args,message",
     [

@@ -2,9 +2,11 @@
 (or `gymnax:<id>`, gymnax's env of that id: `envs/gymnax_env.py`; or `gymnasium:<id>`,
 an env stepped in Python: `envs/host_env.py`).
 
-A factory may return a JAX env of the interface or a `gymnasium.Env` (a subclass named
-directly is a factory too): distrl tells the two apart by what it returns, and a
-gymnasium env becomes a `host_env.HostEnv` that every process makes again by name.
+A factory may return a JAX env of the interface, a gymnax-style env (a gymnax
+`Environment`, or the `(env, params)` pair `gymnax.make` returns) or a `gymnasium.Env`
+(a subclass named directly is a factory too): distrl tells them apart by what it
+returns; a gymnax-style env becomes a `gymnax_env.GymnaxEnv` and a gymnasium env a
+`host_env.HostEnv`, each made again by name in every process.
 
 `build("mypkg.envs:make", {"size": 8})` imports `mypkg.envs`, calls `make(size=8)` and
 checks that the answer is an environment of the interface (`envs.interface`) that a
@@ -76,9 +78,16 @@ def build(name: str, kwargs: dict) -> Environment:
         env = factory(**kwargs)
     except Exception as err:  # noqa: BLE001 - any failure of user code is reported by name
         raise FactoryError(f"the factory raised {type(err).__name__}: {err}") from None
-    if not isinstance(env, Environment) and host_env.is_gymnasium_env(env):
-        env.close()  # each process makes its own copies by name
-        return _host(name, kwargs)
+    if not isinstance(env, Environment):
+        if host_env.is_gymnasium_env(env):
+            env.close()  # each process makes its own copies by name
+            return _host(name, kwargs)
+        pair = gymnax_env.pair_of(env)
+        if pair is not None:
+            try:
+                return gymnax_env.adopt(name, kwargs, pair)
+            except ValueError as err:
+                raise FactoryError(str(err)) from None
     check(env)
     return env
 
@@ -107,7 +116,8 @@ def check(env) -> None:
     if not isinstance(env, Environment):
         raise FactoryError(
             f"returned a {kind}, not an environment: need spec, reset, step and observe "
-            f"(distrl.envs.interface), or a gymnasium.Env"
+            f"(distrl.envs.interface), a gymnax Environment or the (env, params) pair "
+            f"gymnax.make returns, or a gymnasium.Env"
         )
     try:
         hash(env)
