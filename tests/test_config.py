@@ -316,7 +316,8 @@ def test_unknown_and_missing_fields_anywhere_are_refused():
     with pytest.raises(
         config_lib.ConfigError,
         match=r"config.env.slipery is unknown .*"
-        r"valid fields of config.env: hidden_observation, kwargs, map, name, rewards, slippery, step_timeout_s, "
+        r"valid fields of config.env: hidden_observation, kwargs, map, name, rewards, "
+        r"slippery, step_timeout_s, "
         r"time_limit, vector",
     ):
         config_lib.validate(config)

@@ -60,7 +60,8 @@ BAD_INPUTS = [
     (
         ["--config.env.slipery=True"],
         "config.env.slipery is unknown (in --config.env.slipery); "
-        "valid fields of config.env: hidden_observation, kwargs, map, name, rewards, slippery, step_timeout_s, "
+        "valid fields of config.env: hidden_observation, kwargs, map, name, rewards, "
+        "slippery, step_timeout_s, "
         "time_limit, vector",
     ),
     (
