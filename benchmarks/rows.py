@@ -204,7 +204,7 @@ ROWS = [
     # Box actions stepped in Python (issue 36): MuJoCo's HalfCheetah, SAC's actor.
     Spec(
         "1 host env",
-        "gymnasium {host.continuous.env:s} (MuJoCo), {host.continuous.num_envs} checked copies "
+        "{host.continuous.env:s} (MuJoCo), {host.continuous.num_envs} checked copies "
         "in the actor's sync vector env, random actions in its Box (no policy)",
         figure="host.continuous.random_steps_per_s",
         unit="env steps/s",
