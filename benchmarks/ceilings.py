@@ -156,6 +156,12 @@ def measure_actors(configs, seconds: float) -> dict:
     return out
 
 
+def measure_updates(configs, seconds: float) -> dict:
+    """The update ceiling of each config ({name: config}) -> {name: {'update'}}: the
+    learner presets' rows (`rows.LEARNERS`)."""
+    return {name: {"update": update_ceiling(config, seconds)} for name, config in configs.items()}
+
+
 def measure_all(configs, seconds: float) -> dict:
     """Every ceiling of each config ({name: config}) -> {name: {'rollout',
     'actor_compute', 'update', 'reverb'}}; one Reverb server process serves all."""

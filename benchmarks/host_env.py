@@ -13,7 +13,11 @@ For gymnasium's CartPole-v1 it measures, in env steps/s:
     (`env.vector=async`), env alone and DQN actor;
   - together: 1, 2 and 4 actor processes stepping at once (each its own vector env
     of B copies and its own policy, DQN), each one's env steps/s and the CPU cores
-    it used (its user + system time over the window, `resource.getrusage`).
+    it used (its user + system time over the window, `resource.getrusage`);
+  - continuous: gymnasium's MuJoCo HalfCheetah-v5 (Box actions, issue 36), its
+    vector env alone with uniform random actions in the Box against SAC's host
+    actor on it (configs/sac_pendulum.py's agent with the env in its place), the
+    same B copies; an error entry where mujoco is not installed.
 Every actor acts with epsilon 1 (DQN's actions then random, as the env alone's: its
 untrained greedy actions end CartPole episodes after 9.5 steps against 22, and each
 end costs a reset inside the step; PPO's untrained policy is near uniform anyway),
@@ -41,6 +45,7 @@ import jax
 import numpy as np
 
 ENV = "gymnasium:CartPole-v1"
+CONTINUOUS = ("gymnasium:HalfCheetah-v5", "sac_pendulum")  # (env, the config of its actor)
 _AS_ACTOR = "DISTRL_HOST_BENCH_AS_ACTOR"  # set in the measuring process (`actor_environment`)
 ASYNC_ENVS = 4  # subprocess copies: at most 4 on the shared 2-core machine
 
@@ -66,11 +71,17 @@ def _timed(slice_s: float, step) -> Rate:
 def _random_rate(vector, num_envs: int, seconds: float, ends: dict | None = None) -> Rate:
     """`vector` stepped with random actions; `ends` counts steps and episode ends."""
     rng = np.random.default_rng(0)
-    n = int(vector.single_action_space.n)
+    space = vector.single_action_space
     ends = {} if ends is None else ends
 
+    def random_actions():
+        if hasattr(space, "n"):
+            return rng.integers(0, int(space.n), num_envs)
+        shape = (num_envs, *space.shape)
+        return rng.uniform(space.low, space.high, shape).astype(space.dtype)
+
     def step():
-        _, _, terminated, truncated, _ = vector.step(rng.integers(0, n, num_envs))
+        _, _, terminated, truncated, _ = vector.step(random_actions())
         ends["episodes"] = ends.get("episodes", 0) + int(np.sum(terminated | truncated))
         ends["steps"] = ends.get("steps", 0) + num_envs
         return num_envs
@@ -89,13 +100,13 @@ def _gymnasium_vector(num_envs: int):
     return vector
 
 
-def _actor(algo: str, num_envs: int, timeout_s: float, vector: str = "sync"):
+def _actor(algo: str, num_envs: int, timeout_s: float, vector: str = "sync", env_name=ENV):
     from benchmarks.common import load_config  # noqa: PLC0415
     from distrl import agents, pipelines  # noqa: PLC0415
     from distrl import config as config_lib  # noqa: PLC0415
     from distrl.acting import host_rollout  # noqa: PLC0415
 
-    c = load_config(algo, {"env.name": ENV, "actor.num_envs": num_envs})
+    c = load_config(algo, {"env.name": env_name, "actor.num_envs": num_envs})
     c.env.step_timeout_s, c.env.vector = timeout_s, vector
     env = config_lib.make_env(c)
     agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
@@ -199,8 +210,33 @@ def measure(algos=("dqn", "ppo"), num_envs=16, window=3.0, slices=6, processes=(
     for entry in [out["random"], *(out[algo] for algo in algos)]:  # env steps per CPU second
         cpu = entry.get("cpu_us_per_step") or entry.get("actor_cpu_us_per_step")
         entry["steps_per_cpu_s"] = 1e6 / cpu
+    out["continuous"] = continuous(num_envs, slice_s, slices)
     out["vector"] = sync_against_async(algos[0], slice_s, slices)
     out["together"] = {str(n): together(n, algos[0], num_envs, window) for n in processes}
+    return out
+
+
+def continuous(num_envs: int, slice_s: float, slices: int) -> dict:
+    """`CONTINUOUS`'s env alone (its actor's own vector env, random actions in the Box)
+    and its actor (`HostAct`, the agent's sampled actions), taking turns slice by slice
+    (best of `slices`); {'error': ...} where the env cannot be made (no mujoco)."""
+    env_name, algo = CONTINUOUS
+    out = {"env": env_name, "algo": algo, "num_envs": num_envs}
+    try:
+        acting = _actor(algo, num_envs, 60.0, env_name=env_name)
+    except Exception as err:  # noqa: BLE001 - a row with the cause, the others still run
+        return dict(out, error=f"{type(err).__name__}: {err}".splitlines()[0])
+    try:
+        acting.rate(1.0)  # compile
+        out["unroll_length"] = acting.steps_per_call // num_envs
+        vector = acting.act._stepper.vector
+        for _ in range(slices):
+            _best(out, "random_steps_per_s", _random_rate(vector, num_envs, slice_s))
+            _best(out, "actor_steps_per_s", acting.rate(slice_s))
+    finally:
+        acting.close()
+    out["random_steps_per_cpu_s"] = 1e6 / out["random_cpu_us_per_step"]
+    out["actor_steps_per_cpu_s"] = 1e6 / out["actor_cpu_us_per_step"]
     return out
 
 

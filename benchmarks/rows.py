@@ -22,6 +22,10 @@ ENV_PRESETS = ("ppo_cartpole", "dqn_breakout")
 # The single-process trainer's preset and seed, run as a user runs it and with
 # benchmarks/slippery.py's settings (section `local`; issue 30 item 6's seed).
 LOCAL_PRESET = ("ppo_slippery8x8", 13)
+# Replay presets of a Box env whose learner alone gets a row against its own jitted
+# update (section `stages`, its actor filling the table first; issue 36: SAC).
+LEARNERS = ("sac_pendulum",)
+CONFIGS = ALGOS + ENV_PRESETS + LEARNERS  # every config the bench runs (its overrides')
 ROLES = ("replay", "counter", "learner", "actor", "evaluator")  # node groups of make_program
 E2E_ACTORS = 2  # the end-to-end program's actors (issue 14's rows)
 HOST_TOGETHER = (1, 2, 4)  # host-stepped actor processes stepping at once (issue 27)
@@ -100,6 +104,16 @@ ROWS = [
         unit="updates/s",
         note="{ceilings.<algo>.update.samples_per_s} samples/s",
     ),
+    *[
+        Spec(
+            "1 ceilings",
+            f"{name} update {{ceilings.{name}.update.batch}} (device batches)",
+            figure=f"ceilings.{name}.update.updates_per_s",
+            unit="updates/s",
+            note=f"{{ceilings.{name}.update.samples_per_s}} samples/s",
+        )
+        for name in LEARNERS
+    ],
     Spec(
         "1 ceilings",
         "<algo> Reverb insert (replay.Writer, server in a child process)",
@@ -187,6 +201,38 @@ ROWS = [
         )
         for n in HOST_TOGETHER
     ],
+    # Box actions stepped in Python (issue 36): MuJoCo's HalfCheetah, SAC's actor.
+    Spec(
+        "1 host env",
+        "{host.continuous.env:s} (MuJoCo), {host.continuous.num_envs} checked copies "
+        "in the actor's sync vector env, random actions in its Box (no policy)",
+        figure="host.continuous.random_steps_per_s",
+        unit="env steps/s",
+        note="CPU per env step {host.continuous.random_cpu_us_per_step} us (the least of the "
+        "slices)",
+    ),
+    Spec(
+        "1 host env",
+        "{host.continuous.algo:s} (SAC) host-stepped actor compute on it (policy per step, "
+        "items, no Reverb)",
+        figure="host.continuous.actor_steps_per_s",
+        unit="env steps/s",
+        ceiling=("host.continuous.random_steps_per_s",),
+        ceiling_name="env alone",
+        goal=">= 0.7x",
+        note="T={host.continuous.unroll_length}; CPU per env step "
+        "{host.continuous.actor_cpu_us_per_step} us",
+    ),
+    Spec(
+        "1 host env",
+        "{host.continuous.algo:s} (SAC) host-stepped actor against the env alone in CPU time "
+        "(env steps per CPU second of the process, the load aside)",
+        figure="host.continuous.actor_steps_per_cpu_s",
+        unit="env steps/s",
+        ceiling=("host.continuous.random_steps_per_cpu_s",),
+        ceiling_name="env alone",
+        goal=">= 0.7x",
+    ),
     # 2. The real Actor alone and the real Learner alone, under local_mp.
     Spec(
         "2 stages",
@@ -215,7 +261,7 @@ ROWS = [
             f"{{stages.{algo}.learner.samples_per_s}} samples/s; "
             f"CPU cores {{stages.{algo}.learner.cores_text}}",
         )
-        for algo, goal in (("dqn", ">= 0.7x"), ("ppo", ""))
+        for algo, goal in (("dqn", ">= 0.7x"), ("ppo", ""), *((n, ">= 0.5x") for n in LEARNERS))
     ],
     # 3. distrl's own program (make_program), 2 actors, under local_mp.
     Spec(
@@ -336,6 +382,20 @@ ROWS = [
         "benchmark: {local.bench.env_steps} env steps, command {local.bench.command_wall:s} "
         "(a figure only where both confirmed)",
         only_if=("local.user.solved", "local.bench.solved"),
+    ),
+    Spec(
+        "5 single-process",
+        "{local_sac.config:s} (SAC, gymnax Pendulum-v1) in distrl.local as `local.train` runs "
+        "it: env steps/s",
+        figure="local_sac.local.steps_per_s",
+        unit="env steps/s",
+        ceiling=("local_sac.fused.steps_per_s",),
+        ceiling_name="one fused jitted loop of the same rollouts and updates",
+        note="[T, B] {local_sac.shape:s}, {local_sac.updates_per_iteration} updates of "
+        "{local_sac.batch_size} per iteration, {local_sac.iterations_per_call} iterations per "
+        "call, {local_sac.calls} calls timed (evaluation every {local_sac.eval_every} "
+        "iterations); first calls (compile, fill): trainer {local_sac.local.first_call_s:s}, "
+        "fused {local_sac.fused.first_call_s:s}",
     ),
     Spec(
         "5 time to solve",

@@ -12,8 +12,8 @@ row's figure, ceiling, ratio, goal (issue 14) and whether the goal holds.
     python benchmarks/run.py --config.actor.num_envs=256      # what-if: every algorithm
     python benchmarks/run.py --dqn.replay.item_steps=4 --dqn.replay.min_size=1024  # DQN's
 
-Sections: ceilings, host, stages, e2e, solve, local, slippery (see README.md). Config overrides,
-as launch/train.py takes them: `--config.<section>.<field>=<value>` changes every
+Sections: ceilings, host, stages, e2e, solve, local, local_sac, slippery (see README.md).
+Config overrides, as launch/train.py takes them: `--config.<section>.<field>=<value>` changes every
 algorithm's config in every run of the bench, `--dqn.<section>.<field>=<value>` or
 `--ppo.<section>.<field>=<value>` that algorithm's alone (over `--config.`'s). Every
 config they make is validated before any section starts: a bad flag, field or
@@ -44,7 +44,7 @@ from benchmarks.common import (
 from distrl import cli
 from distrl import config as config_lib
 
-SECTIONS = ("ceilings", "host", "stages", "e2e", "solve", "local", "slippery")
+SECTIONS = ("ceilings", "host", "stages", "e2e", "solve", "local", "local_sac", "slippery")
 
 # Seconds per setting, full run / --quick.
 SETTINGS = {
@@ -55,6 +55,8 @@ SETTINGS = {
         "solve_cap": 60.0,
         "slippery_cap": 120.0,
         "local_cap": 150.0,
+        "fused_iterations": 8,  # local.iterations_per_call of section local_sac
+        "fused_calls": 3,  # its calls timed after the first (iterations 9-32: one evaluation)
     },
     "quick": {
         "ceiling_s": 0.5,
@@ -63,6 +65,8 @@ SETTINGS = {
         "solve_cap": 30.0,
         "slippery_cap": 30.0,
         "local_cap": 90.0,
+        "fused_iterations": 4,
+        "fused_calls": 2,
     },
 }
 
@@ -107,6 +111,8 @@ class Bench:
         self.results["ceilings"] = ceilings.measure_all(configs, self.s["ceiling_s"])
         presets = {name: load_config(name, self.overrides(name)) for name in rows.ENV_PRESETS}
         self.results["ceilings"].update(ceilings.measure_actors(presets, self.s["ceiling_s"]))
+        learners = {name: load_config(name, self.overrides(name)) for name in rows.LEARNERS}
+        self.results["ceilings"].update(ceilings.measure_updates(learners, self.s["ceiling_s"]))
 
     def host(self) -> None:
         """The host-stepped actor (gymnasium CartPole) against its vector env alone."""
@@ -118,17 +124,24 @@ class Bench:
 
     def stages(self) -> None:
         """One program: each algorithm's actor alone, then its learner alone; each env
-        preset's actor alone (rows.ENV_PRESETS)."""
-        measured = self._program("stage", rows.ALGOS + rows.ENV_PRESETS, 1)
-        self.results["stages"] = {
-            algo: {
-                "actor": measured.get(f"{algo}-actor"),
-                "learner": measured.get(f"{algo}-learner"),
-                "error": measured.get("error"),
-                "wall": measured["wall"],
-            }
-            for algo in rows.ALGOS + rows.ENV_PRESETS
-        }
+        preset's actor alone (rows.ENV_PRESETS). A second program: each learner
+        preset's actor filling its table, then its learner alone (rows.LEARNERS); a
+        program of its own, so that each stays within its subprocess's time cap."""
+        self.results["stages"] = {}
+        for names in (rows.ALGOS + rows.ENV_PRESETS, rows.LEARNERS):
+            measured = self._program("stage", names, 1)
+            self.results["stages"].update(
+                {
+                    algo: {
+                        "actor": measured.get(f"{algo}-actor"),
+                        "learner": measured.get(f"{algo}-learner"),
+                        "error": measured.get("error"),
+                        "wall": measured["wall"],
+                    }
+                    for algo in names
+                }
+            )
+            self.save()
 
     def e2e(self) -> None:
         """distrl's own program for each algorithm: rates, start-up, memory per node."""
@@ -224,6 +237,16 @@ class Bench:
             return
         self.results["local"] = slippery.as_a_user(name, seed, self.path("local"), cap)
 
+    def local_sac(self) -> None:
+        """distrl.local on a Box replay preset (configs/sac_pendulum.py, SAC on gymnax
+        Pendulum-v1) against one fused jitted loop of the same work, taking turns."""
+        from benchmarks import fused
+
+        name = fused.PRESET
+        given = {"local.iterations_per_call": self.s["fused_iterations"], **self.overrides(name)}
+        config = load_config(name, given)
+        self.results["local_sac"] = fused.measure(config, self.s["fused_calls"], name)
+
     def slippery(self) -> None:
         from benchmarks import solve
 
@@ -285,7 +308,7 @@ def _validate(overrides) -> None:
     """Every algorithm's config with the overrides, validated before anything starts
     (ConfigError for one they make invalid, e.g. replay.item_steps=4 without a
     min_size of whole items)."""
-    for algo in rows.ALGOS + rows.ENV_PRESETS:
+    for algo in rows.CONFIGS:
         config_lib.validate(load_config(algo, overrides.of(algo)))
 
 
@@ -306,7 +329,7 @@ def main(argv=None) -> int:
     overrides = cli.parse_several(
         args,
         argv,
-        lambda _: configs_of(rows.ALGOS + rows.ENV_PRESETS),
+        lambda _: configs_of(rows.CONFIGS),
         check=_validate,
         usage=__doc__,
     )

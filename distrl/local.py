@@ -47,7 +47,10 @@ How the experiment config maps onto one process (`Settings.of`):
   default: evaluator.every_env_steps in iterations, else every iteration);
   budget.env_steps inside the jitted loop, budget.learner_steps and budget.seconds
   between jitted calls (a call starts only within budget.seconds, and the last one is
-  one iteration long: the run stops within one iteration of it); 0 = no limit.
+  one iteration long: the run stops within one iteration of it); 0 = no limit. A
+  non-finite action (diverged params), in the training rollouts or an evaluation, ends
+  the loop and raises the actors' `EnvError` naming the env, the copy and its step
+  (`rollout.check_actions`), not a NaN return.
 - seed, env, agent: as in the distributed run. local.* holds the trainer's own
   settings (eval_every, iterations_per_call, xla_opt_level).
 Not used here: replay.sampler (always uniform), priority_exponent, error_buffer,
@@ -96,6 +99,7 @@ class Settings(NamedTuple):
     batch_size: int  # DQN: transitions per update
     min_replay_size: int  # DQN: transitions before the first update
     updates_per_iteration: int  # the pipeline's `local_updates`
+    env_name: str  # config.env.name, which a non-finite action's EnvError names
 
     @classmethod
     def of(cls, config) -> "Settings":
@@ -129,6 +133,7 @@ class Settings(NamedTuple):
             batch_size=config.learner.batch_size,
             min_replay_size=r.min_size,
             updates_per_iteration=updates,
+            env_name=config.env.name,
         )
 
 
@@ -156,6 +161,11 @@ class TrainCarry(NamedTuple):
     iterations: jnp.ndarray  # int32 []
     episodes: jnp.ndarray  # int32 [], completed while training
     evaluation: evaluation.EvalResult  # latest greedy evaluation
+    # int32 [], -1 without one: the first non-finite action (diverged params) of the
+    # training rollouts (t * B + b over every step since the start) and of the latest
+    # evaluation (t * its episodes + b); the loop stops at one, `_loop` names it
+    nonfinite_action: jnp.ndarray
+    nonfinite_evaluation: jnp.ndarray
 
 
 class TrainResult(NamedTuple):
@@ -196,6 +206,7 @@ def _iteration(env, agent, cfg: Settings, c: TrainCarry, key) -> TrainCarry:
     )
     pipeline = pipelines.of(agent.config)
     state, data = pipeline.local_learn(agent, cfg, c.state, c.data, traj, update_key)
+    first = stats.first_nonfinite_action
     return c._replace(
         state=state,
         rollout=rc,
@@ -203,6 +214,7 @@ def _iteration(env, agent, cfg: Settings, c: TrainCarry, key) -> TrainCarry:
         env_steps=c.env_steps + stats.env_steps,
         iterations=c.iterations + 1,
         episodes=c.episodes + stats.episodes,
+        nonfinite_action=jnp.where(first >= 0, c.env_steps + first, c.nonfinite_action),
     )
 
 
@@ -215,27 +227,33 @@ def _evaluate(env, agent, cfg: Settings, target: tuple, params, key):
     """The greedy evaluation: eval_envs episodes, or confirm_envs episodes once the greedy
     policy's exact success (`exact.make_policy_stats`, cheap) reaches the success target;
     an env without a tabular model, or a run with a return target, screens by eval_envs
-    episodes instead. target: (success, mean return), 0 where none."""
+    episodes instead. target: (success, mean return), 0 where none. Returns (EvalResult,
+    its first non-finite action: `evaluation.Episodes`)."""
     act = evaluation.make_act(agent, greedy=True)
+
+    def run(key, n, exact=False):
+        episodes = evaluation.play_episodes(env, act, params, key, n)
+        return evaluation.summarize(episodes, exact), episodes.first_nonfinite_action
+
     if evaluation.is_deterministic(env):  # one episode is exact
-        return evaluation.run_episodes(env, act, params, key, 1, exact=True)
+        return run(key, 1, exact=True)
     screen_key, confirm_key = jax.random.split(key)
     model = envs.tabular_model(env)
     if not (target[0] or target[1]):  # nothing to confirm
-        return evaluation.run_episodes(env, act, params, screen_key, cfg.eval_envs)
+        return run(screen_key, cfg.eval_envs)
     if model is None or target[1]:
-        screen = evaluation.run_episodes(env, act, params, screen_key, cfg.eval_envs)
+        screen = run(screen_key, cfg.eval_envs)
         return jax.lax.cond(
-            evaluation.touches(screen, target[0], cfg.confirm_envs, target[1]),
-            lambda: evaluation.run_episodes(env, act, params, confirm_key, cfg.confirm_envs),
+            evaluation.touches(screen[0], target[0], cfg.confirm_envs, target[1]),
+            lambda: run(confirm_key, cfg.confirm_envs),
             lambda: screen,
         )
     actions = agent.greedy(params, jnp.asarray(model.cell_observations()))
     success, _, _ = exact.make_policy_stats(model)(actions)
     return jax.lax.cond(
         success >= target[0],
-        lambda: evaluation.run_episodes(env, act, params, confirm_key, cfg.confirm_envs),
-        lambda: evaluation.run_episodes(env, act, params, screen_key, cfg.eval_envs),
+        lambda: run(confirm_key, cfg.confirm_envs),
+        lambda: run(screen_key, cfg.eval_envs),
     )
 
 
@@ -250,20 +268,18 @@ def _train_call(env, agent, cfg: Settings, target: tuple, carry: TrainCarry, key
 
     def running(c):
         solved = _reached(c.evaluation, target, cfg)
-        return (c.iterations < stop_at) & (c.env_steps < cfg.max_env_steps) & ~solved
+        fine = (c.nonfinite_action < 0) & (c.nonfinite_evaluation < 0)
+        return (c.iterations < stop_at) & (c.env_steps < cfg.max_env_steps) & ~solved & fine
+
+    def evaluated(c, eval_key):
+        result, first = _evaluate(env, agent, cfg, target, c.state.params, eval_key)
+        return c._replace(evaluation=result, nonfinite_evaluation=first)
 
     def body(c):
         it_key, eval_key = jax.random.split(jax.random.fold_in(key, c.iterations))
         c = _iteration(env, agent, cfg, c, it_key)
         due = c.iterations % cfg.eval_every == 0
-        return jax.lax.cond(
-            due,
-            lambda c_: c_._replace(
-                evaluation=_evaluate(env, agent, cfg, target, c_.state.params, eval_key)
-            ),
-            lambda c_: c_,
-            c,
-        )
+        return jax.lax.cond(due, lambda c_: evaluated(c_, eval_key), lambda c_: c_, c)
 
     carry = jax.lax.while_loop(running, body, carry)
     if not evaluation.has_grids(env):
@@ -287,6 +303,8 @@ def init_carry(env, agent, cfg: Settings, key) -> TrainCarry:
         jnp.int32(0),
         jnp.int32(0),
         evaluation.EvalResult(*[zero] * len(evaluation.EvalResult._fields)),
+        nonfinite_action=jnp.int32(-1),
+        nonfinite_evaluation=jnp.int32(-1),
     )
 
 
@@ -369,6 +387,7 @@ def _loop(env, step, carry: TrainCarry, key, cfg: Settings, target, log, start: 
         ev, now_steps, now_updates, now_done = jax.device_get(
             (carry.evaluation, carry.env_steps, carry.state.step, carry.iterations)
         )
+        _check_actions(carry, ev, cfg)
         took = time.perf_counter() - began
         elapsed = began + took - start
         ran = int(now_done) - done
@@ -392,6 +411,18 @@ def _loop(env, step, carry: TrainCarry, key, cfg: Settings, target, log, start: 
     if row is not None:  # the last figures, whenever the line was shown last
         log(row)
     return carry, grids, history, calls
+
+
+WHO = "distrl.local"  # who acted, in the error of a non-finite action (`rollout.check_actions`)
+
+
+def _check_actions(carry: TrainCarry, ev, cfg: Settings) -> None:
+    """`EnvError` naming the env, copy and step of a non-finite action in the training
+    rollouts or the latest evaluation (`rollout.check_actions`, as the actors'), which
+    would otherwise show only as NaN returns."""
+    rollout.check_actions(carry.nonfinite_action, cfg.env_name, WHO, cfg.num_envs)
+    episodes = max(1, int(ev.episodes))
+    rollout.check_actions(carry.nonfinite_evaluation, cfg.env_name, evaluation.WHO, episodes)
 
 
 def train(config, log=None, env=None) -> TrainResult:
@@ -478,7 +509,7 @@ def _final_evaluation(env, agent, cfg: Settings, carry: TrainCarry, key):
     ev = jax.device_get(carry.evaluation)
     if evaluation.is_deterministic(env) or ev.episodes >= cfg.confirm_envs:
         return ev
-    evaluate = evaluation.make_evaluator(env, agent, cfg.confirm_envs)
+    evaluate = evaluation.make_evaluator(env, agent, cfg.confirm_envs, env_name=cfg.env_name)
     return jax.device_get(evaluate(carry.state.params, jax.random.fold_in(key, 2**31 - 1)))
 
 

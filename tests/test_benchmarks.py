@@ -35,7 +35,7 @@ def test_ceilings_section_measures_every_ceiling_row(tmp_path, monkeypatch):
         results = json.load(f)
     assert "errors" not in results
     ceiling_rows = [r for r in results["rows"] if r["section"] == "1 ceilings"]
-    assert len(ceiling_rows) == 5 * len(rows.ALGOS) + 2 * len(rows.ENV_PRESETS)
+    assert len(ceiling_rows) == 5 * len(rows.ALGOS) + 2 * len(rows.ENV_PRESETS) + len(rows.LEARNERS)
     for row in ceiling_rows:
         assert row["figure"] > 0, row
     compute = [r for r in ceiling_rows if "actor compute" in r["name"]]
@@ -78,11 +78,18 @@ def test_host_section_measures_the_host_stepped_actor_against_the_env_alone(tmp_
     assert asynchronous["ceiling"] == sync["figure"] > 0 and asynchronous["figure"] > 0
     assert sync_actor["ceiling"] == sync["figure"] and sync_actor["figure"] > 0
     assert async_actor["ceiling"] == asynchronous["figure"] and async_actor["figure"] > 0
-    one, *more = host_rows[9:]
+    one, *more = host_rows[9:12]
     assert one["name"].startswith("1 dqn host-stepped actor process at once") and one["figure"] > 0
     cores = host["together"]["1"]["cores"]
     assert len(cores) == 1 and 0 < cores[0] <= 1.5 and f"{cores[0]:.2f}" in one["note"]
     assert [r["figure"] for r in more] == [None] * len(more)  # 2 and 4: not run here
+    # MuJoCo's HalfCheetah-v5 (Box actions): SAC's host actor against its env alone
+    env, actor, cpu = host_rows[12:15]
+    assert "HalfCheetah-v5 (MuJoCo)" in env["name"] and env["figure"] > 0, env
+    assert "sac_pendulum (SAC)" in actor["name"] and actor["ceiling"] == env["figure"], actor
+    assert "CPU time" in cpu["name"] and cpu["figure"] > 0 and cpu["ceiling"] > 0, cpu
+    for row in (actor, cpu):
+        assert row["figure"] > 0 and row["status"] == ("PASS" if row["ratio"] >= 0.7 else "MISS")
 
 
 def test_local_section_runs_a_preset_as_a_user_and_with_the_benchmarks_settings(
@@ -109,6 +116,32 @@ def test_local_section_runs_a_preset_as_a_user_and_with_the_benchmarks_settings(
     assert row["status"] == ("PASS" if row["ratio"] <= 1.5 else "MISS")
 
 
+# About 40-60 s on the shared 2-core machine at load 8-10: compiling the trainer's fused
+# call and the ceiling's, both at a tiny size.
+def test_local_sac_section_times_the_trainer_against_its_fused_ceiling(tmp_path, monkeypatch):
+    """Issue 36's single-process row: distrl.local on sac_pendulum (gymnax Pendulum-v1)
+    and one fused jitted loop of the same rollouts and updates, taking turns call by
+    call (tiny networks and batches here)."""
+    monkeypatch.setitem(run.SETTINGS["quick"], "fused_iterations", 2)
+    monkeypatch.setitem(run.SETTINGS["quick"], "fused_calls", 2)
+    tiny = ["--sac_pendulum.agent.hidden_sizes=(8,)", "--sac_pendulum.learner.batch_size=32"]
+    tiny += ["--sac_pendulum.replay.min_size=256", "--sac_pendulum.replay.samples_per_insert=8"]
+    assert run.main(["--quick", "--only=local_sac", f"--out={tmp_path}", *tiny]) == 0
+    with open(tmp_path / "bench.json") as f:
+        results = json.load(f)
+    assert "errors" not in results
+    measured = results["local_sac"]
+    per_call = 2 * measured["iteration_steps"]  # 2 iterations of [16, 16]
+    assert measured["shape"] == "[16, 16]" and measured["calls"] == 2, measured
+    assert measured["updates_per_iteration"] == round(8 * 256 / 32) == 64
+    assert measured["local"]["env_steps"] == measured["fused"]["env_steps"] == 2 * per_call
+    (row,) = [r for r in results["rows"] if r["section"] == "5 single-process"]
+    assert row["name"].startswith("sac_pendulum (SAC, gymnax Pendulum-v1) in distrl.local")
+    assert row["figure"] == measured["local"]["steps_per_s"] > 0
+    assert row["ceiling"] == measured["fused"]["steps_per_s"] > 0
+    assert "64 updates of 32 per iteration" in row["note"]
+
+
 def test_rows_take_ratios_goals_and_errors_from_the_results():
     results = {
         "ceilings": {
@@ -133,6 +166,14 @@ def test_rows_take_ratios_goals_and_errors_from_the_results():
     assert exit_rows[1].note == "not reached"  # a run that did not solve has no time
     first_eval = by_name["dqn 4x4, 2 actors: command to first evaluation"]
     assert (first_eval.figure, first_eval.status) == (4.0, "PASS")
+    sac = {  # SAC's learner alone against its jitted update: issue 36's goal of 0.5x
+        "ceilings": {"sac_pendulum": {"update": {"updates_per_s": 200.0}}},
+        "stages": {"sac_pendulum": {"learner": {"updates_per_s": 90.0}}},
+    }
+    learner = {r.name: r for r in rows.build_rows(sac)}[
+        "sac_pendulum learner alone (pre-filled table): updates/s"
+    ]
+    assert (learner.ratio, learner.goal, learner.status) == (0.45, ">= 0.5x", "MISS")
 
 
 def test_startup_is_the_last_node_to_step():
@@ -181,7 +222,8 @@ def test_node_memory_names_each_node_by_its_output_file(tmp_path):
         ("--config.actor.num_envs=many", "--config.actor.num_envs=many: invalid literal"),
         (
             "--a2c.actor.num_envs=8",
-            "--dqn.<field>, --ppo.<field>, --ppo_cartpole.<field>, --dqn_breakout.<field> for one",
+            "--dqn.<field>, --ppo.<field>, --ppo_cartpole.<field>, --dqn_breakout.<field>, "
+            "--sac_pendulum.<field> for one",
         ),
         ("--set=actor.num_envs=8", "Unknown command line flag 'set'"),
         # A valid field whose value the DQN config cannot take with the base sizes.

@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 
 from distrl import agents
-from distrl.acting import evaluation
+from distrl.acting import evaluation, host_evaluation
 from distrl.agents.base import Agent, ValuedPolicy
 from distrl.analysis import plots
 from distrl.envs import exact, make_env
+from distrl.pyenv import EnvError
+from tests import user_envs
 
 ENV = make_env("4x4")
 ROUTE = np.zeros(16, np.int32)  # 0 -> 1 -> 2 -> 6 -> 10 -> 14 -> 15
@@ -378,3 +380,46 @@ def test_a_log_is_split_where_an_older_resume_sent_counts_or_clock_back():
     assert [list(s) for s in plots.segments(older)] == [[0, 1], [2]]
     one = dict(env_steps=np.array([10.0, 20.0]), elapsed=np.array([1.0, 2.0]))
     assert [list(s) for s in plots.segments(one)] == [[0, 1]]
+
+
+def nan_on_copy_1_from(step: int):
+    """A Box agent acting 0.5, but NaN for copy 1 once its Clock env shows `step` (the
+    greedy and the acting policy alike, as diverged params would)."""
+
+    def greedy(params, obs):
+        bad = (jnp.arange(obs.shape[0]) == 1)[:, None] & (obs >= step)
+        return jnp.where(bad, jnp.nan, 0.5)
+
+    def policy(params, key, obs, epsilon):
+        return greedy(params, obs), {}
+
+    return Agent(None, None, policy, greedy, None, None, None, None)
+
+
+def test_a_nonfinite_action_in_an_evaluation_is_named_with_its_copy_and_step():
+    """An evaluation acted NaN for copy 1 from the third step of its episode raises the
+    actors' EnvError, not a NaN return: from the jitted evaluator given the env's name,
+    and from the evaluator node's factory (`host_evaluation.make_evaluator`) for a JAX
+    env. Without the name the evaluator stays traceable and its return is NaN; finite
+    actions pass (5 steps of reward -0.25)."""
+    name = "tests.user_envs:make_clock"
+    env, key = user_envs.make_clock(5), jax.random.PRNGKey(0)
+    bad = nan_on_copy_1_from(2)
+    config = ml_collections.ConfigDict({"env": {"name": name}})
+    for evaluate in (
+        evaluation.make_evaluator(env, bad, 3, env_name=name),
+        host_evaluation.make_evaluator(env, bad, 3, True, config),
+    ):
+        with pytest.raises(EnvError) as err:
+            evaluate(None, key)
+        assert str(err.value) == (
+            f"env {name} (evaluation, copy 1) at step 3: the policy's action is not finite "
+            f"(its params diverged)"
+        )
+    episodes = jax.jit(
+        lambda k: evaluation.play_episodes(env, evaluation.make_act(bad), None, k, 3)
+    )
+    assert int(episodes(key).first_nonfinite_action) == 2 * 3 + 1  # t * B + b
+    assert np.isnan(evaluation.make_evaluator(env, bad, 3)(None, key).mean_return)
+    fine = evaluation.make_evaluator(env, nan_on_copy_1_from(99), 3, env_name=name)(None, key)
+    assert float(fine.mean_return) == pytest.approx(-1.25)

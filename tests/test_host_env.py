@@ -279,6 +279,30 @@ def test_the_evaluator_plays_exactly_its_episodes_and_scores_success():
     assert result.return_low < result.mean_return < result.return_high
 
 
+def test_a_nonfinite_action_in_a_host_evaluation_is_named_with_its_copy_and_step():
+    """The evaluator's host episodes acted NaN for copy 1 (diverged params): the copy
+    refuses the action before its env steps (`pyenv.Checked`), the same EnvError as an
+    actor's copy raises, not a NaN return."""
+
+    def greedy(params, obs):
+        bad = jnp.arange(obs.shape[0]) == 1
+        return jnp.where(bad[:, None], jnp.nan, 0.25) * jnp.ones((obs.shape[0], 1))
+
+    c = _config("gymnasium:Pendulum-v1", algorithm="sac")
+    env = config_lib.make_env(c)
+    agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)._replace(greedy=greedy)
+    evaluate = host_evaluation.make_evaluator(env, agent, 3, True, c)
+    try:
+        with pytest.raises(EnvError) as err:
+            evaluate(None, jax.random.PRNGKey(0))
+    finally:
+        evaluate.close()
+    assert str(err.value) == (
+        "env gymnasium:Pendulum-v1 (copy 1) at step 1 (step 1 of its episode): got action "
+        "[nan]; need finite values within [[-2.0], [2.0]] (the action space)"
+    )
+
+
 def test_frozenlake_tables_give_the_gridworlds_optimum_on_the_same_map():
     """gymnasium's FrozenLake-v1 4x4 slippery (rewards 1 on G, 0 elsewhere, 100 steps)
     and the gridworld on the same map with rewards (1, 0, 0): the same dynamics, so the

@@ -15,6 +15,7 @@ from conftest import load_config
 from distrl import config as config_lib
 from distrl import evaluator_config, local
 from distrl.agents import replay_buffer
+from distrl.pyenv import EnvError
 from distrl.types import QTransition
 
 
@@ -176,6 +177,54 @@ def test_learner_steps_and_seconds_budgets_stop_between_calls():
     config.budget.learner_steps, config.local.iterations_per_call = 6, 3
     result = local.train(config)
     assert result.updates == 6 and result.iterations == 3  # 2 updates per iteration
+
+
+def _acting_nan_from_step_2(monkeypatch, field: str):
+    """distrl.local's agents with `field` (the acting `policy` or the `greedy` one) NaN
+    for copy 1 once its Clock env shows step 2, as diverged params would act."""
+    make_agent = local.agents.make_agent
+
+    def nan(obs, actions):
+        bad = (jnp.arange(obs.shape[0]) == 1)[:, None] & (obs >= 2)
+        return jnp.where(bad, jnp.nan, actions)
+
+    def policy_of(agent):
+        def policy(params, key, obs, epsilon):
+            actions, extras = agent.policy(params, key, obs, epsilon)
+            return nan(obs, actions), extras
+
+        return policy
+
+    def made(*args, **kwargs):
+        agent = make_agent(*args, **kwargs)
+        if field == "policy":
+            return agent._replace(policy=policy_of(agent))
+        return agent._replace(greedy=lambda params, obs: nan(obs, agent.greedy(params, obs)))
+
+    monkeypatch.setattr(local.agents, "make_agent", made)
+
+
+@pytest.mark.parametrize("field, who", [("policy", "distrl.local"), ("greedy", "evaluation")])
+def test_a_nonfinite_action_stops_training_naming_its_copy_and_step(monkeypatch, field, who):
+    """SAC on the Clock env (5-step episodes; 3 copies, chunks of 4 steps), acting NaN
+    for copy 1 from the third step of its episodes: in the training rollouts or in the
+    first greedy evaluation, `local.train` raises the actors' EnvError naming the env,
+    who acted, the copy and the step, rather than reporting a NaN return."""
+    _acting_nan_from_step_2(monkeypatch, field)
+    config = config_lib.base_config("sac")
+    config.env.name = "tests.user_envs:make_clock"
+    config.num_actors, config.actor.num_envs, config.actor.unroll_length = 1, 3, 4
+    config.agent.hidden_sizes = (8,)
+    config.learner.batch_size, config.replay.min_size, config.replay.max_size = 6, 6, 600
+    config.evaluator.update(dict(num_envs=3, confirm_envs=3))
+    config.local.eval_every = 1
+    config.budget.update(dict(env_steps=1_000, seconds=0.0))
+    with pytest.raises(EnvError) as err:
+        local.train(config)
+    assert str(err.value) == (
+        f"env tests.user_envs:make_clock ({who}, copy 1) at step 3: the policy's action is "
+        f"not finite (its params diverged)"
+    )
 
 
 # Log records (Python's and absl's formats) share the output file with what is printed.

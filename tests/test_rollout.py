@@ -8,7 +8,6 @@ import pytest
 from distrl import agents
 from distrl.acting import rollout
 from distrl.envs import make_env
-from distrl.nodes import actor
 from distrl.pyenv import EnvError
 from tests import user_envs
 
@@ -92,7 +91,8 @@ def _nan_above(threshold: float):
 
 def test_the_first_nonfinite_action_of_a_chunk_is_found_inside_the_jit():
     """The rollout marks the chunk's first step (t * B + b) whose action is not finite;
-    the actor turns it into an EnvError naming the env, its copy and the copy's step.
+    `rollout.check_actions` (the actor's) turns it into an EnvError naming the env, its
+    copy and the copy's step.
     A chunk of finite actions, and one of integer actions, are marked -1."""
     env = user_envs.make_target(shape=(2,), length=50)
     carry = rollout.init_carry(env, jax.random.PRNGKey(0), 3)
@@ -105,7 +105,9 @@ def test_the_first_nonfinite_action_of_a_chunk_is_found_inside_the_jit():
     assert int(stats.first_nonfinite_action) == t * 3 + b
     assert np.isnan(traj.action[t, b]).all()
     with pytest.raises(EnvError) as err:
-        actor.check_actions(stats, "tests.user_envs:make_target", 1, 3, steps_before=16)
+        rollout.check_actions(
+            stats.first_nonfinite_action, "tests.user_envs:make_target", "actor 1", 3, 16
+        )
     assert str(err.value) == (
         f"env tests.user_envs:make_target (actor 1, copy {b}) at step {16 + t + 1}: the "
         f"policy's action is not finite (its params diverged)"
@@ -114,7 +116,7 @@ def test_the_first_nonfinite_action_of_a_chunk_is_found_inside_the_jit():
         None, carry, jax.random.PRNGKey(1), 0.0
     )
     assert int(fine.first_nonfinite_action) == -1
-    actor.check_actions(fine, "tests.user_envs:make_target", 1, 3, steps_before=16)
+    rollout.check_actions(fine.first_nonfinite_action, "tests.user_envs:make_target", "actor 1", 3)
     grid = rollout.init_carry(ENV, jax.random.PRNGKey(0), 3)
     _, _, discrete = rollout.make_rollout(ENV, scripted_policy, 4)(
         None, grid, jax.random.PRNGKey(1), 0.0

@@ -57,3 +57,32 @@ def test_gymnax_imports_after_the_stack_with_its_pins_unchanged():
     assert result.returncode == 0, result.stderr[-3000:]
     protobuf, flax_version, shape = result.stdout.split(maxsplit=2)
     assert protobuf == "3.19.6" and flax_version == "0.10.7" and shape.strip() == "(10, 10, 4)"
+
+
+_MUJOCO_AFTER_THE_STACK = """
+import launchpad, reverb
+import tensorflow as tf
+import jax, haiku, optax, rlax
+import gymnasium, mujoco, numpy, google.protobuf
+for name in ("HalfCheetah-v5", "Hopper-v5", "InvertedPendulum-v5"):
+    env = gymnasium.make(name)
+    env.reset(seed=0)
+    for _ in range(50):
+        obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            env.reset()
+    assert numpy.isfinite(obs).all() and numpy.isfinite(reward), name
+print(mujoco.__version__, numpy.__version__, google.protobuf.__version__)
+"""
+
+
+def test_gymnasium_mujoco_envs_step_after_the_stack_with_its_pins_unchanged():
+    """mujoco 3.17.0 (gymnasium's MuJoCo v5 envs) loads in a node, after TF, and its three
+    envs step, leaving numpy 1.26 and protobuf 3.19. A venv made before mujoco was pinned
+    (`make setup` not rerun) skips this."""
+    pytest.importorskip("mujoco")
+    result = subprocess.run(
+        [sys.executable, "-c", _MUJOCO_AFTER_THE_STACK], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["3.17.0", "1.26.4", "3.19.6"]

@@ -102,3 +102,32 @@ def make_target(shape=(1,), low: float = -2.0, high: float = 2.0, length: int = 
     env = Target(tuple(shape), float(low), float(high), length)
     env.spec  # noqa: B018 - a Box of infinite bounds is refused here
     return env
+
+
+@dataclasses.dataclass(frozen=True)
+class Clock:
+    """Episodes of `length` steps whose observation is the step of the episode (0 at the
+    reset), so a policy can act on it; one action element in [-1, 1], reward -a^2. A
+    known place to act NaN at: a non-finite action's copy and step."""
+
+    length: int = 5
+
+    @property
+    def spec(self) -> envs.EnvSpec:
+        return envs.EnvSpec((1,), "float32", 0, self.length, spaces.box((1,), -1.0, 1.0))
+
+    def observe(self, state):
+        return state.astype(jnp.float32)[None]
+
+    def reset(self, key):
+        state = jnp.int32(0)
+        return state, envs.timestep(self.observe(state), 0.0, False, False)
+
+    def step(self, state, action, key):
+        state = state + 1
+        reward = -jnp.sum(jnp.square(action))
+        return state, envs.timestep(self.observe(state), reward, False, state >= self.length)
+
+
+def make_clock(length: int = 5) -> Clock:
+    return Clock(int(length))

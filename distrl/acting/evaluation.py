@@ -38,6 +38,7 @@ ARROWS = "<v>^"  # indexed by action: 0=LEFT 1=DOWN 2=RIGHT 3=UP
 
 
 WILSON_Z = 1.96  # the 95% two-sided normal quantile
+WHO = "evaluation"  # who acted, in the error of a non-finite action (`rollout.check_actions`)
 
 
 class EvalResult(NamedTuple):
@@ -115,6 +116,8 @@ class _EpisodeCarry(NamedTuple):
     episode_length: jnp.ndarray  # int32 [B]
     success: jnp.ndarray  # bool [B]
     key: jax.Array
+    step: jnp.ndarray  # int32 [], steps played so far (t)
+    first_nonfinite_action: jnp.ndarray  # int32 [], as `Episodes`'
 
 
 def _episode_step(env: envs.Environment, act: Callable, params, epsilon, carry: _EpisodeCarry):
@@ -125,6 +128,9 @@ def _episode_step(env: envs.Environment, act: Callable, params, epsilon, carry: 
     env_keys = jax.random.split(env_key, actions.shape[0])
     state, ts = jax.vmap(envs.env_step, (None, 0, 0, 0))(env, carry.env_state, actions, env_keys)
     running = ~carry.done
+    found = rollout.first_true(rollout.nonfinite_actions(actions) & running)
+    first = carry.first_nonfinite_action
+    first = jnp.where((first < 0) & (found >= 0), carry.step * actions.shape[0] + found, first)
 
     def keep(new, old):  # state leaves may have dims of their own beyond [B]
         return jnp.where(running.reshape(running.shape + (1,) * (new.ndim - 1)), new, old)
@@ -136,6 +142,8 @@ def _episode_step(env: envs.Environment, act: Callable, params, epsilon, carry: 
         episode_length=carry.episode_length + running.astype(jnp.int32),
         success=carry.success | (running & rollout.ended_in_success(env, ts)),
         key=key,
+        step=carry.step + 1,
+        first_nonfinite_action=first,
     )
 
 
@@ -145,6 +153,10 @@ class Episodes(NamedTuple):
     success: jnp.ndarray  # bool [B]: succeeded (ended on G in the gridworld)
     episode_return: jnp.ndarray  # float32 [B]
     length: jnp.ndarray  # int32 [B]
+    # int32 []: t * B + b of the first step t whose action for a running episode b was
+    # not finite, -1 without one (`rollout.check_actions` names it; an env stepped in
+    # Python refuses such an action itself, `pyenv.Checked`, so its episodes say -1)
+    first_nonfinite_action: jnp.ndarray = -1
 
 
 def play_episodes(env: envs.Environment, act: Callable, params, key, num_envs: int, epsilon=0.0):
@@ -155,13 +167,18 @@ def play_episodes(env: envs.Environment, act: Callable, params, key, num_envs: i
     reset_keys = jax.random.split(key, num_envs)
     state, _ = jax.vmap(env.reset)(reset_keys)
     zeros = jnp.zeros((num_envs,))
-    carry = _EpisodeCarry(state, zeros > 0, zeros, zeros.astype(jnp.int32), zeros > 0, key)
+    none = jnp.int32(-1)
+    carry = _EpisodeCarry(
+        state, zeros > 0, zeros, zeros.astype(jnp.int32), zeros > 0, key, jnp.int32(0), none
+    )
     carry = jax.lax.while_loop(
         lambda c: ~jnp.all(c.done),  # the time limit guarantees termination
         lambda c: _episode_step(env, act, params, epsilon, c),
         carry,
     )
-    return Episodes(carry.success, carry.episode_return, carry.episode_length)
+    return Episodes(
+        carry.success, carry.episode_return, carry.episode_length, carry.first_nonfinite_action
+    )
 
 
 def mean_interval(values, z: float = WILSON_Z):
@@ -219,19 +236,35 @@ def make_act(agent, greedy: bool = True) -> Callable:
     return lambda params, key, obs, epsilon: agent.policy(params, key, obs, epsilon)[0]
 
 
-def make_evaluator(env: envs.Environment, agent, num_envs: int, greedy: bool = True) -> Callable:
+def make_evaluator(
+    env: envs.Environment, agent, num_envs: int, greedy: bool = True, env_name: str | None = None
+) -> Callable:
     """Jitted `evaluate(params, key, epsilon=0.0) -> EvalResult` on `num_envs` envs.
 
     On a deterministic map with a greedy policy it plays one episode: it is exact.
+    With `env_name` (what the evaluator node and the single-process trainer report by)
+    the jitted call is followed by the check of its actions, so `evaluate` is no longer
+    traceable: an episode acted with a non-finite action (diverged params) raises
+    `EnvError` naming the env, the copy and the step (`rollout.check_actions`).
     """
     act = make_act(agent, greedy)
     exact = is_deterministic(env, greedy)
     n = episodes_needed(env, num_envs, greedy)
 
-    def evaluate(params, key, epsilon=0.0):
-        return run_episodes(env, act, params, key, n, epsilon, exact=exact)
+    def play(params, key, epsilon=0.0):
+        episodes = play_episodes(env, act, params, key, n, epsilon)
+        return summarize(episodes, exact), episodes.first_nonfinite_action
 
-    return jax.jit(evaluate)
+    if env_name is None:
+        return jax.jit(lambda params, key, epsilon=0.0: play(params, key, epsilon)[0])
+    played = jax.jit(play)
+
+    def evaluate(params, key, epsilon=0.0):
+        result, first = played(params, key, epsilon)
+        rollout.check_actions(first, env_name, WHO, n)
+        return result
+
+    return evaluate
 
 
 def has_grids(env) -> bool:

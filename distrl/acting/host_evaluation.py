@@ -71,7 +71,9 @@ class HostEvaluator:
 
 def make_evaluator(env, agent, num_envs: int, greedy: bool, config):
     """`evaluation.make_evaluator` for either kind of env: a `HostEvaluator` for an env
-    stepped in Python, else the jitted evaluator."""
+    stepped in Python, else the jitted evaluator. Either raises `EnvError` for an action
+    that is not finite: each host copy refuses it (`pyenv.Checked`), the jitted
+    evaluator's check names it after the call (`rollout.check_actions`)."""
     if envs.is_host_env(env):
         return HostEvaluator(env, agent, num_envs, greedy, config)
-    return evaluation.make_evaluator(env, agent, num_envs, greedy)
+    return evaluation.make_evaluator(env, agent, num_envs, greedy, env_name=config.env.name)

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from distrl import envs
+from distrl.pyenv import EnvError
 from distrl.types import Transition
 
 
@@ -85,7 +86,7 @@ def _env_step(env: envs.Environment, policy: Callable, params, epsilon, carry: R
         jnp.where(ts.last, ep_return, 0.0),
         jnp.where(ts.last, ep_length, 0),
         success,
-        _nonfinite(actions),
+        nonfinite_actions(actions),
     )
     new_carry = RolloutCarry(
         env_state=state,
@@ -96,17 +97,34 @@ def _env_step(env: envs.Environment, policy: Callable, params, epsilon, carry: R
     return new_carry, (transition, ends)
 
 
-def _nonfinite(actions) -> jnp.ndarray:
+def nonfinite_actions(actions) -> jnp.ndarray:
     """bool [B]: the actions with a non-finite element (all False for integer actions)."""
     if jnp.issubdtype(actions.dtype, jnp.integer):
         return jnp.zeros(actions.shape[:1], bool)
     return ~jnp.all(jnp.isfinite(actions.reshape(actions.shape[0], -1)), axis=1)
 
 
-def _first_true(mask: jnp.ndarray) -> jnp.ndarray:
+def first_true(mask: jnp.ndarray) -> jnp.ndarray:
     """int32 []: the flat (row-major) index of `mask`'s first True, -1 without one."""
     flat = mask.reshape(-1)
     return jnp.where(jnp.any(flat), jnp.argmax(flat), -1).astype(jnp.int32)
+
+
+def check_actions(first, env_name: str, who: str, num_envs: int, steps_before: int = 0):
+    """Raises an `EnvError` naming the env, who acted (an actor, the evaluator, the
+    single-process trainer), the copy and its step when a JAX env was acted with a
+    non-finite action (diverged params), as each copy of an env stepped in Python does
+    (`pyenv.Checked`). `first`: t * num_envs + b of the first such step, found inside
+    the jit (`RolloutStats.first_nonfinite_action`, `evaluation.Episodes`), -1 without
+    one; `steps_before`: each copy's steps before step t = 0."""
+    first = int(first)
+    if first < 0:
+        return
+    t, copy = divmod(first, num_envs)
+    raise EnvError(
+        f"env {env_name} ({who}, copy {copy}) at step {steps_before + t + 1}: "
+        f"the policy's action is not finite (its params diverged)"
+    )
 
 
 def unroll(env: envs.Environment, policy: Callable, num_steps: int, params, carry, key, epsilon):
@@ -123,7 +141,7 @@ def unroll(env: envs.Environment, policy: Callable, num_steps: int, params, carr
         return_sum=jnp.sum(returns),
         length_sum=jnp.sum(lengths, dtype=jnp.int32),
         successes=jnp.sum(success, dtype=jnp.int32),
-        first_nonfinite_action=_first_true(nonfinite),
+        first_nonfinite_action=first_true(nonfinite),
     )
     return carry, traj, stats
 

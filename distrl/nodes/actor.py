@@ -24,7 +24,6 @@ from distrl import config as config_lib
 from distrl.acting import host_rollout, rollout
 from distrl.nodes.lifecycle import InProcess
 from distrl.nodes.variables import ParamsClient
-from distrl.pyenv import EnvError
 
 _REPORT_SECONDS = 0.1  # counts reach the counter (and result.json) at most this late
 
@@ -50,22 +49,6 @@ def make_act(unroll, to_items) -> packing.PackedFn:
         return (carry, tail), (items, stats)
 
     return packing.PackedFn(act)
-
-
-def check_actions(stats, env_name: str, actor_id: int, num_envs: int, steps_before: int):
-    """Raises an `EnvError` naming the env, the copy and its step when a chunk of a JAX
-    env was acted with a non-finite action (diverged params), as each copy of an env
-    stepped in Python does (`pyenv.Checked`). The rollout found the step inside its jit
-    (`RolloutStats.first_nonfinite_action`); `steps_before`: each copy's steps before
-    the chunk."""
-    first = int(stats.first_nonfinite_action)
-    if first < 0:
-        return
-    t, copy = divmod(first, num_envs)
-    raise EnvError(
-        f"env {env_name} (actor {actor_id}, copy {copy}) at step {steps_before + t + 1}: "
-        f"the policy's action is not finite (its params diverged)"
-    )
 
 
 def _steps_in_python(config) -> bool:
@@ -207,7 +190,13 @@ class Actor:
         a.pending = None
         items, stats = a.act.unpack(output)
         c = self._config
-        check_actions(stats, c.env.name, self._id, c.actor.num_envs, a.copy_steps)
+        rollout.check_actions(
+            stats.first_nonfinite_action,
+            c.env.name,
+            f"actor {self._id}",
+            c.actor.num_envs,
+            a.copy_steps,
+        )
         a.copy_steps += c.actor.unroll_length
         a.pipeline.write(a.writer, items, version)
         written = a.writer.pop_written()
