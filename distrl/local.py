@@ -61,6 +61,7 @@ ray and run_dir (nothing is written).
 
 import functools
 import math
+import sys
 import threading
 import time
 from typing import Any, NamedTuple
@@ -75,6 +76,7 @@ from distrl.envs import exact, host_env
 from distrl.envs import section as env_section
 from distrl.errors import check as _check
 from distrl.program import progress
+from distrl.pyenv import EnvError
 
 
 class Settings(NamedTuple):
@@ -559,6 +561,9 @@ def _cli() -> None:
             main(cli.load(holder), quiet.value)
         except config_lib.ConfigError as err:
             cli.fail(f"bad config: {err}")
+        except EnvError as err:  # the env failed, or the policy acted non-finite: one line
+            print(f"distrl: {err}", file=sys.stderr)
+            sys.exit(1)
 
     cli.run(run)
 

@@ -227,6 +227,37 @@ def test_a_nonfinite_action_stops_training_naming_its_copy_and_step(monkeypatch,
     )
 
 
+def test_command_line_ends_a_diverged_run_in_one_line_with_exit_1(warm_python):
+    """`python -m distrl.local` on a Clock whose rewards are NaN: the first update makes
+    the params NaN, the next rollout acts NaN, and the command says so in one line
+    (exit 1, as a failed run), not with a traceback."""
+    code, out = _local(
+        warm_python,
+        "--config=configs/sac_pendulum.py",
+        "--config.env.name=tests.user_envs:make_clock",
+        '--config.env.kwargs={"nan_reward": true}',
+        "--config.actor.num_envs=3",
+        "--config.actor.unroll_length=4",
+        "--config.agent.hidden_sizes=(8,)",
+        "--config.learner.batch_size=6",
+        "--config.replay.min_size=6",
+        "--config.replay.max_size=600",
+        "--config.evaluator.target_return=0",
+        "--config.local.eval_every=1",
+        "--config.budget.env_steps=1000",
+        "--quiet",
+    )
+    assert code == 1, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("distrl: env ")]
+    # the training rollout or the greedy evaluation after that update, whichever acts first
+    assert re.fullmatch(
+        r"distrl: env tests\.user_envs:make_clock \((distrl\.local|evaluation), copy \d\) "
+        r"at step \d+: the policy's action is not finite \(its params diverged\)",
+        line,
+    ), line
+
+
 # Log records (Python's and absl's formats) share the output file with what is printed.
 _LOG_LINE = re.compile(r"(DEBUG|INFO|WARNING|ERROR):|[IWEF]\d{4} ")
 

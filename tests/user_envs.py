@@ -108,9 +108,11 @@ def make_target(shape=(1,), low: float = -2.0, high: float = 2.0, length: int = 
 class Clock:
     """Episodes of `length` steps whose observation is the step of the episode (0 at the
     reset), so a policy can act on it; one action element in [-1, 1], reward -a^2. A
-    known place to act NaN at: a non-finite action's copy and step."""
+    known place to act NaN at: a non-finite action's copy and step. With `nan_reward`
+    every reward is NaN: the first update makes the params, and so the actions, NaN."""
 
     length: int = 5
+    nan_reward: bool = False
 
     @property
     def spec(self) -> envs.EnvSpec:
@@ -125,9 +127,9 @@ class Clock:
 
     def step(self, state, action, key):
         state = state + 1
-        reward = -jnp.sum(jnp.square(action))
+        reward = -jnp.sum(jnp.square(action)) + (jnp.nan if self.nan_reward else 0.0)
         return state, envs.timestep(self.observe(state), reward, False, state >= self.length)
 
 
-def make_clock(length: int = 5) -> Clock:
-    return Clock(int(length))
+def make_clock(length: int = 5, nan_reward: bool = False) -> Clock:
+    return Clock(int(length), bool(nan_reward))
