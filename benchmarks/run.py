@@ -12,8 +12,8 @@ row's figure, ceiling, ratio, goal (issue 14) and whether the goal holds.
     python benchmarks/run.py --config.actor.num_envs=256      # what-if: every algorithm
     python benchmarks/run.py --dqn.replay.item_steps=4 --dqn.replay.min_size=1024  # DQN's
 
-Sections: ceilings, host, stages, e2e, solve, local, slippery (see README.md). Config overrides,
-as launch/train.py takes them: `--config.<section>.<field>=<value>` changes every
+Sections: ceilings, host, stages, e2e, solve, local, minatar, slippery (see README.md).
+Config overrides, as launch/train.py takes them: `--config.<section>.<field>=<value>` changes every
 algorithm's config in every run of the bench, `--dqn.<section>.<field>=<value>` or
 `--ppo.<section>.<field>=<value>` that algorithm's alone (over `--config.`'s). Every
 config they make is validated before any section starts: a bad flag, field or
@@ -44,7 +44,7 @@ from benchmarks.common import (
 from distrl import cli
 from distrl import config as config_lib
 
-SECTIONS = ("ceilings", "host", "stages", "e2e", "solve", "local", "slippery")
+SECTIONS = ("ceilings", "host", "stages", "e2e", "solve", "local", "minatar", "slippery")
 
 # Seconds per setting, full run / --quick.
 SETTINGS = {
@@ -55,6 +55,8 @@ SETTINGS = {
         "solve_cap": 60.0,
         "slippery_cap": 120.0,
         "local_cap": 150.0,
+        "minatar_s": 3.0,
+        "trainer_s": 40.0,
     },
     "quick": {
         "ceiling_s": 0.5,
@@ -63,6 +65,8 @@ SETTINGS = {
         "solve_cap": 30.0,
         "slippery_cap": 30.0,
         "local_cap": 90.0,
+        "minatar_s": 1.0,
+        "trainer_s": 10.0,
     },
 }
 
@@ -223,6 +227,14 @@ class Bench:
             self.results["local"] = {"error": f"skipped: {self.left():.0f} s left of the budget"}
             return
         self.results["local"] = slippery.as_a_user(name, seed, self.path("local"), cap)
+
+    def minatar(self) -> None:
+        """The Breakout-MinAtar presets' stages against their ceilings (issue 37)."""
+        from benchmarks import minatar
+
+        configs = {name: load_config(name, self.overrides(name)) for name in minatar.PRESETS}
+        out = self.results.setdefault("minatar", {})
+        minatar.measure(configs, self.s["minatar_s"], self.s["trainer_s"], out, self.save)
 
     def slippery(self) -> None:
         from benchmarks import solve
