@@ -34,6 +34,16 @@ TRAINER_ITERATIONS = 2  # iterations per call, both loops: one evaluation per ca
 # preset's cadence (16,384 env steps = 2 iterations of [128, 64])
 
 
+def _blocking(call):
+    """call, waiting for its result: a slice of `measure_rates` then ends on time (JAX
+    returns before computing, so an unblocked loop queues calls for the final sync)."""
+    return lambda: jax.block_until_ready(call())
+
+
+def _same(x):
+    return x
+
+
 def _local_call(config, eval_every: int):
     """distrl.local's compiled call (`local._train_call`) and its initial carry."""
     config = config.copy_and_resolve_references()
@@ -69,17 +79,17 @@ def trainer(config, seconds: float) -> dict:
 
     def fused_step():
         fused["carry"], stats = fused_call(fused["carry"])
-        return stats
+        return jax.block_until_ready(stats)
 
     never = 2**30  # local.eval_every: no evaluation within the measurement
     rates = measure_rates(
         {
-            "local": (_local_call(config, 0), jax.block_until_ready),
-            "local_no_eval": (_local_call(config, never), jax.block_until_ready),
-            "fused": (fused_step, jax.block_until_ready),
+            "local": (_blocking(_local_call(config, 0)), _same),
+            "local_no_eval": (_blocking(_local_call(config, never)), _same),
+            "fused": (fused_step, _same),
         },
         seconds,
-        repeats=2,
+        repeats=3,
     )
     return {name: {"env_steps_per_s": rate * steps} for name, rate in rates.items()}
 
@@ -130,9 +140,9 @@ def actor_rollouts(configs, seconds: float) -> dict:
         work = ceilings.ActorWork(config)
         rates = measure_rates(
             {
-                "rollout": (lambda w=work: w.chunk()[1], jax.block_until_ready),
-                "actor_compute": (work.items, lambda x: x),
-                "scan": (scan_ceiling(config), jax.block_until_ready),
+                "rollout": (lambda w=work: jax.block_until_ready(w.chunk()[1]), _same),
+                "actor_compute": (work.items, _same),  # its output is on the host
+                "scan": (_blocking(scan_ceiling(config)), _same),
             },
             seconds,
         )
@@ -158,8 +168,8 @@ def ppo_updates(config, seconds: float) -> dict:
     chunk = jax.tree.map(lambda *x: jnp.concatenate(x, 1), *[work.chunk()[0]] * learner.num_actors)
     rates = measure_rates(
         {
-            "agent": (lambda: agent.update(state, chunk)[0].params, jax.block_until_ready),
-            "fused": (lambda: fused_update(carry, batch, last_value).params, jax.block_until_ready),
+            "agent": (_blocking(lambda: agent.update(state, chunk)[0].params), _same),
+            "fused": (_blocking(lambda: fused_update(carry, batch, last_value).params), _same),
         },
         seconds,
         repeats=3,

@@ -56,7 +56,7 @@ SETTINGS = {
         "slippery_cap": 120.0,
         "local_cap": 150.0,
         "minatar_s": 3.0,
-        "trainer_s": 40.0,
+        "trainer_s": 45.0,
     },
     "quick": {
         "ceiling_s": 0.5,
