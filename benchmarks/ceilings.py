@@ -103,7 +103,7 @@ def _random_items(pipeline, config, env, rng):
         if x.dtype == np.bool_:
             return rng.random(shape) < 0.05
         if np.issubdtype(x.dtype, np.integer):
-            return rng.integers(0, env.num_actions, shape, dtype=x.dtype)
+            return rng.integers(0, env.spec.num_actions, shape, dtype=x.dtype)
         return rng.random(shape, dtype=np.float32).astype(x.dtype)
 
     return jax.tree.map(fill, example)

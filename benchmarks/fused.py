@@ -10,11 +10,11 @@ replay buffer in device arrays, the same number of updates on uniform samples of
 same batch; same network, settings and seed, no evaluation, no stop rule, no min-size
 guard (its first call fills the buffer, as the trainer's first call does).
 
-The two take turns call by call: each of the trainer's calls is followed (in its log
-callback) by one call of the ceiling, and the ceiling's time is taken out of the
-trainer's intervals (`TrainResult.history`), so that the ratio compares the two
-under the same load. The first call of each (compilation, the buffer's fill before
-`replay.min_size`) is left out; each figure is env steps/s over the calls after it.
+The two run one after the other in one process, the trainer first: its figure is env
+steps/s over its calls after its first block of `iterations_per_call` iterations
+(`TrainResult.history`; distrl.local sizes its calls by time, so the first block may
+take several calls), the ceiling's over `calls` calls after its first. The first
+block of each (compilation, the buffer's fill before `replay.min_size`) is left out.
 
     python -m benchmarks.fused [--calls=3] [--config.local.iterations_per_call=32]
 
@@ -89,33 +89,26 @@ def ceiling_program(config):
 
 
 def measure(config, calls: int, name: str = PRESET) -> dict:
-    """The trainer's and the ceiling's env steps/s over `calls` calls after their first,
-    taking turns (see the module docstring); 'local' and 'fused' entries, the shape.
+    """The trainer's and the ceiling's env steps/s over `calls` blocks of iterations after
+    their first, one after the other (see the module docstring); 'local' and 'fused'
+    entries, the shape.
     `name`: the config's preset, for the table."""
     init, call, cfg = ceiling_program(config)
     per_call = cfg.iterations_per_call * cfg.rollout_length * cfg.num_envs
     config.budget.update(dict(env_steps=(calls + 1) * per_call, seconds=0.0, learner_steps=0))
-    state = {"carry": init(jax.random.PRNGKey(config.seed)), "key": jax.random.PRNGKey(1)}
-    spent, fused_times = [], []  # the ceiling's seconds after each trainer call
-
-    def ceiling_call():
-        state["key"], key = jax.random.split(state["key"])
-        start = time.perf_counter()
-        state["carry"] = jax.block_until_ready(call(state["carry"], key))
-        return time.perf_counter() - start
-
-    def log(line: str) -> None:
-        del line
-        seconds = ceiling_call()
-        spent.append(seconds)
-        fused_times.append(seconds)
-
-    result = local.train(config, log=log)
+    result = local.train(config)
     history = result.history  # (env steps, seconds since the start, exact) per call
-    marks = [(steps, t - sum(spent[:i])) for i, (steps, t, _) in enumerate(history)]
-    steps = marks[-1][0] - marks[0][0]
-    local_s = marks[-1][1] - marks[0][1]
-    measured = fused_times[1 : len(history)]
+    first = next(i for i, (steps, _, _) in enumerate(history) if steps >= per_call)
+    steps = history[-1][0] - history[first][0]
+    local_s = history[-1][1] - history[first][1]
+    carry, key = init(jax.random.PRNGKey(config.seed)), jax.random.PRNGKey(1)
+    fused_times = []
+    for _ in range(calls + 1):
+        key, call_key = jax.random.split(key)
+        start = time.perf_counter()
+        carry = jax.block_until_ready(call(carry, call_key))
+        fused_times.append(time.perf_counter() - start)
+    measured = fused_times[1:]
     fused_steps = per_call * len(measured)
     return {
         "config": name,
@@ -125,19 +118,19 @@ def measure(config, calls: int, name: str = PRESET) -> dict:
         "iterations_per_call": cfg.iterations_per_call,
         "batch_size": cfg.batch_size,
         "eval_every": cfg.eval_every,
-        "calls": len(history) - 1,
+        "calls": calls,
         "local": {
             "steps_per_s": steps / local_s if local_s > 0 else None,
             "env_steps": steps,
             "seconds": local_s,
             "compile_s": result.compile_time,
-            "first_call_s": marks[0][1],
+            "first_block_s": history[first][1],
         },
         "fused": {
             "steps_per_s": fused_steps / sum(measured) if measured else None,
             "env_steps": fused_steps,
             "seconds": sum(measured),
-            "first_call_s": fused_times[0] if fused_times else None,
+            "first_call_s": fused_times[0],
         },
     }
 

@@ -22,10 +22,13 @@ ENV_PRESETS = ("ppo_cartpole", "dqn_breakout")
 # The single-process trainer's preset and seed, run as a user runs it and with
 # benchmarks/slippery.py's settings (section `local`; issue 30 item 6's seed).
 LOCAL_PRESET = ("ppo_slippery8x8", 13)
+# The Breakout-MinAtar presets of section `minatar` (issue 37; benchmarks/minatar.py).
+MINATAR = ("ppo_breakout", "dqn_breakout")
 # Replay presets of a Box env whose learner alone gets a row against its own jitted
 # update (section `stages`, its actor filling the table first; issue 36: SAC).
 LEARNERS = ("sac_pendulum",)
-CONFIGS = ALGOS + ENV_PRESETS + LEARNERS  # every config the bench runs (its overrides')
+# every config the bench runs (its overrides')
+CONFIGS = tuple(dict.fromkeys(ALGOS + ENV_PRESETS + LEARNERS + MINATAR))
 ROLES = ("replay", "counter", "learner", "actor", "evaluator")  # node groups of make_program
 E2E_ACTORS = 2  # the end-to-end program's actors (issue 14's rows)
 HOST_TOGETHER = (1, 2, 4)  # host-stepped actor processes stepping at once (issue 27)
@@ -49,7 +52,7 @@ class Spec:
 
 
 ACTORS = ALGOS + ENV_PRESETS  # the actor rows: the gridworld's and the env presets'
-_PLACEHOLDERS = {"<algo>": ALGOS, "<actor>": ACTORS, "<role>": ROLES}
+_PLACEHOLDERS = {"<algo>": ALGOS, "<actor>": ACTORS, "<role>": ROLES, "<minatar>": MINATAR}
 
 
 def expand(spec: Spec) -> list:
@@ -394,7 +397,7 @@ ROWS = [
         note="[T, B] {local_sac.shape:s}, {local_sac.updates_per_iteration} updates of "
         "{local_sac.batch_size} per iteration, {local_sac.iterations_per_call} iterations per "
         "call, {local_sac.calls} calls timed (evaluation every {local_sac.eval_every} "
-        "iterations); first calls (compile, fill): trainer {local_sac.local.first_call_s:s}, "
+        "iterations); first block (compile, fill): trainer {local_sac.local.first_block_s:s}, "
         "fused {local_sac.fused.first_call_s:s}",
     ),
     Spec(
@@ -411,6 +414,68 @@ ROWS = [
         "<algo> 8x8 slippery: exact success of the final policy / optimal",
         figure="slippery.<algo>.exact_ratio",
         unit="share",
+    ),
+    # 6. The Breakout-MinAtar workload (issue 37), in the bench process, side by side.
+    Spec(
+        "6 minatar",
+        "ppo_breakout single-process trainer (distrl.local's jitted call, its evaluations "
+        "included) against the fused rollout+update loop (benchmarks/fused_ppo.py)",
+        figure="minatar.trainer.local.env_steps_per_s",
+        unit="env steps/s",
+        ceiling=("minatar.trainer.fused.env_steps_per_s",),
+        ceiling_name="fused loop",
+        goal=">= 0.8x",
+        note="without its evaluations {minatar.trainer.local_no_eval.env_steps_per_s} env steps/s",
+    ),
+    Spec(
+        "6 minatar",
+        "<minatar> actor rollout {minatar.actors.<minatar>.shape} against a jitted scan of "
+        "gymnax's step and the same network",
+        figure="minatar.actors.<minatar>.rollout.env_steps_per_s",
+        unit="env steps/s",
+        ceiling=("minatar.actors.<minatar>.scan.env_steps_per_s",),
+        ceiling_name="scan",
+        goal=">= 0.8x",
+        note="actor compute (items, copy to the host) "
+        "{minatar.actors.<minatar>.actor_compute.env_steps_per_s} env steps/s",
+    ),
+    Spec(
+        "6 minatar",
+        "ppo_breakout PPO update {minatar.updates.ppo_breakout.batch} (agent.update, device "
+        "batch) against the fused loop's update alone",
+        figure="minatar.updates.ppo_breakout.agent_updates_per_s",
+        unit="updates/s",
+        ceiling=("minatar.updates.ppo_breakout.fused_updates_per_s",),
+        ceiling_name="fused update",
+        goal=">= 0.8x",
+    ),
+    Spec(
+        "6 minatar",
+        "dqn_breakout DQN update {minatar.updates.dqn_breakout.batch} (agent.update, device batch)",
+        figure="minatar.updates.dqn_breakout.updates_per_s",
+        unit="updates/s",
+        note="{minatar.updates.dqn_breakout.samples_per_s} samples/s",
+    ),
+    Spec(
+        "6 minatar",
+        "<minatar> Reverb insert of [T, B, 10, 10, 4] items (replay.Writer, server in a "
+        "child process)",
+        figure="minatar.reverb.<minatar>.insert_steps_per_s",
+        unit="transitions/s",
+        note="{minatar.reverb.<minatar>.insert_items_per_s} items/s; read "
+        "{minatar.reverb.<minatar>.read_samples_per_s} samples/s",
+    ),
+    Spec(
+        "6 minatar",
+        "<minatar> greedy evaluation ({minatar.evaluation.<minatar>.episodes} episodes "
+        "through the network, initial params)",
+        figure="minatar.evaluation.<minatar>.env_steps_per_s",
+        unit="env steps/s",
+        note="{minatar.evaluation.<minatar>.seconds_per_evaluation:s} per evaluation "
+        "(mean length {minatar.evaluation.<minatar>.mean_length}); a confirmation of "
+        "{minatar.evaluation.<minatar>.confirm_envs} episodes of "
+        "{minatar.evaluation.<minatar>.time_limit} steps at this rate: "
+        "{minatar.evaluation.<minatar>.confirmation_s:s}",
     ),
 ]
 

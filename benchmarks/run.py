@@ -12,7 +12,8 @@ row's figure, ceiling, ratio, goal (issue 14) and whether the goal holds.
     python benchmarks/run.py --config.actor.num_envs=256      # what-if: every algorithm
     python benchmarks/run.py --dqn.replay.item_steps=4 --dqn.replay.min_size=1024  # DQN's
 
-Sections: ceilings, host, stages, e2e, solve, local, local_sac, slippery (see README.md).
+Sections: ceilings, host, stages, e2e, solve, local, local_sac, minatar, slippery (see
+README.md).
 Config overrides, as launch/train.py takes them: `--config.<section>.<field>=<value>` changes every
 algorithm's config in every run of the bench, `--dqn.<section>.<field>=<value>` or
 `--ppo.<section>.<field>=<value>` that algorithm's alone (over `--config.`'s). Every
@@ -44,7 +45,17 @@ from benchmarks.common import (
 from distrl import cli
 from distrl import config as config_lib
 
-SECTIONS = ("ceilings", "host", "stages", "e2e", "solve", "local", "local_sac", "slippery")
+SECTIONS = (
+    "ceilings",
+    "host",
+    "stages",
+    "e2e",
+    "solve",
+    "local",
+    "local_sac",
+    "minatar",
+    "slippery",
+)
 
 # Seconds per setting, full run / --quick.
 SETTINGS = {
@@ -57,6 +68,8 @@ SETTINGS = {
         "local_cap": 150.0,
         "fused_iterations": 8,  # local.iterations_per_call of section local_sac
         "fused_calls": 3,  # its calls timed after the first (iterations 9-32: one evaluation)
+        "minatar_s": 3.0,
+        "trainer_s": 45.0,
     },
     "quick": {
         "ceiling_s": 0.5,
@@ -67,6 +80,8 @@ SETTINGS = {
         "local_cap": 90.0,
         "fused_iterations": 4,
         "fused_calls": 2,
+        "minatar_s": 1.0,
+        "trainer_s": 10.0,
     },
 }
 
@@ -239,13 +254,21 @@ class Bench:
 
     def local_sac(self) -> None:
         """distrl.local on a Box replay preset (configs/sac_pendulum.py, SAC on gymnax
-        Pendulum-v1) against one fused jitted loop of the same work, taking turns."""
+        Pendulum-v1) against one fused jitted loop of the same work, one after the other."""
         from benchmarks import fused
 
         name = fused.PRESET
         given = {"local.iterations_per_call": self.s["fused_iterations"], **self.overrides(name)}
         config = load_config(name, given)
         self.results["local_sac"] = fused.measure(config, self.s["fused_calls"], name)
+
+    def minatar(self) -> None:
+        """The Breakout-MinAtar presets' stages against their ceilings (issue 37)."""
+        from benchmarks import minatar
+
+        configs = {name: load_config(name, self.overrides(name)) for name in minatar.PRESETS}
+        out = self.results.setdefault("minatar", {})
+        minatar.measure(configs, self.s["minatar_s"], self.s["trainer_s"], out, self.save)
 
     def slippery(self) -> None:
         from benchmarks import solve

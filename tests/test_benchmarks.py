@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import jax
+import numpy as np
 import pytest
 
 import benchmarks
@@ -120,8 +122,8 @@ def test_local_section_runs_a_preset_as_a_user_and_with_the_benchmarks_settings(
 # call and the ceiling's, both at a tiny size.
 def test_local_sac_section_times_the_trainer_against_its_fused_ceiling(tmp_path, monkeypatch):
     """Issue 36's single-process row: distrl.local on sac_pendulum (gymnax Pendulum-v1)
-    and one fused jitted loop of the same rollouts and updates, taking turns call by
-    call (tiny networks and batches here)."""
+    and one fused jitted loop of the same rollouts and updates, one after the other
+    in one run, each after its first block (tiny networks and batches here)."""
     monkeypatch.setitem(run.SETTINGS["quick"], "fused_iterations", 2)
     monkeypatch.setitem(run.SETTINGS["quick"], "fused_calls", 2)
     tiny = ["--sac_pendulum.agent.hidden_sizes=(8,)", "--sac_pendulum.learner.batch_size=32"]
@@ -223,7 +225,7 @@ def test_node_memory_names_each_node_by_its_output_file(tmp_path):
         (
             "--a2c.actor.num_envs=8",
             "--dqn.<field>, --ppo.<field>, --ppo_cartpole.<field>, --dqn_breakout.<field>, "
-            "--sac_pendulum.<field> for one",
+            "--sac_pendulum.<field>, --ppo_breakout.<field> for one",
         ),
         ("--set=actor.num_envs=8", "Unknown command line flag 'set'"),
         # A valid field whose value the DQN config cannot take with the base sizes.
@@ -364,3 +366,58 @@ def test_the_studys_continuous_parts_compare_returns_at_equal_env_steps_and_seco
     cells = ["-800.00 [-1000.00–-600.00]"] * 2 + ["-650.00 [-1000.00–-300.00]"]
     assert table[2] == "| sac_pendulum | " + " | ".join(cells) + " |"
     assert table[3] == "| td3_pendulum | no runs | no runs | no runs |"
+
+
+def test_minatar_rows_divide_each_stage_by_its_own_ceiling():
+    """Section `minatar` (issue 37): the trainer against the fused loop, each actor's
+    rollout against its scan, PPO's update against the fused update; a row whose part did
+    not run says so."""
+    results = {
+        "minatar": {
+            "trainer": {
+                "local": {"env_steps_per_s": 900.0},
+                "local_no_eval": {"env_steps_per_s": 1000.0},
+                "fused": {"env_steps_per_s": 1000.0},
+            },
+            "actors": {
+                "ppo_breakout": {
+                    "shape": "[128, 32]",
+                    "rollout": {"env_steps_per_s": 30.0},
+                    "actor_compute": {"env_steps_per_s": 25.0},
+                    "scan": {"env_steps_per_s": 40.0},
+                },
+            },
+            "updates": {"ppo_breakout": {"agent_updates_per_s": 1.0, "fused_updates_per_s": 2.0}},
+        }
+    }
+    by_name = {r.name: r for r in rows.build_rows(results) if r.section == "6 minatar"}
+    (trainer,) = [r for r in by_name.values() if "single-process trainer" in r.name]
+    assert (trainer.ratio, trainer.status) == (0.9, "PASS")
+    assert "1k env steps/s" in trainer.note  # without its evaluations
+    ppo = by_name[
+        "ppo_breakout actor rollout [128, 32] against a jitted scan of gymnax's step "
+        "and the same network"
+    ]
+    assert (ppo.ratio, ppo.ceiling_name, ppo.status) == (0.75, "scan", "MISS")
+    (update,) = [r for r in by_name.values() if r.name.startswith("ppo_breakout PPO update")]
+    assert (update.ratio, update.status) == (0.5, "MISS")
+    dqn = [r for r in by_name.values() if r.name.startswith("dqn_breakout actor rollout")]
+    assert dqn[0].figure is None and dqn[0].note == "not run"
+
+
+def test_the_fused_ceiling_trains_and_counts_its_env_steps():
+    """benchmarks/fused_ppo.py at a tiny size: each call runs its iterations of T x B env
+    steps and finishes episodes; the network is the config's (conv here, im2col)."""
+    from benchmarks import fused_ppo
+    from benchmarks.common import load_config
+
+    config = load_config("ppo_breakout", {"actor.num_envs": 4, "actor.unroll_length": 8})
+    init, call, steps = fused_ppo.make_call(config, 2)
+    assert steps == 2 * 8 * 2 * 4  # iterations x T x num_actors x num_envs
+    carry = init(jax.random.PRNGKey(0))
+    assert "policy_torso_conv_0" in carry.params
+    before = jax.tree.map(np.asarray, carry.params)
+    carry, (ended, returns) = call(carry)
+    assert ended.shape == (2,) and returns.shape == (2,)
+    changed = jax.tree.map(lambda a, b: not np.array_equal(a, b), before, carry.params)
+    assert all(jax.tree.leaves(changed))  # every parameter took Adam steps

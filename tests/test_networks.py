@@ -1,5 +1,6 @@
 """Networks: shapes, parameter layout, the table network, shared vs separate torsos."""
 
+import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -150,3 +151,15 @@ def test_auto_torso_keeps_the_gridworld_mlp(algorithm):
     image = EnvSpec(obs_size=400, num_actions=A, observation_shape=IMAGE)
     conv = agents.make_agent(agents.make_config(algorithm), image).init(KEY).params
     assert any(name.endswith("conv_0") for name in conv)
+
+
+@pytest.mark.parametrize("kernel", [2, 3])
+def test_same_conv_is_haikus_conv2d(kernel):
+    """The im2col conv (fast inside lax.scan on XLA:CPU) has hk.Conv2D's params, init and
+    outputs: stride 1, SAME padding (an even kernel padded as XLA pads it)."""
+    ours = hk.without_apply_rng(hk.transform(lambda x: networks.SameConv2D(5, kernel, "c")(x)))
+    theirs = hk.without_apply_rng(hk.transform(lambda x: hk.Conv2D(5, kernel, name="c")(x)))
+    x = jax.random.normal(KEY, (4, *IMAGE))
+    params = ours.init(KEY, x)
+    jax.tree.map(np.testing.assert_array_equal, params, theirs.init(KEY, x))
+    np.testing.assert_allclose(ours.apply(params, x), theirs.apply(params, x), atol=1e-5)

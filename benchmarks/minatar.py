@@ -1,0 +1,228 @@
+"""Section `minatar` (issue 37): the Breakout-MinAtar workload's stages, each against its
+own ceiling, measured side by side in the bench process (`common.measure_rates`:
+alternating slices, so each ratio compares two figures under the same load).
+
+- trainer: `distrl.local`'s compiled call (its evaluations at the preset's cadence
+  included, and without them) against `fused_ppo`'s fused rollout+update loop at the
+  same env, network and settings, the same iterations per call;
+- actor rollout: `rollout.make_rollout` with the preset's policy at the actor's [T, B]
+  against `scan_ceiling`, a jitted scan of gymnax's own step and the same network
+  (greedy actions from its output, nothing recorded but what a chunk holds);
+- update: the agent's jitted update on a device-resident learner batch
+  (`ceilings.update_ceiling`), PPO's against `fused_ppo`'s update alone on the same
+  [T, B] shape;
+- Reverb insert and read of the presets' [T, B, 10, 10, 4] items (`ceilings.reverb_ceilings`);
+- evaluation: greedy episodes through the network (`evaluation.run_episodes`,
+  evaluator.num_envs of them, the initial params), env steps/s, and what a
+  confirmation (confirm_envs episodes of up to the env's 1,000 steps) costs at that rate.
+"""
+
+import time
+
+import jax
+import jax.numpy as jnp
+
+from benchmarks import ceilings, fused_ppo, tables
+from benchmarks.common import measure_rates
+from distrl import agents, local
+from distrl import config as config_lib
+from distrl.acting import evaluation
+
+PRESETS = ("ppo_breakout", "dqn_breakout")
+TRAINER_PRESET = "ppo_breakout"
+TRAINER_ITERATIONS = 2  # iterations per call, both loops: one evaluation per call at the
+# preset's cadence (16,384 env steps = 2 iterations of [128, 64])
+
+
+def _blocking(call):
+    """call, waiting for its result: a slice of `measure_rates` then ends on time (JAX
+    returns before computing, so an unblocked loop queues calls for the final sync)."""
+    return lambda: jax.block_until_ready(call())
+
+
+def _same(x):
+    return x
+
+
+def _local_call(config, eval_every: int):
+    """distrl.local's compiled call (`local._train_call`) and its initial carry."""
+    config = config.copy_and_resolve_references()
+    config.local.iterations_per_call = TRAINER_ITERATIONS
+    config.local.eval_every = eval_every
+    cfg = local.Settings.of(config)
+    env = config_lib.make_env(config)
+    agent = agents.make_agent(config_lib.make_agent_config(config), env.spec)
+    target = local.evaluator_config.targets(config, env, None)
+    init_key, key = jax.random.split(jax.random.PRNGKey(cfg.seed))
+    init_fn, step = local._compile(
+        lambda k: local.init_carry(env, agent, cfg, k),
+        lambda c, k: local._train_call(env, agent, cfg, target, c, k),
+        init_key,
+        key,
+        cfg.xla_opt_level,
+    )
+    state = {"carry": init_fn(init_key), "key": key}
+
+    def call():
+        state["key"], k = jax.random.split(state["key"])
+        state["carry"], _ = step(state["carry"], k)
+        return state["carry"].env_steps
+
+    return call
+
+
+def trainer(config, seconds: float) -> dict:
+    """Env steps/s of distrl.local's calls (with and without its evaluations) and of the
+    fused loop's, in alternating slices."""
+    fused_init, fused_call, steps = fused_ppo.make_call(config, TRAINER_ITERATIONS)
+    fused = {"carry": fused_init(jax.random.PRNGKey(config.seed))}
+
+    def fused_step():
+        fused["carry"], stats = fused_call(fused["carry"])
+        return jax.block_until_ready(stats)
+
+    never = 2**30  # local.eval_every: no evaluation within the measurement
+    rates = measure_rates(
+        {
+            "local": (_blocking(_local_call(config, 0)), _same),
+            "local_no_eval": (_blocking(_local_call(config, never)), _same),
+            "fused": (fused_step, _same),
+        },
+        seconds,
+        repeats=3,
+    )
+    return {name: {"env_steps_per_s": rate * steps} for name, rate in rates.items()}
+
+
+def scan_ceiling(config):
+    """A jitted scan of T steps of B gymnax envs (gymnax's auto-resetting `step`) acting
+    greedily on the agent network's output: (call() -> rewards [T, B]). The actor's
+    rollout ceiling: the same env and network, nothing else."""
+    import gymnax  # noqa: PLC0415
+
+    env, params = gymnax.make(config.env.name.removeprefix("gymnax:"))
+    agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
+    net_params = agent.init(jax.random.PRNGKey(0)).params
+    t, b = config.actor.unroll_length, config.actor.num_envs
+
+    def head(out):  # PPO: (logits, value); DQN: q values
+        return out[0] if isinstance(out, tuple) else out
+
+    def step(carry, key):
+        obs, state = carry
+        action = jnp.argmax(head(agent.network.apply(net_params, obs)), -1)
+        obs, state, reward, _, _, _ = jax.vmap(env.step, (0, 0, 0, None))(
+            jax.random.split(key, b), state, action, params
+        )
+        return (obs, state), (obs, action, reward)
+
+    @jax.jit
+    def run(carry, key):
+        carry, (obs, action, reward) = jax.lax.scan(step, carry, jax.random.split(key, t))
+        return carry, reward
+
+    obs, state = jax.vmap(env.reset, (0, None))(jax.random.split(jax.random.PRNGKey(1), b), params)
+    holder = {"carry": (obs, state), "key": jax.random.PRNGKey(2)}
+
+    def call():
+        holder["key"], key = jax.random.split(holder["key"])
+        holder["carry"], reward = run(holder["carry"], key)
+        return reward
+
+    return call
+
+
+def actor_rollouts(configs, seconds: float) -> dict:
+    """Per preset: the actor's rollout and its compute (`ceilings.ActorWork`) against
+    `scan_ceiling`, in alternating slices; env steps/s."""
+    out = {}
+    for name, config in configs.items():
+        work = ceilings.ActorWork(config)
+        rates = measure_rates(
+            {
+                "rollout": (lambda w=work: jax.block_until_ready(w.chunk()[1]), _same),
+                "actor_compute": (work.items, _same),  # its output is on the host
+                "scan": (_blocking(scan_ceiling(config)), _same),
+            },
+            seconds,
+        )
+        t, b = config.actor.unroll_length, config.actor.num_envs
+        out[name] = {k: {"env_steps_per_s": v * t * b} for k, v in rates.items()}
+        out[name]["shape"] = f"[{t}, {b}]"
+    return out
+
+
+def ppo_updates(config, seconds: float) -> dict:
+    """PPO's jitted update (agent.update, the learner's [T, batch_chunks x B] batch on the
+    device) against the fused loop's update alone on the same shape; updates/s."""
+    learner = config.copy_and_resolve_references()
+    learner.num_actors = learner.learner.batch_chunks  # the fused loop's B = one update's
+    parts = fused_ppo.build(learner)
+    carry = jax.jit(parts.init)(jax.random.PRNGKey(0))
+    carry, (batch, last_value, _) = jax.jit(parts.rollout)(carry)
+    fused_update = jax.jit(parts.update)
+    env = config_lib.make_env(config)
+    agent = agents.make_agent(config_lib.make_agent_config(config), env)
+    work = ceilings.ActorWork(learner.copy_and_resolve_references())
+    state = agent.init(jax.random.PRNGKey(0))
+    chunk = jax.tree.map(lambda *x: jnp.concatenate(x, 1), *[work.chunk()[0]] * learner.num_actors)
+    rates = measure_rates(
+        {
+            "agent": (_blocking(lambda: agent.update(state, chunk)[0].params), _same),
+            "fused": (_blocking(lambda: fused_update(carry, batch, last_value).params), _same),
+        },
+        seconds,
+        repeats=3,
+    )
+    return {
+        "agent_updates_per_s": rates["agent"],
+        "fused_updates_per_s": rates["fused"],
+        "batch": str(list(chunk.action.shape)),
+    }
+
+
+def evaluation_cost(config, seconds: float) -> dict:
+    """Greedy episodes of evaluator.num_envs envs with the initial params: env steps/s,
+    and the seconds a confirmation of confirm_envs episodes of the env's longest (its
+    time limit) would take at that rate."""
+    env = config_lib.make_env(config)
+    agent = agents.make_agent(config_lib.make_agent_config(config), env)
+    params = agent.init(jax.random.PRNGKey(0)).params
+    act = evaluation.make_act(agent, greedy=True)
+    n = config.evaluator.num_envs
+    play = jax.jit(lambda k: evaluation.play_episodes(env, act, params, k, n).length)
+    jax.block_until_ready(play(jax.random.PRNGKey(0)))
+    start, steps, calls = time.perf_counter(), 0, 0
+    while time.perf_counter() - start < seconds or not calls:
+        steps += int(jnp.sum(play(jax.random.PRNGKey(calls))))
+        calls += 1
+    elapsed = time.perf_counter() - start
+    rate = steps / elapsed
+    limit = env.spec.time_limit
+    return {
+        "env_steps_per_s": rate,
+        "seconds_per_evaluation": elapsed / calls,
+        "mean_length": steps / (calls * n),
+        "confirmation_s": config.evaluator.confirm_envs * limit / rate,
+        "episodes": n,
+        "confirm_envs": config.evaluator.confirm_envs,
+        "time_limit": limit,
+    }
+
+
+def measure(configs, seconds: float, trainer_seconds: float, out: dict, save=lambda: None):
+    """Every figure of the section for {name: config} of PRESETS, into `out` part by part
+    (`save()` after each, so a failure keeps what was measured)."""
+    out["trainer"] = trainer(configs[TRAINER_PRESET], trainer_seconds)
+    save()
+    out["actors"] = actor_rollouts(configs, seconds)
+    out["updates"] = {name: ceilings.update_ceiling(c, seconds) for name, c in configs.items()}
+    out["updates"][TRAINER_PRESET].update(ppo_updates(configs[TRAINER_PRESET], seconds))
+    save()
+    with tables.server_process(configs) as addresses:
+        out["reverb"] = {
+            name: ceilings.reverb_ceilings(ceilings.ActorWork(c), addresses[name], seconds)
+            for name, c in configs.items()
+        }
+    out["evaluation"] = {name: evaluation_cost(c, seconds) for name, c in configs.items()}
+    return out
