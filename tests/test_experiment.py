@@ -791,20 +791,28 @@ def test_compare_report_only_rewrites_the_report_of_finished_runs(short_run, tmp
 
 
 def _wait_for_checkpoint_after_success(run_dir, timeout_s: float) -> None:
-    """Until a checkpoint newer than the first greedy success exists, and two replay
-    checkpoints are kept (a run that solves 4x4 within its first checkpoint period
-    has only one when the first checkpoint after the success lands)."""
+    """Until a checkpoint newer than the first greedy success exists, the evaluator has
+    saved that success's policy (it writes its row first: under load the two may be
+    seconds apart), and two replay checkpoints are kept (a run that solves 4x4 within
+    its first checkpoint period has only one when the first checkpoint after the
+    success lands)."""
     ckpt_dir = checkpoint.directory(str(run_dir))
+    policy_dir = policy.directory(str(run_dir))
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         time.sleep(1)
         rows = metrics.read_csv(metrics.csv_path(str(run_dir), "evaluator"))
         solved = np.flatnonzero(rows["success_rate"] >= 1.0) if rows else []
+        if not len(solved):
+            continue
+        version = rows["param_version"][solved[0]]
         has_checkpoint = os.path.exists(os.path.join(ckpt_dir, "manifest.json"))
+        has_policy = os.path.exists(os.path.join(policy_dir, "manifest.json"))
         if (
-            len(solved)
-            and has_checkpoint
-            and (checkpoint.read_manifest(ckpt_dir)["version"] > rows["param_version"][solved[0]])
+            has_checkpoint
+            and checkpoint.read_manifest(ckpt_dir)["version"] > version
+            and has_policy
+            and checkpoint.read_manifest(policy_dir, policy.POLICY)["version"] >= version
             and len(_replay_checkpoints(run_dir)) >= 2
         ):
             return
