@@ -64,6 +64,25 @@ class Keeper:
             return
         self._version, self._durable = version, final
 
+    def restore(self, template):
+        """(evaluation, params, version) of the policy an earlier launch of this run
+        saved (a restarted evaluator, a resumed run), or None if there is none, or it
+        does not fit `template` (the params' shapes). A restarted evaluator compares
+        its new evaluations with it, so a worse policy never replaces the kept one."""
+        ckpt_dir = directory(self._run_dir)
+        if not os.path.isdir(ckpt_dir):
+            return None
+        try:
+            manifest, leaves = checkpoint.read_newest(ckpt_dir, POLICY)
+            checkpoint.check_compatible(manifest, self._algorithm, template, ckpt_dir)
+        except checkpoint.CheckpointError as err:
+            logging.warning("evaluator: the saved policy is not kept: %s", err)
+            return None
+        params = jax.tree.unflatten(jax.tree.structure(template), leaves)
+        self._version, self._durable = int(manifest["version"]), False
+        self._manifest = os.path.join(ckpt_dir, manifest["state_file"][: -len(".npz")] + ".json")
+        return manifest.get("evaluation"), params, self._version
+
     def on_disk(self) -> dict | None:
         """{file, version} of the saved policy (file relative to the run directory)."""
         if self._manifest is None:

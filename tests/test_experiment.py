@@ -278,6 +278,31 @@ def test_resume_after_a_kill_long_after_the_checkpoint_never_counts_back(
     assert after["counts"]["env_steps"] > ahead["env_steps"]
 
 
+def test_a_resumed_evaluator_keeps_the_policy_an_earlier_launch_kept(short_run, tmp_path):
+    """The kept best survives a new launch of the evaluator (a resume, a restart): its
+    evaluations are compared with the policy on disk, which a worse one never replaces.
+    The earlier launch's policy here carries an evaluation no params can beat (a mean
+    return lower bound of 2 on a map whose returns are at most 1)."""
+    _, run_dir, _ = short_run
+    copy = tmp_path / "kept"
+    shutil.copytree(run_dir, copy)
+    config = rundir.load_config(str(copy))
+    saved = policy.load_policy(str(copy))
+    unbeatable = dict(success_rate=1.0, mean_return=2.0, mean_length=6.0, success_low=1.0)
+    unbeatable.update(success_high=1.0, return_low=2.0, return_high=2.0)
+    unbeatable.update(episodes=float(config.evaluator.confirm_envs))
+    policy.Keeper(str(copy), "dqn").offer(saved.params, 7, unbeatable, final=True)
+    config.run_dir = str(copy)
+    before = checkpoint.read_manifest(checkpoint.directory(str(copy)))
+    config.budget.update(dict(learner_steps=before["version"] + 30, seconds=200.0))
+    result, _ = program.run(config, "test_mt", resume=True)
+    assert result["stop_reason"] == "learner_step_budget", result
+    assert result["counts"]["learner_steps"] >= before["version"] + 30
+    assert result["param_version"] == 7 and result["kept_best"], result
+    assert result["evaluation"]["mean_return"] == 2.0, result["evaluation"]
+    assert policy.load_policy(str(copy)).version == 7
+
+
 def test_resume_refuses_a_changed_config_but_allows_budget_changes(short_run, tmp_path):
     _, run_dir, _ = short_run
     config = rundir.load_config(str(run_dir))

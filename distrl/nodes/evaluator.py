@@ -24,6 +24,7 @@ are those of an env that has them (`envs.tabular_model`, `evaluation.has_grids`)
 import time
 
 import jax
+import numpy as np
 from absl import logging
 
 from distrl import agents, envs, evaluator_config, metrics, policy, results
@@ -204,7 +205,9 @@ class Evaluator:
         key = jax.random.PRNGKey(c.seed + 7)
         rates = metrics.RateWindow()
         counts = first_counts(self._counter, self._lifecycle.should_stop, self._initial_counts)
-        best = None  # (report, params, version) of the best confirm_envs-episode evaluation
+        # (report, params, version) of the best confirm_envs-episode evaluation, from
+        # an earlier launch of this run too (a restarted evaluator, a resume)
+        best = self._saved_best(source.params, confirm_envs)
         while True:
             key, eval_key, confirm_key = jax.random.split(key, 3)
             report = jax.device_get(evaluate(source.params, eval_key))
@@ -236,6 +239,15 @@ class Evaluator:
                 return reason, final[0], counts, final[1:]
             self._last_params = source.params
             source.refresh_now()
+
+    def _saved_best(self, template, confirm_envs: int):
+        """The policy an earlier launch of this run kept, as `better_report`'s best
+        (None: none, or not a kept confirmed one)."""
+        saved = self._policy.restore(template)
+        if saved is None or not saved[0]:
+            return None
+        report = evaluation.EvalResult(**{k: np.float32(v) for k, v in saved[0].items()})
+        return better_report(None, (report, *saved[1:]), confirm_envs)
 
     def _wait_until_due(self, counts) -> bool:
         """Waits until the next evaluation is due; True if the program is stopping.
