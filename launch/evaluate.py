@@ -14,7 +14,10 @@ value-error grids. `--json` prints one JSON object instead: param_version,
 evaluation, exact (the value check among its fields, `value_errors` per cell), values
 and actions ([rows][cols], row-major, as in result.json).
 Exit status 2, with one line, for a bad flag, a missing run directory or saved
-policy, or a corrupt file.
+policy, or a corrupt file; exit status 1, with one line naming the policy, the env,
+the copy and the step, for a policy that acts non-finite (its params diverged: NaN),
+found before the env steps with it, as the evaluator node finds it
+(`rollout.check_actions`).
 """
 
 import json
@@ -27,7 +30,8 @@ from absl import flags
 
 from distrl import cli, envs, policy, results
 from distrl import config as config_lib
-from distrl.acting import evaluation, host_evaluation
+from distrl.acting import evaluation, host_evaluation, rollout
+from distrl.pyenv import EnvError
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "The run directory whose policy to evaluate.")
 _CHECKPOINT = flags.DEFINE_enum(
@@ -46,18 +50,24 @@ flags.mark_flag_as_required("run_dir")
 
 
 def evaluate(loaded: policy.Policy, episodes: int, seed: int) -> dict:
-    """The JSON-ready figures of `loaded`'s greedy policy: episodes, exact, grids."""
+    """The JSON-ready figures of `loaded`'s greedy policy: episodes, exact, grids.
+    EnvError for a non-finite action (diverged params) or a failing env."""
     env, agent = loaded.env, loaded.agent
     exact = evaluation.is_deterministic(env)
     n = evaluation.episodes_needed(env, episodes)
     if envs.is_host_env(env):  # stepped in Python: episodes on the host
         player = host_evaluation.HostEvaluator(env, agent, n, True, loaded.config)
-        played = player.play(loaded.params, jax.random.PRNGKey(seed))
-        player.close()
+        try:
+            played = player.play(loaded.params, jax.random.PRNGKey(seed))
+        finally:
+            player.close()
     else:
         act = evaluation.make_act(agent)
         play = jax.jit(lambda params, key: evaluation.play_episodes(env, act, params, key, n))
         played = jax.device_get(play(loaded.params, jax.random.PRNGKey(seed)))
+        rollout.check_actions(
+            played.first_nonfinite_action, loaded.config.env.name, evaluation.WHO, n
+        )
     rate = float(played.success.mean())
     low, high = (rate, rate) if exact else evaluation.wilson_interval(played.success.sum(), n)
     return_low, return_high = evaluation.mean_interval(jnp.asarray(played.episode_return))
@@ -93,11 +103,16 @@ def evaluate(loaded: policy.Policy, episodes: int, seed: int) -> dict:
     return figures
 
 
+def _named(which: str, version: int, file: str) -> str:
+    """'reported policy, version 7 (checkpoints/policy/...npz)': the policy evaluated."""
+    title = "reported policy" if which == policy.REPORTED else "learner's last"
+    return f"{title}, version {version:,} ({file})"
+
+
 def describe(figures: dict, env) -> str:
     """The text report of `evaluate`'s figures."""
     ev = figures["evaluation"]
-    which = "reported policy" if figures["checkpoint"] == policy.REPORTED else "learner's last"
-    lines = [f"distrl: {which}, version {figures['param_version']:,} ({figures['file']})"]
+    lines = [f"distrl: {_named(figures['checkpoint'], figures['param_version'], figures['file'])}"]
     if figures["checkpoint"] == policy.REPORTED and figures["reported_version"] not in (
         None,
         figures["param_version"],
@@ -125,7 +140,12 @@ def main(argv):
         message = "; ".join(line.strip() for line in str(err).splitlines())
         print(f"distrl: cannot evaluate: {message}", file=sys.stderr)
         return cli.BAD_INPUT
-    figures = evaluate(loaded, _EPISODES.value, _SEED.value)
+    try:
+        figures = evaluate(loaded, _EPISODES.value, _SEED.value)
+    except EnvError as err:  # a diverged policy (or a failing env): one line, as a failed run
+        file = os.path.relpath(loaded.file, loaded.run_dir)
+        print(f"distrl: {_named(loaded.which, loaded.version, file)}: {err}", file=sys.stderr)
+        return 1
     print(json.dumps(figures) if _JSON.value else describe(figures, loaded.env), flush=True)
     return 0
 

@@ -518,6 +518,30 @@ def test_evaluate_command_refuses_a_corrupt_or_missing_policy_in_one_line(
     assert code == 2 and "holds no saved policy" in out and "--checkpoint=latest" in out, out
 
 
+@pytest.mark.parametrize("preset", ["sac_pendulum", "sac_gymnasium_pendulum"])
+def test_evaluate_command_names_a_diverged_policy_in_one_line(preset, tmp_path, warm_python):
+    """A saved policy whose params are NaN (a diverged run's, written by the evaluator's
+    `Keeper`) acts NaN: launch/evaluate.py names the policy, the env, the copy and the
+    step in one line and exits 1, before the env steps with it: a JAX env's episodes
+    (gymnax) are checked after their jitted call, an env stepped in Python's before
+    each step (the host evaluator), not a NaN return with exit 0."""
+    config = load_config(preset)
+    run_dir = str(tmp_path / "run")
+    rundir.write_config(config, run_dir)
+    env = config_lib.make_env(config)
+    agent = agents.make_agent(config_lib.make_agent_config(config), env.spec)
+    params = agent.init(jax.random.PRNGKey(0)).params
+    diverged = jax.tree.map(lambda x: x * np.nan, params)
+    policy.Keeper(run_dir, config.algorithm).offer(diverged, 7, final=True)
+    code, out = _python(warm_python, "evaluate.py", f"--run_dir={run_dir}", "--episodes=20")
+    file = os.path.relpath(policy.load_policy(run_dir).file, run_dir)
+    assert code == 1 and "Traceback" not in out, out[-2000:]
+    assert out.strip().splitlines() == [
+        f"distrl: reported policy, version 7 ({file}): env {config.env.name} (evaluation, "
+        f"copy 0) at step 1: the policy's action is not finite (its params diverged)"
+    ], out
+
+
 def test_load_policy_acts_as_the_reported_policy(short_run):
     result, run_dir, _ = short_run
     loaded = policy.load_policy(str(run_dir))

@@ -280,9 +280,9 @@ def test_the_evaluator_plays_exactly_its_episodes_and_scores_success():
 
 
 def test_a_nonfinite_action_in_a_host_evaluation_is_named_with_its_copy_and_step():
-    """The evaluator's host episodes acted NaN for copy 1 (diverged params): the copy
-    refuses the action before its env steps (`pyenv.Checked`), the same EnvError as an
-    actor's copy raises, not a NaN return."""
+    """The evaluator's host episodes acted NaN for copy 1 (diverged params): the
+    evaluator checks the actions before its copies step (`rollout.check_actions`), the
+    same EnvError as a JAX env's evaluation raises, not a NaN return."""
 
     def greedy(params, obs):
         bad = jnp.arange(obs.shape[0]) == 1
@@ -298,8 +298,8 @@ def test_a_nonfinite_action_in_a_host_evaluation_is_named_with_its_copy_and_step
     finally:
         evaluate.close()
     assert str(err.value) == (
-        "env gymnasium:Pendulum-v1 (copy 1) at step 1 (step 1 of its episode): got action "
-        "[nan]; need finite values within [[-2.0], [2.0]] (the action space)"
+        "env gymnasium:Pendulum-v1 (evaluation, copy 1) at step 1: the policy's action is "
+        "not finite (its params diverged)"
     )
 
 

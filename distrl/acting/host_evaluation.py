@@ -8,14 +8,17 @@ exactly its share of the N (N // W, one more for the first N mod W), each from a
 reset, so long episodes weigh as much as short ones. The figures are
 `evaluation.summarize`'s: the mean return with its 95% interval, and the success
 rate with its Wilson interval where the env has a success signal. No episode is
-taken as exact (an env stepped in Python declares no determinism).
+taken as exact (an env stepped in Python declares no determinism). Each step's
+actions are checked before the env steps, as a JAX env's evaluation checks them
+(`rollout.check_actions`): a non-finite one (diverged params) is an `EnvError`
+naming the env, the evaluation, the copy and the step.
 """
 
 import jax
 import numpy as np
 
 from distrl import envs
-from distrl.acting import evaluation, host_rollout
+from distrl.acting import evaluation, host_rollout, rollout
 
 WIDTH = 256  # copies in an evaluator's vector env, at most
 
@@ -28,8 +31,9 @@ class HostEvaluator:
         self._stepper = host_rollout.VectorStepper(
             env, min(num_episodes, WIDTH), host_rollout.SYNC, config.env.step_timeout_s
         )
-        self._act = jax.jit(evaluation.make_act(agent, greedy))
+        self._act = jax.jit(_checked(evaluation.make_act(agent, greedy)))
         self._success = envs.success_signal(env)
+        self._env_name = config.env.name
 
     def __call__(self, params, key, epsilon=0.0) -> evaluation.EvalResult:
         return evaluation.summarize(self.play(params, key, epsilon))
@@ -43,9 +47,13 @@ class HostEvaluator:
         running_return, running_length = np.zeros(w, np.float32), np.zeros(w, np.int32)
         done = np.zeros(w, np.int64)
         success, returns, lengths = [], [], []
+        steps = 0
         while np.any(done < quota):
             key, act_key = jax.random.split(key)
-            actions = np.asarray(self._act(params, act_key, obs, epsilon))
+            actions, first = self._act(params, act_key, obs, epsilon)
+            rollout.check_actions(first, self._env_name, evaluation.WHO, w, steps)
+            actions = np.asarray(actions)
+            steps += 1
             obs, reward, terminated, last, reached = self._stepper.step(actions)
             running_return += reward
             running_length += 1
@@ -69,11 +77,21 @@ class HostEvaluator:
         self._stepper.close()
 
 
+def _checked(act):
+    """`act` that also returns the copy of its first non-finite action, -1 without one."""
+
+    def checked(params, key, obs, epsilon):
+        actions = act(params, key, obs, epsilon)
+        return actions, rollout.first_true(rollout.nonfinite_actions(actions))
+
+    return checked
+
+
 def make_evaluator(env, agent, num_envs: int, greedy: bool, config):
     """`evaluation.make_evaluator` for either kind of env: a `HostEvaluator` for an env
     stepped in Python, else the jitted evaluator. Either raises `EnvError` for an action
-    that is not finite: each host copy refuses it (`pyenv.Checked`), the jitted
-    evaluator's check names it after the call (`rollout.check_actions`)."""
+    that is not finite (`rollout.check_actions`): the host evaluator checks each step's
+    actions before its copies step, the jitted evaluator after its call."""
     if envs.is_host_env(env):
         return HostEvaluator(env, agent, num_envs, greedy, config)
     return evaluation.make_evaluator(env, agent, num_envs, greedy, env_name=config.env.name)
