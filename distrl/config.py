@@ -281,6 +281,20 @@ def gymnasium_cartpole_to_475(algorithm: str) -> ml_collections.ConfigDict:
     return c
 
 
+def mujoco(algorithm: str) -> ml_collections.ConfigDict:
+    """The base of configs/*_mujoco.py: `to_return` on gymnasium's MuJoCo HalfCheetah-v5
+    (stepped in Python by the actors, 4 sync copies each; `--config.env.name=
+    gymnasium:Hopper-v5` for Hopper) with no return target: the 1M env step budget of
+    the published references (and 3,600 s), evaluated on 10 greedy episodes as
+    CleanRL's evaluation plays (1,000 steps each, on the evaluator's host), each one
+    a candidate for the kept best (confirm_envs 10), every 5,120 env steps."""
+    c = to_return(algorithm, "gymnasium:HalfCheetah-v5", 0.0, confirm_envs=10)
+    c.actor.num_envs = 4
+    c.evaluator.update(dict(num_envs=10, every_env_steps=5_120))
+    c.budget.update(dict(env_steps=1_000_000, seconds=3600.0))
+    return c
+
+
 def make_env(config) -> envs.Environment:
     """The env `config.env.name` names: the built-in gridworld (from env.map, slippery,
     time_limit, rewards), a user's factory 'module.path:function' called with

@@ -2,11 +2,12 @@
 dqn_breakout.py; gymnasium's CartPole: ppo_gymnasium_cartpole.py,
 dqn_gymnasium_cartpole.py; gymnasium's toy-text: ppo_gymnasium_frozenlake8x8.py,
 tabular_gymnasium_taxi.py, ppo_gymnasium_taxi.py; Pendulum-v1: sac_pendulum.py,
-td3_pendulum.py, ppo_pendulum.py, sac_gymnasium_pendulum.py): each loads and validates with the
-target it states; a CartPole pipeline under Launchpad's test_mt (real Reverb, real
-courier nodes) improves the greedy return; the comparison report of such a run (an
-env without a success signal) compares mean returns with their intervals, not
-success rates. Bad values in these configs exit 2 through launch/train.py
+td3_pendulum.py, ppo_pendulum.py, sac_gymnasium_pendulum.py; gymnasium's MuJoCo
+HalfCheetah-v5: sac_mujoco.py, td3_mujoco.py, ppo_mujoco.py): each loads and validates
+with the target (or budget) it states; a CartPole pipeline under Launchpad's test_mt
+(real Reverb, real courier nodes) improves the greedy return; the comparison report of
+such a run (an env without a success signal) compares mean returns with their
+intervals, not success rates. Bad values in these configs exit 2 through launch/train.py
 (tests/test_launch.py, BAD_INPUTS)."""
 
 import jax
@@ -15,8 +16,8 @@ from conftest import load_config
 
 pytest.importorskip("gymnax")
 
+from distrl import agents, envs, evaluator_config, local, rundir  # noqa: E402
 from distrl import config as config_lib  # noqa: E402
-from distrl import envs, evaluator_config, local, rundir  # noqa: E402
 from distrl.acting import evaluation  # noqa: E402
 from distrl.analysis import compare, compare_report  # noqa: E402
 from distrl.envs import exact  # noqa: E402
@@ -142,6 +143,44 @@ def test_the_gymnasium_pendulum_preset_is_sac_pendulum_but_for_the_env():
     env, twin = config_lib.make_env(ours), config_lib.make_env(gymnax)
     assert envs.is_host_env(env) and ours.num_actors == 2
     assert (env.spec.actions, env.spec.time_limit) == (twin.spec.actions, twin.spec.time_limit)
+
+
+MUJOCO = {"sac_mujoco": "sac", "td3_mujoco": "td3", "ppo_mujoco": "ppo"}
+
+
+@pytest.mark.parametrize("name", sorted(MUJOCO))
+def test_each_mujoco_preset_trains_on_halfcheetah_or_hopper_for_the_references_budget(name):
+    """Issue 36 item 5 (`config.mujoco`): gymnasium's HalfCheetah-v5 stepped in Python by
+    2 actors of 4 sync copies, no return target, the 1M env steps of the published
+    references; each 10-episode greedy evaluation can be the kept best; Hopper-v5 by an
+    override of the env's name. SAC and TD3 update once per env step (CleanRL's), PPO
+    on 2,048 env steps per update with its step size decayed over the 1M."""
+    pytest.importorskip("mujoco")
+    config = load_config(name)
+    config_lib.validate(config)
+    assert (config.env.name, config.algorithm) == ("gymnasium:HalfCheetah-v5", MUJOCO[name])
+    assert (config.num_actors, config.actor.num_envs, config.env.vector) == (2, 4, "sync")
+    e = config.evaluator
+    assert (e.target_return, e.num_envs, e.confirm_envs, e.keep_best) == (0.0, 10, 10, True)
+    assert evaluator_config.success_target(config, False) == 0.0  # no target at all
+    assert config.budget.env_steps == 1_000_000 and config.agent.discount == 0.99
+    env = config_lib.make_env(config)
+    assert envs.is_host_env(env) and env.spec.observation_shape == (17,)
+    assert env.spec.action_space.shape == (6,) and env.spec.time_limit == 1000
+    per_update = config.num_actors * config.actor.num_envs * config.actor.unroll_length
+    assert e.every_env_steps % per_update == 0  # evaluations fall between updates
+    if config_lib.make_agent_config(config).pipeline == agents.PipelineKind.REPLAY:
+        assert config.replay.samples_per_insert == config.learner.batch_size == 256
+        assert config.agent.hidden_sizes == (256, 256) and config.replay.max_size == 1_000_000
+    else:
+        assert per_update == 2048 and config.learner.batch_chunks == config.num_actors
+        updates = config.budget.env_steps // per_update
+        steps = config.agent.num_epochs * config.agent.num_minibatches
+        assert config.agent.learning_rate_decay_steps == updates * steps
+    config.env.name = "gymnasium:Hopper-v5"
+    config_lib.validate(config)
+    hopper = config_lib.make_env(config)
+    assert hopper.spec.observation_shape == (11,) and hopper.spec.action_space.shape == (3,)
 
 
 def test_the_ppo_taxi_preset_is_ppo_slippery8x8_with_4x_the_env_steps_per_update():
