@@ -3,8 +3,9 @@ rebuilt by one command.
 
 Gridworld parts: five slippery 8x8 presets (replay: DQN, prioritized DQN; on-policy:
 PPO, A2C, V-trace). Continuous parts: SAC and TD3 (replay) against PPO (queue) on
-gymnax Pendulum-v1. All distributed (`local_mp`, 2 actors), the same seeds, one run
-at a time, each part a `launch/compare.py` run into <out>/<part>/:
+gymnax Pendulum-v1 and gymnasium's MuJoCo HalfCheetah-v5. All distributed (`local_mp`,
+2 actors), the same seeds, one run at a time, each part a `launch/compare.py` run
+into <out>/<part>/:
 
 - `slippery`: slippery 8x8 until 10,000 greedy episodes confirm the presets' 98% of
   the exact optimum, within their budget (6M env steps, 900 s);
@@ -16,7 +17,12 @@ at a time, each part a `launch/compare.py` run into <out>/<part>/:
 - `pendulum_steps` / `pendulum_seconds`: the Pendulum presets with the target off, at
   equal env steps (`--continuous_env_steps`, 100k) and at equal wall seconds
   (`--continuous_seconds`, 120), plus the greedy mean return each config had reached
-  at a quarter, half and all of the budget (mean [min-max] over seeds).
+  at a quarter, half and all of the budget (mean [min-max] over seeds);
+- `halfcheetah_steps` / `halfcheetah_seconds`: the same for the MuJoCo presets
+  (configs/*_mujoco.py, no target of their own: the report gives the env steps and
+  seconds to a greedy lower bound of 1,000), at equal env steps
+  (`--halfcheetah_env_steps`, 50k) and at equal wall seconds (`--halfcheetah_seconds`,
+  480).
 
 <out>/study.md gathers the parts' summary tables (each part's report.md has the
 definitions, curves and per-run tables).
@@ -50,6 +56,7 @@ GRIDWORLD = (
     "vtrace_slippery8x8",
 )
 PENDULUM = ("sac_pendulum", "td3_pendulum", "ppo_pendulum")
+HALFCHEETAH = ("sac_mujoco", "td3_mujoco", "ppo_mujoco")
 _TARGET_OFF = ["--config.evaluator.keep_best=False"]
 
 
@@ -59,6 +66,7 @@ class Part:
     configs: tuple
     flags: tuple = ()  # compare.py flags beyond the shared ones
     budget: str = "target"  # target: to a target within a budget; env_steps / seconds: fixed
+    amount: str = ""  # the flag holding a fixed budget's env steps or seconds
 
 
 PARTS = {
@@ -71,18 +79,35 @@ PARTS = {
         GRIDWORLD,
         ("--config.evaluator.target_of_optimal=0", *_TARGET_OFF),
         budget="env_steps",
+        amount="fixed_env_steps",
     ),
     "pendulum_steps": Part(
         "Pendulum-v1, SAC and TD3 (replay) against PPO (queue) at equal env steps",
         PENDULUM,
         ("--target_return=-200", *_TARGET_OFF),
         budget="env_steps",
+        amount="continuous_env_steps",
     ),
     "pendulum_seconds": Part(
         "Pendulum-v1, SAC and TD3 (replay) against PPO (queue) at equal wall seconds",
         PENDULUM,
         ("--target_return=-200", *_TARGET_OFF),
         budget="seconds",
+        amount="continuous_seconds",
+    ),
+    "halfcheetah_steps": Part(
+        "HalfCheetah-v5, SAC and TD3 (replay) against PPO (queue) at equal env steps",
+        HALFCHEETAH,
+        ("--target_return=1000", *_TARGET_OFF),
+        budget="env_steps",
+        amount="halfcheetah_env_steps",
+    ),
+    "halfcheetah_seconds": Part(
+        "HalfCheetah-v5, SAC and TD3 (replay) against PPO (queue) at equal wall seconds",
+        HALFCHEETAH,
+        ("--target_return=1000", *_TARGET_OFF),
+        budget="seconds",
+        amount="halfcheetah_seconds",
     ),
 }
 GRIDWORLD_PARTS = ("slippery", "deterministic", "fixed")
@@ -108,6 +133,12 @@ def _flags():
     flags.DEFINE_float(
         "continuous_seconds", 120.0, "pendulum_seconds' wall-time budget.", flag_values=values
     )
+    flags.DEFINE_integer(
+        "halfcheetah_env_steps", 50_000, "halfcheetah_steps' budget.", flag_values=values
+    )
+    flags.DEFINE_float(
+        "halfcheetah_seconds", 480.0, "halfcheetah_seconds' wall-time budget.", flag_values=values
+    )
     flags.DEFINE_bool("report_only", False, "Run nothing; rewrite the reports.", flag_values=values)
     return values
 
@@ -120,10 +151,9 @@ def budget_flags(part: str, args) -> list:
     """compare.py's budget flags of a part."""
     spec = PARTS[part]
     if spec.budget == "seconds":
-        return ["--env_steps=0", f"--seconds={args.continuous_seconds:g}"]
+        return ["--env_steps=0", f"--seconds={getattr(args, spec.amount):g}"]
     if spec.budget == "env_steps":
-        steps = args.fixed_env_steps if part in GRIDWORLD_PARTS else args.continuous_env_steps
-        return [f"--env_steps={steps}", "--seconds=0"]
+        return [f"--env_steps={getattr(args, spec.amount)}", "--seconds=0"]
     return [f"--env_steps={args.env_steps}", f"--seconds={args.seconds:g}"]
 
 
@@ -185,8 +215,7 @@ def returns_at_equal_budget(part: str, args) -> str:
     """Per config: the greedy mean return (mean [min-max] over seeds) reached at a
     quarter, half and all of a fixed budget: the comparison at equal env steps or
     equal wall seconds."""
-    axis = PARTS[part].budget
-    total = args.continuous_seconds if axis == "seconds" else args.continuous_env_steps
+    axis, total = PARTS[part].budget, getattr(args, PARTS[part].amount)
     points = [total / 4, total / 2, total]
     unit = "s" if axis == "seconds" else "env steps"
     rows = [

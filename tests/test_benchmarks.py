@@ -339,10 +339,11 @@ def test_the_study_runs_its_parts_through_compare_and_gathers_their_tables(tmp_p
 
 
 def test_the_studys_continuous_parts_compare_returns_at_equal_env_steps_and_seconds(tmp_path):
-    """The Pendulum parts (issue 36 item 6): each config's budget is the same env steps
-    (or wall seconds) with the target off, no gridworld map; their table gives the
-    return reached at a quarter, half and all of it, mean [min-max] over seeds, from
-    the evaluator's rows (seconds counted from compare's training origin)."""
+    """The Pendulum and HalfCheetah parts (issue 36 item 6): each config's budget is the
+    same env steps (or wall seconds, each part's own flag) with the target off, no
+    gridworld map; their table gives the return reached at a quarter, half and all of
+    it, mean [min-max] over seeds, from the evaluator's rows (seconds counted from
+    compare's training origin)."""
     from benchmarks import study
 
     args = study._flags()
@@ -353,6 +354,14 @@ def test_the_studys_continuous_parts_compare_returns_at_equal_env_steps_and_seco
     seconds = study.compare_command("pendulum_seconds", args, [])
     assert "--env_steps=0" in seconds and "--seconds=100" in seconds
     assert "--map=8x8" in study.compare_command("fixed", args, [])
+    assert "--env_steps=4000000" in study.compare_command("fixed", args, [])
+    args(["study", "--halfcheetah_env_steps=30000", "--halfcheetah_seconds=240"])
+    cheetah = study.compare_command("halfcheetah_steps", args, [])
+    assert "--configs=sac_mujoco,td3_mujoco,ppo_mujoco" in cheetah and "--map=8x8" not in cheetah
+    assert "--env_steps=30000" in cheetah and "--seconds=0" in cheetah
+    assert "--target_return=1000" in cheetah and "--config.evaluator.keep_best=False" in cheetah
+    cheetah = study.compare_command("halfcheetah_seconds", args, [])
+    assert "--env_steps=0" in cheetah and "--seconds=240" in cheetah
     header = "step,elapsed,env_steps,mean_return"
     # elapsed 5 s at env step 0 is the origin: training seconds are elapsed - 5.
     rows = {1: ["0,5,0,-1200", "1,30,40000,-600", "2,60,80000,-300"], 2: ["0,5,0,-1000"]}
@@ -366,6 +375,14 @@ def test_the_studys_continuous_parts_compare_returns_at_equal_env_steps_and_seco
     cells = ["-800.00 [-1000.00–-600.00]"] * 2 + ["-650.00 [-1000.00–-300.00]"]
     assert table[2] == "| sac_pendulum | " + " | ".join(cells) + " |"
     assert table[3] == "| td3_pendulum | no runs | no runs | no runs |"
+    (logs := tmp_path / "halfcheetah_steps" / "ppo_mujoco" / "seed1" / "logs").mkdir(parents=True)
+    (logs / "evaluator.csv").write_text(f"{header}\n0,5,0,-300\n1,9,20480,450\n")
+    table = study.returns_at_equal_budget("halfcheetah_steps", args).splitlines()
+    assert table[0] == (
+        "| config | return at 7,500 env steps | return at 15,000 env steps "
+        "| return at 30,000 env steps |"
+    )
+    assert table[4] == "| ppo_mujoco | -300.00 | -300.00 | 450.00 |"  # one seed: no spread
 
 
 def test_minatar_rows_divide_each_stage_by_its_own_ceiling():
