@@ -163,6 +163,7 @@ class TrainCarry(NamedTuple):
     iterations: jnp.ndarray  # int32 []
     episodes: jnp.ndarray  # int32 [], completed while training
     evaluation: evaluation.EvalResult  # latest greedy evaluation
+    evaluated_at: jnp.ndarray  # int32 [], env steps at the latest evaluation (-1: none yet)
     # int32 [], -1 without one: the first non-finite action (diverged params) of the
     # training rollouts (t * B + b over every step since the start) and of the latest
     # evaluation (t * its episodes + b); the loop stops at one, `_loop` names it
@@ -195,6 +196,9 @@ class TrainResult(NamedTuple):
     has_success: bool = True  # the env has a success signal (else success_* read 0)
     exact: dict | None = None  # evaluation.exact_answer of the final params (tabular env)
     history: tuple = ()  # (env steps, seconds, exact success or nan) after each jitted call
+    # (env steps, seconds, mean return) of each routine greedy evaluation a call ended on
+    # (a call runs at most one when iterations_per_call <= eval_every; benchmarks/stability)
+    evaluations: tuple = ()
     calls: tuple = ()  # (iterations, seconds) of each jitted call
     trained_time: float = 0.0  # seconds from the start to the end of the last call
 
@@ -275,7 +279,7 @@ def _train_call(env, agent, cfg: Settings, target: tuple, carry: TrainCarry, key
 
     def evaluated(c, eval_key):
         result, first = _evaluate(env, agent, cfg, target, c.state.params, eval_key)
-        return c._replace(evaluation=result, nonfinite_evaluation=first)
+        return c._replace(evaluation=result, evaluated_at=c.env_steps, nonfinite_evaluation=first)
 
     def body(c):
         it_key, eval_key = jax.random.split(jax.random.fold_in(key, c.iterations))
@@ -305,6 +309,7 @@ def init_carry(env, agent, cfg: Settings, key) -> TrainCarry:
         jnp.int32(0),
         jnp.int32(0),
         evaluation.EvalResult(*[zero] * len(evaluation.EvalResult._fields)),
+        evaluated_at=jnp.int32(-1),
         nonfinite_action=jnp.int32(-1),
         nonfinite_evaluation=jnp.int32(-1),
     )
@@ -370,10 +375,11 @@ def _loop(env, step, carry: TrainCarry, key, cfg: Settings, target, log, start: 
     into calls sized by `_plan`. judge(params) -> `evaluation.exact_answer` or None.
     log(row) gets the progress row once there is an evaluation: at most once every
     _SHOW_SECONDS, and the last one.
-    Returns (carry, grids, history, calls): history holds (env steps, seconds, exact
-    success or nan) after each call, calls (iterations, seconds) of each call.
+    Returns (carry, grids, history, calls, evaluations): history holds (env steps,
+    seconds, exact success or nan) after each call, calls (iterations, seconds) of each
+    call, evaluations (env steps, seconds, mean return) of each new greedy evaluation.
     """
-    history, calls = [], []
+    history, calls, evaluations, seen = [], [], [], -1
     success = evaluation.has_success(env)
     steps, updates, done = (int(x) for x in (carry.env_steps, carry.state.step, carry.iterations))
     block_end, slowest, shown, row = done, None, -math.inf, None  # row: not yet shown
@@ -386,8 +392,14 @@ def _loop(env, step, carry: TrainCarry, key, cfg: Settings, target, log, start: 
         if calls and 0 < cfg.max_seconds <= began - start:  # every call starts in time
             break
         carry, grids = step(carry, call_key, jnp.int32(n))
-        ev, now_steps, now_updates, now_done = jax.device_get(
-            (carry.evaluation, carry.env_steps, carry.state.step, carry.iterations)
+        ev, at, now_steps, now_updates, now_done = jax.device_get(
+            (
+                carry.evaluation,
+                carry.evaluated_at,
+                carry.env_steps,
+                carry.state.step,
+                carry.iterations,
+            )
         )
         _check_actions(carry, ev, cfg)
         took = time.perf_counter() - began
@@ -397,6 +409,9 @@ def _loop(env, step, carry: TrainCarry, key, cfg: Settings, target, log, start: 
         calls.append((ran, took))
         answer = judge(carry.state.params)
         history.append((int(now_steps), elapsed, answer["success"] if answer else math.nan))
+        if at > seen:
+            seen = int(at)
+            evaluations.append((seen, elapsed, float(ev.mean_return)))
         rates = ((now_steps - steps) / took, (now_updates - updates) / took)
         steps, updates, done = int(now_steps), int(now_updates), int(now_done)
         if log and ev.episodes > 0:
@@ -412,7 +427,7 @@ def _loop(env, step, carry: TrainCarry, key, cfg: Settings, target, log, start: 
             break
     if row is not None:  # the last figures, whenever the line was shown last
         log(row)
-    return carry, grids, history, calls
+    return carry, grids, history, calls, evaluations
 
 
 WHO = "distrl.local"  # who acted, in the error of a non-finite action (`rollout.check_actions`)
@@ -468,7 +483,7 @@ def train(config, log=None, env=None) -> TrainResult:
     def show(row):  # the launcher's progress line (program/progress.py)
         log(progress.format_line(row, config, row["elapsed"]))
 
-    carry, grids, history, calls = _loop(
+    carry, grids, history, calls, evaluations = _loop(
         env, step, init_fn(init_key), key, cfg, target, show if log else None, start, judge
     )
     trained = history[-1][1]
@@ -500,6 +515,7 @@ def train(config, log=None, env=None) -> TrainResult:
         target_return=target[1],
         has_success=evaluation.has_success(env),
         history=tuple(history),
+        evaluations=tuple(evaluations),
         calls=tuple(calls),
         trained_time=trained,
     )

@@ -61,6 +61,8 @@ def test_loss_known_answer(double_q, loss, td0):
     )
     np.testing.assert_allclose(value, np.mean(per), rtol=1e-6)
     np.testing.assert_allclose(metrics["td_abs"], (abs(td0) + abs(td1)) / 2, rtol=1e-6)
+    np.testing.assert_allclose(metrics["q_taken"], (1.0 + 0.25) / 2, rtol=1e-6)  # Q(s0,1), Q(s2,0)
+    assert metrics["terminal_frac"] == 0.5  # the second transition ends its episode
 
 
 def test_loss_gradient_known_answer():

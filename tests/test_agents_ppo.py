@@ -62,6 +62,7 @@ def test_clipped_loss_known_answer(clip_value):
     np.testing.assert_allclose(
         metrics["clip_fraction"], np.mean(np.abs(ratio - 1) > 0.2), rtol=1e-6
     )
+    np.testing.assert_allclose(metrics["approx_kl"], np.mean(ratio - 1 - np.log(ratio)), rtol=1e-5)
     grads = jax.grad(lambda p: ppo.minibatch_loss(agent.network, config, p, mb)[0])(PARAMS)
     assert all(np.all(np.isfinite(g)) and np.any(g != 0) for g in jax.tree.leaves(grads))
 

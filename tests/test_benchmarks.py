@@ -317,6 +317,35 @@ def test_stability_takes_the_second_half_and_the_final_policy(tmp_path):
     assert from_csv["curve"] == [(200, 0.89), (300, 0.84), (400, 0.88)]
 
 
+def test_stability_judges_a_return_env_by_its_evaluations_mean_return(tmp_path):
+    """A preset with a return target (issue 37 item 5): a real short single-process run
+    with the target off gives one point per routine evaluation (every 8,192 env steps),
+    judged against the preset's 475; a distributed run's log by --target_return."""
+    from benchmarks import stability
+
+    out = tmp_path / "rows.jsonl"
+    [row] = stability.main(
+        ["--configs=ppo_cartpole", "--seeds=1", "--env_steps=32768", f"--out={out}"]
+    )
+    assert row["target_return"] == 475.0 and row["env_steps"] == 32768
+    assert [steps for steps, _ in row["curve"]] == [8192, 16384, 24576, 32768]
+    late = [r / 475.0 for _, r in row["curve"][2:]]
+    assert row["points"] == 2 and row["mean"] == round(sum(late) / 2, 4)
+    assert row["ok"] == (row["mean"] >= stability.GOAL_RETURN_MEAN)
+    assert json.loads(out.read_text())["curve"] == [list(p) for p in row["curve"]]
+
+    evaluations = [(100, 1.0, 50.0), (200, 2.0, 500.0), (300, 3.0, 400.0), (400, 4.0, 470.0)]
+    held = stability.second_half_return(evaluations, 400, 475.0)
+    assert held == dict(min=0.8421, mean=0.9158, final=0.9895, points=2, ok=True)
+    assert not stability.second_half_return(evaluations[:3], 400, 475.0)["ok"]  # 400: 84%
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    lines = ["elapsed,env_steps,mean_return"] + [f"{s},{n},{r}" for n, s, r in evaluations]
+    (logs / "evaluator.csv").write_text("\n".join(lines) + "\n")
+    from_csv = stability.from_run_dir(str(tmp_path), 400, target_return=475.0)
+    assert {k: from_csv[k] for k in held} == held
+
+
 def test_the_study_runs_its_parts_through_compare_and_gathers_their_tables(tmp_path):
     """`benchmarks.study` (issue 30 item 5's one command), its `fixed` part at a tiny
     budget on real runs (test_mt): compare.py's summary table and, per run, whether

@@ -84,9 +84,11 @@ RULES = {
 
 
 def td_error(network, params, target_params, transition: QTransition, double_q: bool):
-    """TD error [] for ONE transition (obs [O], action [], reward [], discount [])."""
+    """(TD error [], the online Q of the taken action []) for ONE transition (obs [O],
+    action [], reward [], discount [])."""
     q_tm1 = network.apply(params, transition.observation)  # [A]
     q_t_value = network.apply(target_params, transition.next_observation)  # [A]
+    taken = q_tm1[transition.action]
     if double_q:
         q_t_selector = network.apply(params, transition.next_observation)  # [A]
         return rlax.double_q_learning(
@@ -96,10 +98,10 @@ def td_error(network, params, target_params, transition: QTransition, double_q: 
             transition.discount,
             q_t_value,
             q_t_selector,
-        )
+        ), taken
     return rlax.q_learning(
         q_tm1, transition.action, transition.reward, transition.discount, q_t_value
-    )
+    ), taken
 
 
 def loss_fn(network, config: DQNConfig, params, target_params, batch: QTransition, weights=None):
@@ -107,11 +109,13 @@ def loss_fn(network, config: DQNConfig, params, target_params, batch: QTransitio
 
     weights: [N] importance-sampling weights of prioritized replay (None: all 1).
     metrics holds scalars and `priorities` [N] = |TD| (no gradient), the new
-    priorities of the batch's transitions.
+    priorities of the batch's transitions. `q_taken` (the mean online Q of the taken
+    actions) and `terminal_frac` (the batch's share of terminal transitions, discount
+    0) show a TD burst: a terminal's TD error is about Q itself (issue 37 item 5).
     """
-    td = jax.vmap(td_error, in_axes=(None, None, None, 0, None))(
+    td, q_taken = jax.vmap(td_error, in_axes=(None, None, None, 0, None))(
         network, params, target_params, batch, config.double_q
-    )  # [N]
+    )  # [N] each
     if config.loss == "huber":
         losses = rlax.huber_loss(td, config.huber_delta)
     elif config.loss == "l2":
@@ -122,7 +126,10 @@ def loss_fn(network, config: DQNConfig, params, target_params, batch: QTransitio
         losses = losses * weights
     loss = jnp.mean(losses)
     td_abs = jnp.abs(jax.lax.stop_gradient(td))
-    return loss, {"loss": loss, "td_abs": jnp.mean(td_abs), "priorities": td_abs}
+    metrics = {"loss": loss, "td_abs": jnp.mean(td_abs), "priorities": td_abs}
+    metrics["q_taken"] = jnp.mean(jax.lax.stop_gradient(q_taken))
+    metrics["terminal_frac"] = jnp.mean((batch.discount == 0).astype(jnp.float32))
+    return loss, metrics
 
 
 def _update_target(config: DQNConfig, params, target_params, step):

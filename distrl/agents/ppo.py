@@ -150,12 +150,17 @@ def minibatch_loss(network, config: PPOConfig, params, mb: PPOSample, entropy_co
     weight = config.entropy_coef if entropy_coef is None else entropy_coef
     loss = pg_loss + config.value_coef * value_loss - weight * entropy
     clip_frac = jnp.mean((jnp.abs(ratio - 1.0) > config.clip_epsilon).astype(jnp.float32))
+    # KL(behaviour || current), the k3 estimate (ratio - 1 - log ratio >= 0): with the
+    # clip fraction it shows the step size against the clip range (issue 37 item 5)
+    log_ratio = log_prob - mb.behaviour_log_prob
+    approx_kl = jnp.mean(jnp.exp(log_ratio) - 1.0 - log_ratio)
     metrics = {
         "loss": loss,
         "pg_loss": pg_loss,
         "value_loss": value_loss,
         "entropy": entropy,
         "clip_fraction": clip_frac,
+        "approx_kl": approx_kl,
     }
     return loss, metrics
 
