@@ -15,7 +15,7 @@ import pytest
 import reverb
 from conftest import load_config
 
-from distrl import agents, local, networks, replay
+from distrl import agents, local, networks, policy, replay
 from distrl import config as config_lib
 from distrl.acting import evaluation, rollout
 from distrl.agents import recurrent
@@ -229,3 +229,13 @@ def test_recurrent_ppo_learns_in_a_program_and_its_policy_evaluates(run_dir, war
     figures = json.loads(next(line for line in reversed(out.splitlines()) if line[:1] == "{"))
     assert figures["evaluation"]["episodes"] == 200
     assert figures["evaluation"]["return_low"] >= 0.9, figures
+    # The saved policy steps with its state: 64 whole episodes, each answered right.
+    loaded = policy.load_policy(out_dir)
+    env, keys = loaded.env, jax.random.split(KEY, 64)
+    env_state, timestep = jax.vmap(env.reset)(keys)
+    core_state, total = loaded.initial_state(64), np.zeros(64)
+    for _ in range(11):  # memory 10: episodes of 11 steps
+        actions, core_state = loaded.step(timestep.observation, core_state)
+        env_state, timestep = jax.vmap(env.step)(env_state, actions, keys)
+        total += np.asarray(timestep.reward)
+    assert np.asarray(timestep.last).all() and total.mean() >= 0.9, total
