@@ -356,11 +356,27 @@ ADDED_LATER = {
 }
 
 
+# Agent fields added later to some algorithms only (the actor-critic's recurrent core):
+# filled in where the saved algorithm's agent section has them.
+ADDED_LATER_TO_AGENTS = {
+    "agent.core": "none",  # runs before recurrent cores were feed-forward
+    "agent.core_size": 128,
+}
+
+
 def upgrade(saved: dict) -> dict:
     """A saved config (flat {'a.b': value}) of any earlier distrl as this version's: each
-    field added since (`ADDED_LATER`) with the value that run had. The one place old
-    configs are read differently; nothing downstream supplies a default."""
-    return {**ADDED_LATER, **saved}
+    field added since (`ADDED_LATER`, and `ADDED_LATER_TO_AGENTS` where its algorithm has
+    the field) with the value that run had. The one place old configs are read
+    differently; nothing downstream supplies a default."""
+    added = dict(ADDED_LATER)
+    algorithm = saved.get("algorithm")
+    if algorithm in agents.PRESETS:
+        fields = agent_section(algorithm)
+        added.update(
+            {k: v for k, v in ADDED_LATER_TO_AGENTS.items() if k.split(".", 1)[1] in fields}
+        )
+    return {**added, **saved}
 
 
 def from_dict(saved: dict) -> ml_collections.ConfigDict:

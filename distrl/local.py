@@ -208,7 +208,7 @@ def _iteration(env, agent, cfg: Settings, c: TrainCarry, key) -> TrainCarry:
     roll_key, update_key = jax.random.split(key)
     eps = agent.epsilon(c.env_steps)
     rc, traj, stats = rollout.unroll(
-        env, agent.policy, cfg.rollout_length, c.state.params, c.rollout, roll_key, eps
+        env, rollout.policy_of(agent), cfg.rollout_length, c.state.params, c.rollout, roll_key, eps
     )
     pipeline = pipelines.of(agent.config)
     state, data = pipeline.local_learn(agent, cfg, c.state, c.data, traj, update_key)
@@ -297,7 +297,7 @@ def init_carry(env, agent, cfg: Settings, key) -> TrainCarry:
     """Initial agent state, envs and the pipeline's data (`local_init`). Jittable."""
     agent_key, env_key, warm_key = jax.random.split(key, 3)
     state = agent.init(agent_key)
-    rc = rollout.init_carry(env, env_key, cfg.num_envs)
+    rc = rollout.init_carry(env, env_key, cfg.num_envs, rollout.policy_of(agent))
     pipeline = pipelines.of(agent.config)
     rc, data, env_steps = pipeline.local_init(env, agent, cfg, state, rc, warm_key)
     zero = jnp.zeros((), jnp.float32)

@@ -230,6 +230,39 @@ def make_actor_critic_network(torso: Torso, actions, shared_torso: bool = False)
     return hk.without_apply_rng(hk.transform(forward))
 
 
+CORES = ("none", "gru")  # an actor-critic's recurrent core after its torso (agent.core)
+
+
+def core_state(core_size: int, shared_torso: bool, batch_size: int) -> tuple:
+    """The recurrent core's zero state: one float32 [B, core_size] per torso (a GRU's
+    hidden state), what an episode starts from."""
+    zeros = jnp.zeros((batch_size, core_size), jnp.float32)
+    return (zeros,) if shared_torso else (zeros, zeros)
+
+
+def make_recurrent_actor_critic(
+    torso: Torso, actions, shared_torso: bool, core_size: int
+) -> hk.Transformed:
+    """`make_actor_critic_network` with a GRU of `core_size` between each torso and its
+    heads: apply(params, obs [N, *obs_shape], state) -> ((policy, v [N]), state), the
+    state `core_state`'s tuple (one [N, core_size] per torso). One step of N sequences;
+    `distrl.agents.recurrent.unroll` runs it over time."""
+
+    def forward(obs, state):
+        names = ("torso",) if shared_torso else ("policy_torso", "value_torso")
+        hidden, new_state = [], []
+        for name, h in zip(names, state):
+            out, h = hk.GRU(core_size, name=f"{name}_gru")(_torso(torso, name)(obs), h)
+            hidden.append(out)
+            new_state.append(h)
+        h_pi, h_v = hidden[0], hidden[-1]
+        policy = _policy_head(actions, h_pi)
+        value = hk.Linear(1, name="value_head")(h_v)[..., 0]
+        return (policy, value), tuple(new_state)
+
+    return hk.without_apply_rng(hk.transform(forward))
+
+
 # The state-dependent log std of a SAC actor is squashed into this range: wide enough
 # for a near-deterministic and a near-uniform policy, narrow enough that exp() stays sane.
 LOG_STD_RANGE = (-5.0, 2.0)

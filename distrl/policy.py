@@ -104,11 +104,27 @@ class Policy(NamedTuple):
     which: str  # REPORTED or LATEST
 
     def act(self, observations):
-        """Greedy actions [B] int32 for observations [B, *obs_shape] (the env's spec)."""
+        """Greedy actions [B] int32 for observations [B, *obs_shape] (the env's spec); a
+        recurrent policy's from a fresh episode's state (`step` carries it)."""
         return _greedy(self.agent, self.params, observations)
+
+    def initial_state(self, batch_size: int):
+        """A recurrent policy's state for `batch_size` fresh episodes; () without a core."""
+        core = self.agent.core
+        return () if core is None else core.initial_state(batch_size)
+
+    def step(self, observations, state=()):
+        """(greedy actions [B], next state): a recurrent policy acts from `state` (start
+        each episode from `initial_state`'s entry); a feed-forward one ignores it."""
+        if self.agent.core is None:
+            return self.act(observations), state
+        return _greedy_step(self.agent, self.params, observations, state)
 
 
 _greedy = jax.jit(lambda agent, params, obs: agent.greedy(params, obs), static_argnums=0)
+_greedy_step = jax.jit(
+    lambda agent, params, obs, state: agent.core.greedy(params, obs, state), static_argnums=0
+)
 
 
 def load_policy(run_dir: str, which: str = REPORTED) -> Policy:

@@ -50,6 +50,19 @@ class QTransition(NamedTuple):
     next_observation: Array
 
 
+class CoreChunk(NamedTuple):
+    """A recurrent policy's chunk: what the learner unrolls its core over.
+
+    chunk: `Transition` [T, B].
+    core_state: the core's state at the chunk's first step (`networks.core_state`'s
+      tuple), each leaf [1, B, ...]: a time axis of one, so every leaf is time-major
+      and B splits the same way in every pipeline step.
+    """
+
+    chunk: Any
+    core_state: Any
+
+
 class Versioned(NamedTuple):
     """One Reverb item: what the actor wrote and the params version it acted with.
 

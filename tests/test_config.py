@@ -274,6 +274,52 @@ def test_a_config_saved_before_item_steps_reads_back_as_one_step_items(tmp_path)
         config_lib.from_dict(saved)
 
 
+def test_a_saved_run_from_before_recurrent_cores_reads_back_feed_forward(tmp_path):
+    """A PPO run saved before `agent.core` existed was feed-forward: its config.json reads
+    back with core "none"; a DQN run's (no such agent field) gains none."""
+    for name, core in (("ppo", "none"), ("dqn", None)):
+        saved = config_lib.flatten(load_config(name).to_dict())
+        saved.pop("agent.core", None), saved.pop("agent.core_size", None)
+        back = config_lib.from_dict(config_lib._nest(saved))
+        assert back.agent.get("core") == core, name
+        config_lib.validate(back)
+
+
+RECURRENT_BAD_VALUES = [
+    ("ppo", {"agent.core": "lstm"}, "config.agent.core='lstm'; need one of 'none', 'gru'"),
+    ("ppo", {"agent.core": "gru", "agent.core_size": 0}, "config.agent.core_size=0; need an"),
+    (
+        "grpo",
+        {"agent.core": "gru"},
+        "config.agent.core='gru': the episodes pipeline of config.algorithm='grpo' cannot "
+        "carry a recurrent state; use core='none', or a recurrent core with ppo (chunks)",
+    ),
+    (
+        "ppo_gymnasium_cartpole",
+        {"agent.core": "gru"},
+        "config.agent.core='gru': an env stepped in Python (gymnasium:CartPole-v1) takes "
+        "feed-forward policies only",
+    ),
+    (
+        "ppo",
+        {"agent.core": "gru", "agent.num_minibatches": 200},
+        "config.agent.num_minibatches=200 exceeds the 128 env sequences of a batch",
+    ),
+    ("dqn", {"agent.core": "gru"}, "config.agent.core is unknown"),
+]
+
+
+@pytest.mark.parametrize(
+    "name,fields,message", RECURRENT_BAD_VALUES, ids=[m[:40] for _, _, m in RECURRENT_BAD_VALUES]
+)
+def test_a_recurrent_core_where_it_cannot_work_is_refused_by_name(name, fields, message):
+    config = load_config(name) if name != "grpo" else config_lib.base_config("grpo")
+    with pytest.raises((config_lib.ConfigError, KeyError)) as info:
+        config.update_from_flattened_dict(fields)
+        config_lib.validate(config)
+    assert message in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
 def test_restarts_are_on_by_default_and_a_saved_run_keeps_its_own_policy(tmp_path):
     """Every preset survives a node's death (3 restarts each); a run saved when the
     default was 0 (fail-fast) reads back, and resumes, with its 0, and a resume may

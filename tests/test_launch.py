@@ -111,6 +111,11 @@ BAD_INPUTS = [
         ["--config=configs/dqn_breakout.py", "--config.replay.max_size=1000"],
         "config.replay.max_size=1000 transitions; need a multiple",
     ),
+    # A recurrent core where no state can travel (tests/test_recurrent.py).
+    (
+        ["--config=configs/ppo.py", "--config.agent.advantage=grpo", "--config.agent.core=gru"],
+        "config.agent.core='gru': the episodes pipeline of config.algorithm='ppo' cannot carry",
+    ),
     # Actions an agent cannot take (tests/test_spaces.py).
     (
         ["--config.env.name=gymnax:Pendulum-v1"],

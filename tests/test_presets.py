@@ -3,11 +3,12 @@ dqn_breakout.py; gymnasium's CartPole: ppo_gymnasium_cartpole.py,
 dqn_gymnasium_cartpole.py; gymnasium's toy-text: ppo_gymnasium_frozenlake8x8.py,
 tabular_gymnasium_taxi.py, ppo_gymnasium_taxi.py; Pendulum-v1: sac_pendulum.py,
 td3_pendulum.py, ppo_pendulum.py, sac_gymnasium_pendulum.py; gymnasium's MuJoCo
-HalfCheetah-v5: sac_mujoco.py, td3_mujoco.py, ppo_mujoco.py): each loads and validates
-with the target (or budget) it states; a CartPole pipeline under Launchpad's test_mt
-(real Reverb, real courier nodes) improves the greedy return; the comparison report of
-such a run (an env without a success signal) compares mean returns with their
-intervals, not success rates. Bad values in these configs exit 2 through launch/train.py
+HalfCheetah-v5: sac_mujoco.py, td3_mujoco.py, ppo_mujoco.py; memory tasks:
+ppo_masked_cartpole.py, ppo_memory_chain.py): each loads and validates with the target
+(or budget) it states; a CartPole pipeline under Launchpad's test_mt (real Reverb, real
+courier nodes) improves the greedy return; the comparison report of such a run (an env
+without a success signal) compares mean returns with their intervals, not success
+rates. Bad values in these configs exit 2 through launch/train.py
 (tests/test_launch.py, BAD_INPUTS)."""
 
 import jax
@@ -32,6 +33,9 @@ PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     "sac_pendulum": ("gymnax:Pendulum-v1", "sac", -200.0, 1),
     "td3_pendulum": ("gymnax:Pendulum-v1", "td3", -200.0, 1),
     "ppo_pendulum": ("gymnax:Pendulum-v1", "ppo", -200.0, 1),
+    # tasks that need memory (issue 39): recurrent PPO
+    "ppo_masked_cartpole": ("gymnax:CartPole-v1", "ppo", 475.0, 1),
+    "ppo_memory_chain": ("gymnax:MemoryChain-bsuite", "ppo", 0.9, 1),
 }
 
 

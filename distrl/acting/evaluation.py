@@ -109,6 +109,14 @@ def has_success(env) -> bool:
     return envs.success_signal(env) is not None
 
 
+class StatefulAct(NamedTuple):
+    """A recurrent policy's `act` (`make_act`): each env's state starts at
+    `initial_state(B)` with its episode and goes along with it."""
+
+    initial_state: Callable  # (batch_size) -> state [B]
+    act: Callable  # (params, key, obs [B, *obs_shape], epsilon, state) -> (actions [B], state)
+
+
 class _EpisodeCarry(NamedTuple):
     env_state: object  # EnvState [B]
     done: jnp.ndarray  # bool [B]
@@ -118,13 +126,18 @@ class _EpisodeCarry(NamedTuple):
     key: jax.Array
     step: jnp.ndarray  # int32 [], steps played so far (t)
     first_nonfinite_action: jnp.ndarray  # int32 [], as `Episodes`'
+    core_state: object = ()  # a `StatefulAct`'s state [B]; () for a plain act
 
 
 def _episode_step(env: envs.Environment, act: Callable, params, epsilon, carry: _EpisodeCarry):
     """One step of the still-running envs; finished ones are frozen."""
     key, policy_key, env_key = jax.random.split(carry.key, 3)
     obs = jax.vmap(env.observe)(carry.env_state)  # [B, *obs_shape]
-    actions = act(params, policy_key, obs, epsilon)  # [B]
+    core_state = carry.core_state
+    if isinstance(act, StatefulAct):
+        actions, core_state = act.act(params, policy_key, obs, epsilon, core_state)
+    else:
+        actions = act(params, policy_key, obs, epsilon)  # [B]
     env_keys = jax.random.split(env_key, actions.shape[0])
     state, ts = jax.vmap(envs.env_step, (None, 0, 0, 0))(env, carry.env_state, actions, env_keys)
     running = ~carry.done
@@ -144,6 +157,7 @@ def _episode_step(env: envs.Environment, act: Callable, params, epsilon, carry: 
         key=key,
         step=carry.step + 1,
         first_nonfinite_action=first,
+        core_state=jax.tree.map(keep, core_state, carry.core_state),
     )
 
 
@@ -162,14 +176,24 @@ class Episodes(NamedTuple):
 def play_episodes(env: envs.Environment, act: Callable, params, key, num_envs: int, epsilon=0.0):
     """One episode per env from its reset, until all are done -> Episodes. Jittable.
 
-    act(params, key, obs [B, *obs_shape], epsilon) -> actions [B]; see `make_act`.
+    act(params, key, obs [B, *obs_shape], epsilon) -> actions [B], or a `StatefulAct`;
+    see `make_act`.
     """
     reset_keys = jax.random.split(key, num_envs)
     state, _ = jax.vmap(env.reset)(reset_keys)
     zeros = jnp.zeros((num_envs,))
     none = jnp.int32(-1)
+    core_state = act.initial_state(num_envs) if isinstance(act, StatefulAct) else ()
     carry = _EpisodeCarry(
-        state, zeros > 0, zeros, zeros.astype(jnp.int32), zeros > 0, key, jnp.int32(0), none
+        state,
+        zeros > 0,
+        zeros,
+        zeros.astype(jnp.int32),
+        zeros > 0,
+        key,
+        jnp.int32(0),
+        none,
+        core_state,
     )
     carry = jax.lax.while_loop(
         lambda c: ~jnp.all(c.done),  # the time limit guarantees termination
@@ -230,10 +254,23 @@ def episodes_needed(env: envs.Environment, num_envs: int, greedy: bool = True) -
 
 
 def make_act(agent, greedy: bool = True) -> Callable:
-    """act(params, key, obs, epsilon) -> actions: the agent's greedy or sampled policy."""
+    """act(params, key, obs, epsilon) -> actions: the agent's greedy or sampled policy;
+    a recurrent agent's is a `StatefulAct` (its core's state carried through episodes)."""
+    core = agent.core
+    if core is not None and greedy:
+        return StatefulAct(core.initial_state, lambda p, k, obs, e, s: core.greedy(p, obs, s))
+    if core is not None:
+        return StatefulAct(
+            core.initial_state, lambda p, k, obs, e, s: _drop_extras(core.policy(p, k, obs, e, s))
+        )
     if greedy:
         return lambda params, key, obs, epsilon: agent.greedy(params, obs)
     return lambda params, key, obs, epsilon: agent.policy(params, key, obs, epsilon)[0]
+
+
+def _drop_extras(acted):
+    actions, _, state = acted
+    return actions, state
 
 
 def make_evaluator(

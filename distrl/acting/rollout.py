@@ -5,7 +5,10 @@ Shared by the actors, the evaluator and the single-process trainer. One call run
 paid once per chunk. It returns the chunk as `Transition` [T, B] plus episode
 statistics, and a carry to continue from in the next call. It needs only the env
 interface (`distrl.envs.interface`); successes are counted where the env has a
-success signal, and are 0 otherwise.
+success signal, and are 0 otherwise. A recurrent agent acts through its
+`agents.recurrent.Core` (`policy_of`): the carry holds the core's state, reset per env
+where an episode ended, and the chunk is a `types.CoreChunk` holding the state its
+first step was acted from.
 """
 
 from collections.abc import Callable
@@ -15,8 +18,9 @@ import jax
 import jax.numpy as jnp
 
 from distrl import envs
+from distrl.agents import recurrent
 from distrl.pyenv import EnvError
-from distrl.types import Transition
+from distrl.types import CoreChunk, Transition
 
 
 class RolloutCarry(NamedTuple):
@@ -26,6 +30,7 @@ class RolloutCarry(NamedTuple):
     observation: jnp.ndarray  # [B, *observation_shape] (spec's dtype), the policy's next input
     episode_return: jnp.ndarray  # float32 [B], running return of the current episode
     episode_length: jnp.ndarray  # int32 [B]
+    core_state: object = ()  # a recurrent policy's state [B] (`policy_of`); () without one
 
 
 class RolloutStats(NamedTuple):
@@ -41,8 +46,14 @@ class RolloutStats(NamedTuple):
     first_nonfinite_action: jnp.ndarray
 
 
-def init_carry(env: envs.Environment, key: jax.Array, batch_size: int) -> RolloutCarry:
-    """Resets B envs (env i with fold_in(key, i)) -> RolloutCarry [B]."""
+def policy_of(agent):
+    """What the rollout acts with: a recurrent agent's `Core`, else its `policy`."""
+    return agent.policy if agent.core is None else agent.core
+
+
+def init_carry(env: envs.Environment, key: jax.Array, batch_size: int, policy=None) -> RolloutCarry:
+    """Resets B envs (env i with fold_in(key, i)) -> RolloutCarry [B]; with a recurrent
+    `policy` (`policy_of`) its state starts at the core's initial state."""
     keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(batch_size))
     state, timestep = jax.vmap(env.reset)(keys)
     return RolloutCarry(
@@ -50,7 +61,12 @@ def init_carry(env: envs.Environment, key: jax.Array, batch_size: int) -> Rollou
         observation=timestep.observation,
         episode_return=jnp.zeros((batch_size,), jnp.float32),
         episode_length=jnp.zeros((batch_size,), jnp.int32),
+        core_state=_initial_state(policy, batch_size),
     )
+
+
+def _initial_state(policy, batch_size: int):
+    return policy.initial_state(batch_size) if isinstance(policy, recurrent.Core) else ()
 
 
 def ended_in_success(env: envs.Environment, timesteps: envs.TimeStep) -> jnp.ndarray:
@@ -64,7 +80,13 @@ def ended_in_success(env: envs.Environment, timesteps: envs.TimeStep) -> jnp.nda
 def _env_step(env: envs.Environment, policy: Callable, params, epsilon, carry: RolloutCarry, key):
     """One step of B envs: returns (carry, (Transition [B], per-env end stats))."""
     policy_key, env_key = jax.random.split(key)
-    actions, extras = policy(params, policy_key, carry.observation, epsilon)  # [B]
+    core_state = carry.core_state
+    if isinstance(policy, recurrent.Core):
+        actions, extras, core_state = policy.policy(
+            params, policy_key, carry.observation, epsilon, core_state
+        )
+    else:
+        actions, extras = policy(params, policy_key, carry.observation, epsilon)  # [B]
     env_keys = jax.random.split(env_key, actions.shape[0])
     state, ts = jax.vmap(envs.auto_reset_step, (None, 0, 0, 0))(
         env, carry.env_state, actions, env_keys
@@ -93,6 +115,10 @@ def _env_step(env: envs.Environment, policy: Callable, params, epsilon, carry: R
         observation=jax.vmap(env.observe)(state),
         episode_return=jnp.where(ts.last, 0.0, ep_return),
         episode_length=jnp.where(ts.last, 0, ep_length),
+        # a new episode starts from the core's initial state
+        core_state=recurrent.reset_where(
+            ts.last, core_state, _initial_state(policy, actions.shape[0])
+        ),
     )
     return new_carry, (transition, ends)
 
@@ -133,6 +159,7 @@ def unroll(env: envs.Environment, policy: Callable, num_steps: int, params, carr
     def body(c, k):
         return _env_step(env, policy, params, epsilon, c, k)
 
+    start_state = carry.core_state
     carry, (traj, ends) = jax.lax.scan(body, carry, jax.random.split(key, num_steps))
     last, returns, lengths, success, nonfinite = ends  # [T, B] each
     stats = RolloutStats(
@@ -143,6 +170,8 @@ def unroll(env: envs.Environment, policy: Callable, num_steps: int, params, carr
         successes=jnp.sum(success, dtype=jnp.int32),
         first_nonfinite_action=first_true(nonfinite),
     )
+    if isinstance(policy, recurrent.Core):  # the learner unrolls the core from here
+        traj = CoreChunk(traj, jax.tree.map(lambda x: x[None], start_state))
     return carry, traj, stats
 
 
@@ -150,7 +179,8 @@ def make_rollout(env: envs.Environment, policy: Callable, num_steps: int) -> Cal
     """Returns jitted `rollout(params, carry, key, epsilon) -> (carry, Transition [T, B], stats)`.
 
     `policy(params, key, obs [B, *obs_shape], epsilon) -> (actions [B], extras)` is an
-    agent's acting policy; B is taken from the carry (see `init_carry`).
+    agent's acting policy, or a recurrent agent's `Core` (`policy_of`; the chunk is
+    then a `CoreChunk`); B is taken from the carry (see `init_carry`).
     """
 
     def rollout(params, carry: RolloutCarry, key: jax.Array, epsilon):

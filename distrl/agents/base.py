@@ -99,7 +99,10 @@ class Agent(NamedTuple):
     config: the algorithm's config dataclass; `config.pipeline` says which batches
       `update` takes (`PipelineKind`).
     valued: the `ValuedPolicy` whose value `value` estimates; None when no value is
-      learned (REINFORCE, GRPO: no critic, so `value` is an untrained head).
+      learned (REINFORCE, GRPO: no critic, so `value` is an untrained head) or the
+      policy is recurrent (not a function of the observation alone).
+    core: a recurrent agent's `agents.recurrent.Core` (acting with its state; `policy`,
+      `greedy` and `value` then act from a fresh episode's state); None: feed-forward.
     """
 
     init: Callable
@@ -111,6 +114,7 @@ class Agent(NamedTuple):
     network: hk.Transformed
     config: Any
     valued: ValuedPolicy | None = None
+    core: Any = None
 
 
 def make_init(net: hk.Transformed, optimizer, obs_shape: tuple, with_target: bool) -> Callable:

@@ -21,11 +21,11 @@ import jax.numpy as jnp
 import optax
 import rlax
 
-from distrl import spaces
-from distrl.agents import actor_critic, base, checks
+from distrl import networks, spaces
+from distrl.agents import actor_critic, base, checks, recurrent
 from distrl.agents import advantages as adv_lib
 from distrl.agents import distributions as dist
-from distrl.types import Transition
+from distrl.types import CoreChunk, Transition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +63,9 @@ class PPOConfig:
     num_epochs: int = 4  # passes over each batch per update
     num_minibatches: int = 4  # minibatches (of time steps) per epoch
     advantage: str = "gae"  # "gae" | "grpo" (group-relative, no critic)
+    core: str = "none"  # "none" (feed-forward) | "gru": a GRU after each torso, its state
+    # carried by the actors and stored at each chunk's start (`agents.recurrent`)
+    core_size: int = 128  # the GRU's width (core "gru")
 
     def __post_init__(self):
         base.freeze_sequences(self)
@@ -93,6 +96,8 @@ RULES = {
     "num_epochs": checks.at_least(1),
     "num_minibatches": checks.at_least(1),
     "advantage": checks.one_of("gae", "grpo"),
+    "core": checks.one_of(*networks.CORES),
+    "core_size": checks.at_least(1),
 }
 
 
@@ -107,16 +112,37 @@ class PPOSample(NamedTuple):
     value_target: jnp.ndarray  # []
 
 
-def batch_advantages(network, config: PPOConfig, params, batch: Transition):
-    """(advantages [T, N], value_targets [T, N], metrics) before any epoch."""
+class PPOSequences(NamedTuple):
+    """Whole env sequences as recurrent PPO trains on them: `PPOSample`'s fields [T, n],
+    the episode ends `last` [T, n] and the core's state at t = 0 (leaves [n, ...])."""
+
+    observation: jnp.ndarray
+    action: jnp.ndarray
+    behaviour_log_prob: jnp.ndarray
+    behaviour_value: jnp.ndarray
+    advantage: jnp.ndarray
+    value_target: jnp.ndarray
+    last: jnp.ndarray
+    start_state: tuple
+
+
+def _values(network, params, batch: Transition):
+    """(V(obs), V(next_obs)) [T, N] of a feed-forward network."""
+    return network.apply(params, batch.observation)[1], network.apply(
+        params, batch.next_observation
+    )[1]
+
+
+def batch_advantages(network, config: PPOConfig, params, batch: Transition, values=_values):
+    """(advantages [T, N], value_targets [T, N], metrics) before any epoch; values:
+    (network, params, batch) -> (V(obs), V(next_obs)) [T, N]."""
     if config.advantage == "grpo":
         adv, _, group = adv_lib.grpo(batch, config.discount)
         adv = adv_lib.owned_only(adv, batch)
         return adv, jnp.zeros_like(adv), {"group_size": group}
     if config.advantage != "gae":
         raise ValueError(f"unknown advantage {config.advantage!r}; use 'gae' or 'grpo'")
-    _, v_obs = network.apply(params, batch.observation)  # [T, N]
-    _, v_next = network.apply(params, batch.next_observation)  # [T, N]
+    v_obs, v_next = values(network, params, batch)  # [T, N] each
     adv, targets = jax.vmap(adv_lib.gae, (1, 1, 1, None, None), 1)(
         batch, v_obs, v_next, config.discount, config.gae_lambda
     )
@@ -131,18 +157,37 @@ def example_terms(network, params, sample: PPOSample):
     return dist.log_prob(policy_out, sample.action), value, dist.entropy(policy_out)
 
 
-def minibatch_loss(network, config: PPOConfig, params, mb: PPOSample, entropy_coef=None):
-    """PPO loss [] over a minibatch [M]; returns (loss, metrics). entropy_coef: the
-    bonus's weight at this update (`actor_critic.entropy_weight`; None: config's)."""
-    log_prob, value, entropy = jax.vmap(example_terms, (None, None, 0))(network, params, mb)
-    ratio = jnp.exp(log_prob - mb.behaviour_log_prob)  # [M]
-    pg_loss = rlax.clipped_surrogate_pg_loss(ratio, mb.advantage, config.clip_epsilon)
-    value_err = jnp.square(value - mb.value_target)
+def _sample_terms(network, params, mb: PPOSample):
+    """(log_prob, value, entropy) [M] of a minibatch of time steps."""
+    return jax.vmap(example_terms, (None, None, 0))(network, params, mb)
+
+
+def sequence_terms(network, params, mb: PPOSequences):
+    """(log_prob, value, entropy) [T, n] of whole sequences: the core unrolled from their
+    start state, reset where their episodes end (`recurrent.unroll`)."""
+    policy_out, value = recurrent.sequence_outputs(network, params, mb, mb.start_state)
+    return dist.log_prob(policy_out, mb.action), value, dist.entropy(policy_out)
+
+
+def minibatch_loss(
+    network, config: PPOConfig, params, mb: PPOSample, entropy_coef=None, terms=_sample_terms
+):
+    """PPO loss [] over a minibatch [M] (or [T, n] sequences, terms=`sequence_terms`);
+    returns (loss, metrics). entropy_coef: the bonus's weight at this update
+    (`actor_critic.entropy_weight`; None: config's)."""
+    flat = lambda x: x.reshape(-1)  # noqa: E731 - sequences [T, n] as [T * n] steps
+    log_prob, value, entropy = jax.tree.map(flat, terms(network, params, mb))
+    behaviour_log_prob, behaviour_value, advantage, value_target = map(
+        flat, (mb.behaviour_log_prob, mb.behaviour_value, mb.advantage, mb.value_target)
+    )
+    ratio = jnp.exp(log_prob - behaviour_log_prob)  # [M]
+    pg_loss = rlax.clipped_surrogate_pg_loss(ratio, advantage, config.clip_epsilon)
+    value_err = jnp.square(value - value_target)
     if config.clip_value:
-        clipped = mb.behaviour_value + jnp.clip(
-            value - mb.behaviour_value, -config.clip_epsilon, config.clip_epsilon
+        clipped = behaviour_value + jnp.clip(
+            value - behaviour_value, -config.clip_epsilon, config.clip_epsilon
         )
-        value_err = jnp.maximum(value_err, jnp.square(clipped - mb.value_target))
+        value_err = jnp.maximum(value_err, jnp.square(clipped - value_target))
     value_loss = 0.5 * jnp.mean(value_err)
     if config.advantage == "grpo":  # no critic
         value_loss = jnp.zeros_like(value_loss)
@@ -165,10 +210,9 @@ def minibatch_loss(network, config: PPOConfig, params, mb: PPOSample, entropy_co
     return loss, metrics
 
 
-def _minibatch_step(network, optimizer, config, entropy_coef, carry, mb: PPOSample):
+def _minibatch_step(loss, optimizer, carry, mb):
     """One Adam step on a minibatch; scanned over minibatches."""
     params, opt_state = carry
-    loss = functools.partial(minibatch_loss, network, config, entropy_coef=entropy_coef)
     grads, metrics = jax.grad(loss, has_aux=True)(params, mb)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     metrics["grad_norm"] = base.global_norm(grads)
@@ -183,8 +227,27 @@ def _shuffle(key, flat: PPOSample, num_minibatches: int) -> PPOSample:
     return jax.tree.map(lambda x: x[perm].reshape((num_minibatches, mb_size) + x.shape[1:]), flat)
 
 
-def make_samples(batch: Transition, adv, targets) -> PPOSample:
-    """Flattens a batch [T, N] and its advantages into PPOSample [T * N]."""
+def _shuffle_sequences(key, seqs: PPOSequences, num_minibatches: int) -> PPOSequences:
+    """[T, N] sequences -> [num_minibatches, T, N // num_minibatches] of whole sequences
+    in random order (the start states [num_minibatches, N // num_minibatches, ...])."""
+    size = seqs.action.shape[1]
+    mb_size = size // num_minibatches  # a remainder of < num_minibatches is dropped
+    perm = jax.random.permutation(key, size)[: mb_size * num_minibatches]
+
+    def split(x):  # [T, N, ...] -> [num_minibatches, T, mb_size, ...]
+        x = x[:, perm].reshape((x.shape[0], num_minibatches, mb_size) + x.shape[2:])
+        return jnp.moveaxis(x, 1, 0)
+
+    timed = jax.tree.map(split, seqs._replace(start_state=()))
+    start = jax.tree.map(
+        lambda x: x[perm].reshape((num_minibatches, mb_size) + x.shape[1:]), seqs.start_state
+    )
+    return timed._replace(start_state=start)
+
+
+def make_samples(batch: Transition, adv, targets, flatten: bool = True) -> PPOSample:
+    """Flattens a batch [T, N] and its advantages into PPOSample [T * N] (flatten=False:
+    kept [T, N])."""
     samples = PPOSample(
         batch.observation,
         batch.action,
@@ -193,6 +256,8 @@ def make_samples(batch: Transition, adv, targets) -> PPOSample:
         adv,
         targets,
     )
+    if not flatten:
+        return samples
     return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), samples)
 
 
@@ -200,11 +265,36 @@ def _update(net, optimizer, config: PPOConfig, state: base.TrainingState, batch:
     """Advantages once, then epochs x shuffled minibatches of Adam steps (lax.scan)."""
     adv, targets, adv_metrics = batch_advantages(net, config, state.params, batch)
     flat = make_samples(batch, adv, targets)  # [T * N]
+    return _optimize(net, optimizer, config, state, flat, _shuffle, _sample_terms, adv, adv_metrics)
+
+
+def _recurrent_update(net, optimizer, config: PPOConfig, state, batch: CoreChunk):
+    """`_update` for a recurrent core: the core unrolled over each chunk from the state
+    stored with it; minibatches of whole env sequences (split over N, not over time)."""
+    chunk = batch.chunk
+    start = jax.tree.map(lambda x: x[0], batch.core_state)  # [N, ...]
+
+    def values(network, params, chunk):
+        (_, v_obs), v_next = recurrent.sequence_outputs(network, params, chunk, start, True)
+        return v_obs, v_next
+
+    adv, targets, adv_metrics = batch_advantages(net, config, state.params, chunk, values)
+    seqs = PPOSequences(
+        *make_samples(chunk, adv, targets, flatten=False), last=chunk.last, start_state=start
+    )
+    return _optimize(
+        net, optimizer, config, state, seqs, _shuffle_sequences, sequence_terms, adv, adv_metrics
+    )
+
+
+def _optimize(net, optimizer, config, state, samples, shuffle, terms, adv, adv_metrics):
+    """Epochs x shuffled minibatches of `samples` (lax.scan): -> (state, metrics)."""
     weight = actor_critic.entropy_weight(config, state.step)
-    step_fn = functools.partial(_minibatch_step, net, optimizer, config, weight)
+    loss = functools.partial(minibatch_loss, net, config, entropy_coef=weight, terms=terms)
+    step_fn = functools.partial(_minibatch_step, loss, optimizer)
 
     def epoch(carry, key):
-        minibatches = _shuffle(key, flat, config.num_minibatches)
+        minibatches = shuffle(key, samples, config.num_minibatches)
         return jax.lax.scan(step_fn, carry, minibatches)
 
     key, *epoch_keys = jax.random.split(state.key, config.num_epochs + 1)
@@ -219,4 +309,6 @@ def _update(net, optimizer, config: PPOConfig, state: base.TrainingState, batch:
 
 def make_agent(config: PPOConfig, env_spec) -> base.Agent:
     """Builds the PPO / GRPO agent for an env spec (`base.EnvSpec` or the env's)."""
+    if recurrent.is_recurrent(config):
+        return recurrent.make_agent(config, env_spec, _recurrent_update)
     return actor_critic.make_policy_gradient_agent(config, env_spec, _update)

@@ -237,10 +237,9 @@ class _Acting:
             self.act = host_rollout.make_act(env, agent.policy, c, to_items)
             self.carry = self.act.init_carry(host_rollout.seed_of(carry_key))
         else:
-            self.act = make_act(
-                rollout.make_rollout(env, agent.policy, c.actor.unroll_length), to_items
-            )
-            self.carry = rollout.init_carry(env, carry_key, c.actor.num_envs)
+            policy = rollout.policy_of(agent)  # a recurrent core's state lives in the carry
+            self.act = make_act(rollout.make_rollout(env, policy, c.actor.unroll_length), to_items)
+            self.carry = rollout.init_carry(env, carry_key, c.actor.num_envs, policy)
         self.tally, self.tail, self.env_steps = _Tally(), None, actor._start_steps
         prioritized = self.pipeline.prioritized(c)
         self.max_priority = _MaxPriority(actor._learner) if prioritized else None

@@ -29,12 +29,16 @@ from distrl import agents, checkpoint, metrics, pipelines, replay
 from distrl import config as config_lib
 from distrl.nodes import counter as counter_lib
 from distrl.nodes import lifecycle as lifecycle_lib
+from distrl.types import CoreChunk
 
 _REPORT_SECONDS = 0.1  # counts reach the counter (and result.json) at most this late
 
 
 def num_transitions(batch) -> int:
-    """Transitions in a learner batch: N for QTransition [N], T * N for [T, N]."""
+    """Transitions in a learner batch: N for QTransition [N], T * N for [T, N] (a
+    recurrent core's `CoreChunk` counts its chunk)."""
+    if isinstance(batch, CoreChunk):
+        batch = batch.chunk
     leaf = batch.reward  # one per transition (an action may have dims of its own)
     return int(np.prod(leaf.shape))
 

@@ -14,7 +14,8 @@ Adding a pipeline is a module here, its kind in `agents.PipelineKind`, and a lin
 in `ALL`.
 """
 
-from distrl.errors import at_least
+from distrl import envs
+from distrl.errors import at_least, check
 from distrl.pipelines.base import Pipeline
 from distrl.pipelines.chunks import Chunks
 from distrl.pipelines.episodes import Episodes
@@ -49,7 +50,20 @@ def validate(config, agent_config, env) -> None:
     """ConfigError for an actor, learner or replay value that cannot work: out of its
     range (`LOWEST`), or not fitting the agent's pipeline (`Pipeline.validate`)."""
     at_least(config, LOWEST)
-    of(agent_config).validate(config, agent_config, env)
+    pipeline = of(agent_config)
+    core = getattr(agent_config, "core", "none")
+    check(
+        core == "none" or pipeline.carries_core_state,
+        f"config.agent.core={core!r}: the {pipeline.kind.value} pipeline of "
+        f"config.algorithm={config.algorithm!r} cannot carry a recurrent state; use "
+        f"core='none', or a recurrent core with ppo (chunks)",
+    )
+    check(
+        core == "none" or not envs.is_host_env(env),
+        f"config.agent.core={core!r}: an env stepped in Python ({config.env.name}) "
+        f"takes feed-forward policies only; use core='none', or a JAX env",
+    )
+    pipeline.validate(config, agent_config, env)
 
 
 def fields() -> dict:

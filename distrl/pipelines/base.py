@@ -37,6 +37,7 @@ class Pipeline(abc.ABC):
     # comments beside them are their documentation
     FIELDS: dict[str, dict[str, Any]] = {}
     unroll_length: int = 16  # T, env steps per rollout chunk, unless the config says
+    carries_core_state: bool = False  # its items hold a recurrent core's state (CHUNKS)
 
     @abc.abstractmethod
     def validate(self, config, agent_config, env) -> None:

@@ -5,7 +5,10 @@ An item is one actor's whole chunk, `Transition` [T, B]; the table is a bounded
 behind, and sampling removes what it takes. A learner batch of M =
 `learner.batch_chunks` items becomes `Transition` [T, M x B]. With
 `actor.chunks_per_version` > 0 an actor acts at most that many chunks per params
-version (`nodes.actor.VersionGate`), so the data is never older than a round.
+version (`nodes.actor.VersionGate`), so the data is never older than a round. A
+recurrent agent's item is a `types.CoreChunk`: the chunk and its core state at the
+first step [1, B, ...], which the learner's batch and the trainer's split carry along
+B like every other leaf.
 """
 
 import jax
@@ -13,15 +16,16 @@ import jax.numpy as jnp
 import numpy as np
 import reverb
 
-from distrl import packing, replay
+from distrl import networks, packing, replay
 from distrl.agents import PipelineKind
 from distrl.errors import ConfigError, check
 from distrl.pipelines.base import Pipeline, zeros
-from distrl.types import Transition, Versioned
+from distrl.types import CoreChunk, Transition, Versioned
 
 
 class Chunks(Pipeline):
     kind = PipelineKind.CHUNKS
+    carries_core_state = True  # a recurrent core's state travels with each chunk
     FIELDS = {
         "replay": dict(queue_size=4),  # chunks [T, B] buffered before actors block
         "learner": dict(batch_chunks=1),  # chunks [T, B] per update (T x B transitions each)
@@ -57,6 +61,13 @@ class Chunks(Pipeline):
             f"config.agent.num_minibatches={minibatches} exceeds the {steps} time steps "
             f"of a batch (batch_chunks x unroll_length x num_envs)",
         )
+        sequences = k * config.actor.num_envs  # a recurrent minibatch is whole sequences
+        check(
+            minibatches is None or agent_config.core == "none" or minibatches <= sequences,
+            f"config.agent.num_minibatches={minibatches} exceeds the {sequences} env "
+            f"sequences of a batch (batch_chunks x num_envs), which a recurrent core "
+            f"(config.agent.core={agent_config.core!r}) splits its minibatches from",
+        )
 
     # -- items and their table
     def item_length(self, config, env) -> int:
@@ -86,6 +97,10 @@ class Chunks(Pipeline):
         )
         t = self.item_length(config, env)
         chunk = jax.tree.map(lambda x: zeros((t,) + x.shape, x.dtype), step)
+        agent = config.agent
+        if agent.get("core", "none") != "none":
+            state = networks.core_state(agent.core_size, agent.shared_torso, b)
+            chunk = CoreChunk(chunk, tuple(zeros((1, *x.shape), np.float32) for x in state))
         return Versioned(chunk, zeros((), np.int32))
 
     def make_tables(self, config, env) -> list:
@@ -123,7 +138,7 @@ class Chunks(Pipeline):
         )
 
     def learner_batch(self, data):
-        """M items of [T, B] -> Transition [T, M x B]."""
+        """M items of [T, B] -> Transition [T, M x B] (a `CoreChunk`'s state [1, M x B])."""
 
         def to_time_major(x):  # [M, T, B, ...] -> [T, M * B, ...]
             x = np.swapaxes(x, 0, 1)

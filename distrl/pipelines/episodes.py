@@ -28,6 +28,8 @@ class Episodes(Chunks):
     }
     unroll_length = 64  # longer chunks: fewer windows per episode
 
+    carries_core_state = False  # a window re-sends chunks: no one state starts it
+
     def validate(self, config, agent_config, env) -> None:
         super().validate(config, agent_config, env)
         w = config.actor.episode_window
