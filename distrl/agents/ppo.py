@@ -180,7 +180,8 @@ def minibatch_loss(
     behaviour_log_prob, behaviour_value, advantage, value_target = map(
         flat, (mb.behaviour_log_prob, mb.behaviour_value, mb.advantage, mb.value_target)
     )
-    ratio = jnp.exp(log_prob - behaviour_log_prob)  # [M]
+    log_ratio = log_prob - behaviour_log_prob  # [M]
+    ratio = jnp.exp(log_ratio)
     pg_loss = rlax.clipped_surrogate_pg_loss(ratio, advantage, config.clip_epsilon)
     value_err = jnp.square(value - value_target)
     if config.clip_value:
@@ -197,7 +198,6 @@ def minibatch_loss(
     clip_frac = jnp.mean((jnp.abs(ratio - 1.0) > config.clip_epsilon).astype(jnp.float32))
     # KL(behaviour || current), the k3 estimate (ratio - 1 - log ratio >= 0): with the
     # clip fraction it shows the step size against the clip range (issue 37 item 5)
-    log_ratio = log_prob - mb.behaviour_log_prob
     approx_kl = jnp.mean(jnp.exp(log_ratio) - 1.0 - log_ratio)
     metrics = {
         "loss": loss,
