@@ -83,6 +83,8 @@ def test_every_agent_field_overrides_from_the_command_line(config_file):
     wanted = {name: _changed(name, value, rules) for name, value in config.agent.items()}
     if config.algorithm == "tabular":
         wanted["network"] = "table"  # keep the preset's table (the other choice is an MLP)
+    if wanted.get("use_critic") is False or wanted.get("advantage") == "grpo":
+        wanted["core"] = "none"  # these flips give whole episodes, which carry no core state
     args = [
         f"--config.agent.{k}={v!r}" if isinstance(v, tuple) else f"--config.agent.{k}={v}"
         for k, v in wanted.items()
@@ -292,7 +294,13 @@ RECURRENT_BAD_VALUES = [
         "grpo",
         {"agent.core": "gru"},
         "config.agent.core='gru': the episodes pipeline of config.algorithm='grpo' cannot "
-        "carry a recurrent state; use core='none', or a recurrent core with ppo (chunks)",
+        "carry a recurrent state; use core='none', or a recurrent core with ppo, a2c or "
+        "vtrace (chunks)",
+    ),
+    (
+        "reinforce",
+        {"agent.core": "gru"},
+        "config.agent.core='gru': the episodes pipeline of config.algorithm='reinforce' cannot",
     ),
     (
         "ppo_gymnasium_cartpole",
@@ -313,7 +321,7 @@ RECURRENT_BAD_VALUES = [
     "name,fields,message", RECURRENT_BAD_VALUES, ids=[m[:40] for _, _, m in RECURRENT_BAD_VALUES]
 )
 def test_a_recurrent_core_where_it_cannot_work_is_refused_by_name(name, fields, message):
-    config = load_config(name) if name != "grpo" else config_lib.base_config("grpo")
+    config = config_lib.base_config(name) if name in ("grpo", "reinforce") else load_config(name)
     with pytest.raises((config_lib.ConfigError, KeyError)) as info:
         config.update_from_flattened_dict(fields)
         config_lib.validate(config)

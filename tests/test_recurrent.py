@@ -211,6 +211,21 @@ def test_local_recurrent_ppo_learns_memory_chain():
     assert result.env_steps <= 200_000 + 2 * 16 * 128
 
 
+@pytest.mark.parametrize("algorithm", ["a2c", "vtrace"])
+def test_local_recurrent_a2c_and_vtrace_learn_memory_chain(algorithm):
+    """A2C and V-trace take the same core on the same chunks (each sequence unrolled from
+    its start state): MemoryChain of memory 10 to a lower bound of 0.9 (18k env steps
+    for A2C on seed 1)."""
+    config = config_lib.base_config(algorithm)
+    config.env.update(dict(name="gymnax:MemoryChain-bsuite", kwargs='{"memory_length": 10}'))
+    config.agent.update(dict(core="gru", core_size=32))
+    config.evaluator.update(dict(target_return=0.9, confirm_envs=1000))
+    config.budget.update(dict(env_steps=300_000, seconds=0.0))
+    config.seed = 1
+    result = local.train(config)
+    assert result.solved and result.return_low >= 0.9, result
+
+
 def test_recurrent_ppo_learns_in_a_program_and_its_policy_evaluates(run_dir, warm_python):
     """configs/ppo_memory_chain.py under test_mt (real Reverb and courier nodes): the
     evaluator confirms 0.9; launch/evaluate.py plays the saved policy through its core

@@ -19,9 +19,9 @@ import optax
 
 from distrl import networks, spaces
 from distrl.agents import advantages as adv_lib
-from distrl.agents import base, checks
+from distrl.agents import base, checks, recurrent
 from distrl.agents import distributions as dist
-from distrl.types import Transition
+from distrl.types import CoreChunk, Transition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +58,9 @@ class ActorCriticConfig:
     vtrace: bool = False  # off-policy correction with the behaviour's extras['log_prob']
     clip_rho_threshold: float = 1.0  # V-trace: importance weights clipped at this, for values
     clip_pg_rho_threshold: float = 1.0  # V-trace: likewise for the policy gradient
+    core: str = "none"  # "none" (feed-forward) | "gru": a GRU after each torso, its state
+    # carried by the actors and stored at each chunk's start (`agents.recurrent`)
+    core_size: int = 128  # the GRU's width (core "gru")
 
     def __post_init__(self):
         base.freeze_sequences(self)
@@ -82,6 +85,9 @@ TORSO_RULES = {
     **checks.torso_rules(networks.TORSOS),
 }
 
+# A recurrent core's fields, shared with PPO.
+CORE_RULES = {"core": checks.one_of(*networks.CORES), "core_size": checks.at_least(1)}
+
 RULES = {
     **TORSO_RULES,
     **checks.optimizer_rules(base.OPTIMIZERS),
@@ -95,13 +101,25 @@ RULES = {
     "vtrace": checks.FLAG,
     "clip_rho_threshold": checks.POSITIVE,
     "clip_pg_rho_threshold": checks.POSITIVE,
+    **CORE_RULES,
 }
 
 
-def trajectory_advantages(network, config: ActorCriticConfig, params, traj: Transition):
-    """(advantages [T], value_targets [T]) for one chunk, without gradients."""
-    policy_out, v_obs = network.apply(params, traj.observation)  # [T, ...], [T]
-    _, v_next = network.apply(params, traj.next_observation)  # [T]
+def _outputs(network, params, traj: Transition, start_state=None, with_next=True):
+    """(policy [T, ...], V(obs) [T], and with_next V(next_obs) [T]) for one chunk: a
+    feed-forward network on each step, or a recurrent one unrolled from `start_state`."""
+    if start_state is not None:
+        return recurrent.sequence_outputs(network, params, traj, start_state, with_next)
+    outs = network.apply(params, traj.observation)
+    return (outs, network.apply(params, traj.next_observation)[1]) if with_next else outs
+
+
+def trajectory_advantages(
+    network, config: ActorCriticConfig, params, traj: Transition, start_state=None
+):
+    """(advantages [T], value_targets [T]) for one chunk, without gradients; a recurrent
+    network's from the core's state at the chunk's start."""
+    (policy_out, v_obs), v_next = _outputs(network, params, traj, start_state)
     if not config.use_critic:
         v_obs, v_next = jnp.zeros_like(v_obs), jnp.zeros_like(v_next)
     if config.vtrace:
@@ -130,11 +148,18 @@ def entropy_weight(config: ActorCriticConfig, step):
 
 
 def trajectory_loss(
-    network, config: ActorCriticConfig, params, traj: Transition, advantage, value_target, step=0
+    network,
+    config: ActorCriticConfig,
+    params,
+    traj: Transition,
+    advantage,
+    value_target,
+    step=0,
+    start_state=None,
 ):
     """Loss [] and metrics for one chunk [T] given advantages and targets [T]; step:
-    updates so far (the entropy weight's schedule)."""
-    policy_out, v = network.apply(params, traj.observation)  # [T, ...], [T]
+    updates so far (the entropy weight's schedule); start_state: a recurrent core's."""
+    policy_out, v = _outputs(network, params, traj, start_state, with_next=False)
     pg_loss = dist.policy_gradient_loss(policy_out, traj.action, advantage)
     entropy_loss = -jnp.mean(dist.entropy(policy_out))  # = rlax.entropy_loss for logits
     value_loss = 0.5 * jnp.mean(jnp.square(jax.lax.stop_gradient(value_target) - v))
@@ -147,15 +172,20 @@ def trajectory_loss(
 
 def loss_fn(network, config: ActorCriticConfig, params, batch: Transition, step=0):
     """Mean loss over a batch [T, N] (vmapped over N); returns (loss, metrics).
-    step: updates applied so far (for the entropy weight's schedule)."""
-    adv, targets = jax.vmap(trajectory_advantages, (None, None, None, 1), 1)(
-        network, config, params, batch
+    step: updates applied so far (for the entropy weight's schedule). A recurrent
+    core's batch is a `CoreChunk`: each sequence unrolled from its start state."""
+    start, start_axis = None, None
+    if isinstance(batch, CoreChunk):
+        start, start_axis = jax.tree.map(lambda x: x[0], batch.core_state), 0
+        batch = batch.chunk
+    adv, targets = jax.vmap(trajectory_advantages, (None, None, None, 1, start_axis), 1)(
+        network, config, params, batch, start
     )  # [T, N]
     if config.normalize_advantages:
         adv = adv_lib.normalize(adv, jnp.ones_like(adv))
     adv = adv_lib.owned_only(adv, batch)
-    losses, metrics = jax.vmap(trajectory_loss, (None, None, None, 1, 1, 1, None))(
-        network, config, params, batch, adv, targets, step
+    losses, metrics = jax.vmap(trajectory_loss, (None, None, None, 1, 1, 1, None, start_axis))(
+        network, config, params, batch, adv, targets, step, start
     )
     metrics = jax.tree.map(jnp.mean, metrics)
     metrics["advantage_mean"] = jnp.mean(adv)
@@ -203,6 +233,8 @@ def _update(net, optimizer, config, state: base.TrainingState, batch: Transition
 
 def make_agent(config: ActorCriticConfig, env_spec) -> base.Agent:
     """Builds the A2C / REINFORCE agent for an env spec (`base.EnvSpec` or the env's)."""
+    if recurrent.is_recurrent(config):
+        return recurrent.make_agent(config, env_spec, _update)
     return make_policy_gradient_agent(config, env_spec, _update)
 
 

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import optax
 import rlax
 
-from distrl import networks, spaces
+from distrl import spaces
 from distrl.agents import actor_critic, base, checks, recurrent
 from distrl.agents import advantages as adv_lib
 from distrl.agents import distributions as dist
@@ -96,8 +96,7 @@ RULES = {
     "num_epochs": checks.at_least(1),
     "num_minibatches": checks.at_least(1),
     "advantage": checks.one_of("gae", "grpo"),
-    "core": checks.one_of(*networks.CORES),
-    "core_size": checks.at_least(1),
+    **actor_critic.CORE_RULES,
 }
 
 

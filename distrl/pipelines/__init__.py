@@ -56,7 +56,7 @@ def validate(config, agent_config, env) -> None:
         core == "none" or pipeline.carries_core_state,
         f"config.agent.core={core!r}: the {pipeline.kind.value} pipeline of "
         f"config.algorithm={config.algorithm!r} cannot carry a recurrent state; use "
-        f"core='none', or a recurrent core with ppo (chunks)",
+        f"core='none', or a recurrent core with ppo, a2c or vtrace (chunks)",
     )
     check(
         core == "none" or not envs.is_host_env(env),
