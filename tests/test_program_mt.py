@@ -118,10 +118,11 @@ def test_slippery_result_carries_interval_and_exact_answers(run_dir):
 
 def test_sac_learns_pendulum_distributed_and_its_policy_evaluates(run_dir, warm_python):
     """SAC on gymnax Pendulum-v1 (Box actions) through real Reverb and courier nodes:
-    within 5,120 env steps the greedy return clearly beats the run's own first
-    evaluation (the untrained policy's, about -1,500). Smaller and faster than the
-    preset (64 x 64, batch 128, an update per env step: about -730 by 4,096 env steps
-    single-process); the seconds only cap a stalled run. launch/evaluate.py then plays
+    within 16,384 env steps the greedy policy swings the pendulum up (better than -600;
+    the untrained policy's first evaluation is about -1,700, and the first 8k env steps
+    often hover near -1,200: 5,120 was too few to be sure). Smaller and faster than the
+    preset (64 x 64, batch 128, an update per env step: -150 to -165 at 16,384 env steps
+    in two local runs, 20 s each); the seconds only cap a stalled run. launch/evaluate.py then plays
     the reported policy's mean action, as the evaluator did: the two return intervals
     overlap, and a Box env without a success signal shows no success figures."""
     config = load_config("sac_pendulum")
@@ -129,12 +130,12 @@ def test_sac_learns_pendulum_distributed_and_its_policy_evaluates(run_dir, warm_
     config.agent.update(dict(hidden_sizes=(64, 64), learning_rate=1e-3))
     config.learner.batch_size = 128
     config.replay.update(dict(samples_per_insert=128.0, min_size=512))
-    config.evaluator.update(dict(target_return=0.0, every_env_steps=1_024, num_envs=20))
-    config.budget.update(dict(env_steps=5_120, seconds=240.0))
+    config.evaluator.update(dict(target_return=0.0, every_env_steps=2_048, num_envs=20))
+    config.budget.update(dict(env_steps=16_384, seconds=240.0))
     result, out_dir = program.run(config, "test_mt")
     returns = metrics.read_csv(metrics.csv_path(out_dir, "evaluator"))["mean_return"]
     assert len(returns) >= 3 and returns[0] < -1_000.0, returns
-    assert max(returns[1:]) > returns[0] + 500.0, returns
+    assert max(returns[1:]) > -600.0, returns
     assert result["counts"]["learner_steps"] > 0
     code, out, _ = warm_python.run(
         "launch/evaluate.py", f"--run_dir={out_dir}", "--episodes=200", "--json"
