@@ -15,7 +15,7 @@ import pytest
 import reverb
 from conftest import load_config
 
-from distrl import agents, local, networks, policy, replay
+from distrl import agents, local, networks, policy, replay, resources
 from distrl import config as config_lib
 from distrl.acting import evaluation, rollout
 from distrl.agents import recurrent
@@ -30,7 +30,7 @@ def _memory_chain(length: int = 3, **agent):
     + 1 steps) and a small core."""
     config = load_config("ppo_memory_chain")
     config.env.kwargs = json.dumps({"memory_length": length})
-    config.agent.update(dict(core_size=16, **agent))
+    config.agent.update({"core_size": 16, **agent})
     return config
 
 
@@ -116,6 +116,16 @@ def test_the_learners_unroll_matches_step_by_step_acting(shared_torso):
     fresh = networks.core_state(16, shared_torso, 3)
     _, other = recurrent.sequence_outputs(agent.network, params, chunk.chunk, fresh)
     assert not np.allclose(other[0], value[0], atol=1e-6)
+
+
+@pytest.mark.parametrize("shared_torso", [False, True])
+def test_the_memory_estimate_counts_the_cores_parameters(shared_torso):
+    """`resources.param_count` (what refuses a network too big for the machine) counts
+    each torso's GRU and the heads on its output."""
+    config = _memory_chain(10, shared_torso=shared_torso, core_size=24)
+    agent, env = config_lib.make_agent(config), config_lib.make_env(config)
+    count = sum(x.size for x in jax.tree.leaves(agent.init(KEY).params))
+    assert resources.param_count(agent.config, env.spec.observation_shape, 2) == count
 
 
 def test_the_recurrent_update_learns_on_whole_sequences():
