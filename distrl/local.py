@@ -43,7 +43,8 @@ How the experiment config maps onto one process (`Settings.of`):
   exact optimum, and/or evaluator.target_return (the mean return's lower bound; 0:
   none), or with evaluator.optimal_measure=return target_of_optimal of the optimal
   expected return in its place (`evaluator_config.targets`), confirmed as above;
-  evaluator.num_envs greedy episodes every local.eval_every iterations (0, the
+  evaluator.num_envs greedy (evaluator.sampled: sampled) episodes every local.eval_every
+  iterations (0, the
   default: evaluator.every_env_steps in iterations, else every iteration);
   budget.env_steps inside the jitted loop, budget.learner_steps and budget.seconds
   between jitted calls (a call starts only within budget.seconds, and the last one is
@@ -55,7 +56,7 @@ How the experiment config maps onto one process (`Settings.of`):
   settings (eval_every, iterations_per_call, xla_opt_level).
 Not used here: replay.sampler (always uniform), priority_exponent, error_buffer,
 queue_size, learner.prefetch, actor.params_update_period and epsilon_spread (one
-policy, always current), evaluator.every_seconds and sampled, log, checkpoint,
+policy, always current), evaluator.every_seconds, log, checkpoint,
 ray and run_dir (nothing is written).
 """
 
@@ -92,6 +93,7 @@ class Settings(NamedTuple):
     target_of_optimal: float  # evaluator.target_of_optimal (> 0: replaces target_success)
     target_return: float  # evaluator.target_return (0: none)
     eval_every: int  # iterations between greedy evaluations
+    greedy: bool  # not evaluator.sampled: evaluate the greedy policy, else the sampled one
     eval_envs: int  # evaluator.num_envs episodes per evaluation (1 on a deterministic map)
     confirm_envs: int  # evaluator.confirm_envs: episodes once the exact success reaches target
     iterations_per_call: int
@@ -126,6 +128,7 @@ class Settings(NamedTuple):
             target_of_optimal=config.evaluator.target_of_optimal,
             target_return=config.evaluator.target_return,
             eval_every=config.local.eval_every or _cadence(config),
+            greedy=not config.evaluator.sampled,
             eval_envs=config.evaluator.num_envs,
             confirm_envs=config.evaluator.confirm_envs,
             iterations_per_call=config.local.iterations_per_call,
@@ -230,24 +233,25 @@ def _reached(result, target: tuple, cfg: Settings):
 
 
 def _evaluate(env, agent, cfg: Settings, target: tuple, params, key):
-    """The greedy evaluation: eval_envs episodes, or confirm_envs episodes once the greedy
-    policy's exact success (`exact.make_policy_stats`, cheap) reaches the success target;
-    an env without a tabular model, or a run with a return target, screens by eval_envs
-    episodes instead. target: (success, mean return), 0 where none. Returns (EvalResult,
+    """The greedy (cfg.greedy False: sampled) evaluation: eval_envs episodes, or
+    confirm_envs episodes once the greedy policy's exact success
+    (`exact.make_policy_stats`, cheap) reaches the success target; an env without a
+    tabular model, a run with a return target, or a sampled evaluation screens by
+    eval_envs episodes instead. target: (success, mean return), 0 where none. Returns (EvalResult,
     its first non-finite action: `evaluation.Episodes`)."""
-    act = evaluation.make_act(agent, greedy=True)
+    act = evaluation.make_act(agent, greedy=cfg.greedy)
 
     def run(key, n, exact=False):
         episodes = evaluation.play_episodes(env, act, params, key, n)
         return evaluation.summarize(episodes, exact), episodes.first_nonfinite_action
 
-    if evaluation.is_deterministic(env):  # one episode is exact
+    if evaluation.is_deterministic(env, cfg.greedy):  # one episode is exact
         return run(key, 1, exact=True)
     screen_key, confirm_key = jax.random.split(key)
     model = envs.tabular_model(env)
     if not (target[0] or target[1]):  # nothing to confirm
         return run(screen_key, cfg.eval_envs)
-    if model is None or target[1]:
+    if model is None or target[1] or not cfg.greedy:  # the exact screen is the greedy's
         screen = run(screen_key, cfg.eval_envs)
         return jax.lax.cond(
             evaluation.touches(screen[0], target[0], cfg.confirm_envs, target[1]),
@@ -525,9 +529,11 @@ def _final_evaluation(env, agent, cfg: Settings, carry: TrainCarry, key):
     """The last evaluation if it already holds confirm_envs episodes (or is exact), else a
     fresh one of confirm_envs episodes: the figure a run reports is never a small sample."""
     ev = jax.device_get(carry.evaluation)
-    if evaluation.is_deterministic(env) or ev.episodes >= cfg.confirm_envs:
+    if evaluation.is_deterministic(env, cfg.greedy) or ev.episodes >= cfg.confirm_envs:
         return ev
-    evaluate = evaluation.make_evaluator(env, agent, cfg.confirm_envs, env_name=cfg.env_name)
+    evaluate = evaluation.make_evaluator(
+        env, agent, cfg.confirm_envs, cfg.greedy, env_name=cfg.env_name
+    )
     return jax.device_get(evaluate(carry.state.params, jax.random.fold_in(key, 2**31 - 1)))
 
 

@@ -60,7 +60,8 @@ def summary(result, run_dir: str) -> str:
             success = ""
         lines.append(
             f"{success}{evaluation.describe_return(ev)}"
-            f"  mean length {ev['mean_length']:.1f}  (greedy evaluation)"
+            f"  mean length {ev['mean_length']:.1f}"
+            f"  ({result.get('evaluated', 'greedy')} evaluation)"
         )
     if result.get("exact"):
         lines.append(evaluation.describe_exact(result["exact"]))

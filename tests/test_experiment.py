@@ -461,6 +461,9 @@ def test_result_and_summary_name_the_reported_policy_and_the_learners_last(short
     assert f"launch/evaluate.py --run_dir={run_dir}" in text
     assert f"learner's last checkpoint (version {last['version']:,}" in text
     assert learner_file in text
+    assert result["evaluated"] == "greedy" and "(greedy evaluation)" in text
+    sampled = results.summary(dict(result, evaluated="sampled"), str(run_dir))
+    assert "(sampled evaluation)" in sampled  # evaluator.sampled's run says which it played
 
 
 def _json_line(text: str) -> dict:

@@ -143,6 +143,19 @@ def test_deterministic_map_evaluates_one_exact_episode():
     assert result.exact["optimal_value"] == pytest.approx(0.9**5)  # 6 steps, discount 0.9
 
 
+def test_sampled_evaluation_plays_the_sampled_policy():
+    """evaluator.sampled: the sampled policy's episodes (as the distributed evaluator
+    plays them), not the one exact episode of the greedy policy a deterministic map
+    allows: the final figure is an interval over confirm_envs episodes, and no episode
+    is shorter than the map's shortest path."""
+    config = _config("ppo", 30_000)
+    config.evaluator.sampled = True
+    result = local.train(config)
+    assert result.eval_episodes == config.evaluator.confirm_envs, result
+    assert result.success_rate > 0.0 and result.success_low < result.success_high, result
+    assert result.mean_length >= 6.0
+
+
 def _slippery_tabular(env_steps: int):
     config = _config("tabular", env_steps)
     config.env.slippery, config.num_actors, config.actor.num_envs = True, 1, 16

@@ -288,6 +288,7 @@ class Evaluator:
             policy=self._policy.on_disk(),  # the file holding those params (distrl.policy)
             counts=counts,
             evaluation=evaluation.shown(report._asdict(), env) if report is not None else None,
+            evaluated="sampled" if self._config.evaluator.sampled else "greedy",  # the policy
             exact=answer,
             replay=replay_summary,
             data=data_summary(counts),
