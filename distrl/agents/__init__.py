@@ -43,6 +43,7 @@ PRESETS: dict[str, tuple] = {
     "grpo": (PPOConfig, {"advantage": "grpo"}),
     "sac": (SACConfig, {}),
     "td3": (TD3Config, {}),
+    "r2d2": (R2D2Config, {}),
 }
 
 _MAKERS = {
