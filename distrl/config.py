@@ -109,7 +109,8 @@ def base_config(algorithm: str) -> ml_collections.ConfigDict:
     # Each pipeline's own fields, with their defaults and meaning (distrl/pipelines/):
     # replay.* and learner.batch_size, batches_per_read, updates_in_flight (DQN),
     # replay.queue_size, learner.batch_chunks, actor.chunks_per_version (on-policy),
-    # actor.episode_window (REINFORCE, GRPO).
+    # actor.episode_window (REINFORCE, GRPO), replay.sequence_length and
+    # learner.batch_sequences (R2D2, with the replay table's fields).
     for section, values in pipelines.fields().items():
         c[section].update(values)
     c.evaluator = ml_collections.ConfigDict(

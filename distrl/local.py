@@ -100,7 +100,8 @@ class Settings(NamedTuple):
     seed: int
     xla_opt_level: int  # -1: XLA's default
     replay_capacity: int  # DQN: transitions
-    batch_size: int  # DQN: transitions per update
+    batch_size: int  # DQN: transitions per update; R2D2: sequences
+    sequence_length: int  # R2D2: replay.sequence_length
     min_replay_size: int  # DQN: transitions before the first update
     updates_per_iteration: int  # the pipeline's `local_updates`
     env_name: str  # config.env.name, which a non-finite action's EnvError names
@@ -135,8 +136,9 @@ class Settings(NamedTuple):
             seed=config.seed,
             xla_opt_level=config.local.xla_opt_level,
             replay_capacity=r.max_size,
-            batch_size=config.learner.batch_size,
+            batch_size=config_lib.pipeline(config).local_batch(config),
             min_replay_size=r.min_size,
+            sequence_length=r.sequence_length,
             updates_per_iteration=updates,
             env_name=config.env.name,
         )

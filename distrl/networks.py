@@ -263,6 +263,18 @@ def make_recurrent_actor_critic(
     return hk.without_apply_rng(hk.transform(forward))
 
 
+def make_recurrent_q(torso: Torso, num_actions: int, core_size: int) -> hk.Transformed:
+    """R2D2's Q network: the torso, a GRU of `core_size`, a linear Q head.
+    apply(params, obs [N, *obs_shape], state) -> (q [N, A], state), the state
+    `core_state(core_size, True, N)`'s tuple (one torso). One step of N sequences."""
+
+    def forward(obs, state):
+        out, h = hk.GRU(core_size, name="torso_gru")(_torso(torso, "torso")(obs), state[0])
+        return hk.Linear(num_actions, name="q_head")(out), (h,)
+
+    return hk.without_apply_rng(hk.transform(forward))
+
+
 # The state-dependent log std of a SAC actor is squashed into this range: wide enough
 # for a near-deterministic and a near-uniform policy, narrow enough that exp() stays sane.
 LOG_STD_RANGE = (-5.0, 2.0)

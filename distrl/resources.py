@@ -65,6 +65,9 @@ def param_count(agent_config, obs_shape, num_actions: int = 4) -> int:
         size = num_actions // 2
         critic = conv + _mlp([flat + size, *agent_config.hidden_sizes, 1])
         return torso + _mlp([width, num_actions]) + 2 * critic
+    if isinstance(agent_config, agents.R2D2Config):  # torso, GRU, Q head
+        size = agent_config.core_size
+        return torso + 3 * size * (width + size + 1) + _mlp([size, num_actions])
     if agent_config.core != "none":  # a GRU after each torso (networks.make_recurrent_...)
         size = agent_config.core_size
         torso, width = torso + 3 * size * (width + size + 1), size

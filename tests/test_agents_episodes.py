@@ -86,6 +86,7 @@ def test_each_preset_has_one_pipeline():
         grpo="EPISODES",
         sac="REPLAY",
         td3="REPLAY",
+        r2d2="SEQUENCES",
     )
     assert set(expected) == set(agents.PRESETS)
     for name, pipeline in expected.items():

@@ -314,6 +314,37 @@ RECURRENT_BAD_VALUES = [
         "config.agent.num_minibatches=200 exceeds the 128 env sequences of a batch",
     ),
     ("dqn", {"agent.core": "gru"}, "config.agent.core is unknown"),
+    # R2D2's sequences (issue 39 item 6)
+    (
+        "r2d2_memory_chain",
+        {"replay.sequence_length": 12},
+        "config.replay.sequence_length=12 is shorter than config.agent.burn_in=8 + "
+        "config.agent.n_step=5; need at least 13 (a step's loss needs its n steps after "
+        "the burn-in)",
+    ),
+    (
+        "r2d2_memory_chain",
+        {"replay.sequence_length": 14},
+        "config.replay.sequence_length=14 is shorter than config.actor.unroll_length=16, "
+        "the period between sequence starts",
+    ),
+    ("r2d2_memory_chain", {"agent.core": "none"}, "config.agent.core='none'; need one of 'gru'"),
+    (
+        "r2d2_memory_chain",
+        {"replay.max_size": 1000},
+        "config.replay.max_size=1000 transitions; need a multiple of config.actor.unroll_length",
+    ),
+    (
+        "r2d2_memory_chain",
+        {"env.name": "gymnax:Pendulum-v1", "env.kwargs": "{}"},
+        "config.algorithm='r2d2': acts in Discrete action spaces; this env's actions are Box",
+    ),
+    (
+        "r2d2_memory_chain",
+        {"env.name": "gymnasium:CartPole-v1", "env.kwargs": "{}"},
+        "config.agent.core='gru': an env stepped in Python (gymnasium:CartPole-v1) takes "
+        "feed-forward policies only",
+    ),
 ]
 
 

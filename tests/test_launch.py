@@ -94,6 +94,20 @@ BAD_INPUTS = [
         "config.agent.epsilon_init is unknown",
     ),
     (["--config=configs/nope.py"], "config file 'configs/nope.py' does not exist"),
+    # R2D2 (issue 39): sequences too short for burn-in + n-step, Box actions
+    (
+        ["--config=configs/r2d2_memory_chain.py", "--config.replay.sequence_length=12"],
+        "config.replay.sequence_length=12 is shorter than config.agent.burn_in=8 + "
+        "config.agent.n_step=5; need at least 13",
+    ),
+    (
+        [
+            "--config=configs/r2d2_memory_chain.py",
+            "--config.env.name=gymnax:Pendulum-v1",
+            "--config.env.kwargs={}",
+        ],
+        "config.algorithm='r2d2': acts in Discrete action spaces; this env's actions are Box",
+    ),
     # The env presets (tests/test_presets.py): a bad value in each exits 2 in one line.
     (
         ["--config=configs/ppo_cartpole.py", "--config.evaluator.target_success=0.9"],

@@ -36,6 +36,8 @@ PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     # tasks that need memory (issue 39): recurrent PPO
     "ppo_masked_cartpole": ("gymnax:CartPole-v1", "ppo", 475.0, 1),
     "ppo_memory_chain": ("gymnax:MemoryChain-bsuite", "ppo", 0.9, 1),
+    "r2d2_memory_chain": ("gymnax:MemoryChain-bsuite", "r2d2", 0.9, 1),  # sequences
+    "r2d2_masked_cartpole": ("gymnax:CartPole-v1", "r2d2", 475.0, 1),
 }
 
 

@@ -60,6 +60,9 @@ def _small_config(algorithm: str):
         c.env.name = "gymnax:Pendulum-v1"  # SAC, TD3: Box actions [B, 1] through the tables
     if "ppo" in algorithm or "grpo" in algorithm:
         c.agent.num_minibatches = 2
+    if algorithm == "r2d2":  # sequences of 8 steps (2 chunks), one starting every 4
+        c.replay.sequence_length, c.learner.batch_sequences = 8, 2
+        c.agent.update(dict(burn_in=2, n_step=2, core_size=8))
     return c
 
 
@@ -85,8 +88,9 @@ def _acting(c, server_for):
     agent = agents.make_agent(agent_config, env)
     client = server_for(c)
     state = agent.init(jax.random.PRNGKey(0))
-    unroll = rollout.make_rollout(env, agent.policy, c.actor.unroll_length)
-    carry = rollout.init_carry(env, jax.random.PRNGKey(1), c.actor.num_envs)
+    policy = rollout.policy_of(agent)  # a recurrent core's chunks carry its state
+    unroll = rollout.make_rollout(env, policy, c.actor.unroll_length)
+    carry = rollout.init_carry(env, jax.random.PRNGKey(1), c.actor.num_envs, policy)
     return env, agent_config, agent, client, state, unroll, carry
 
 
@@ -96,6 +100,7 @@ def test_actor_items_match_learner_batches(algorithm, server_for):
     env, agent_config, agent, client, state, unroll, carry = _acting(c, server_for)
     pipeline = config_lib.pipeline(c)
     is_replay = agent_config.pipeline is agents.PipelineKind.REPLAY
+    is_sequences = agent_config.pipeline is agents.PipelineKind.SEQUENCES
     writer = replay.Writer(client, lambda: False)
     to_items, tail = _item_fn(c), None
     for i in range(2):
@@ -104,7 +109,10 @@ def test_actor_items_match_learner_batches(algorithm, server_for):
         pipeline.write(writer, jax.device_get(items), version=7 + i)
     expected = _example(c)
     size = client.server_info()[replay.TABLE].current_size
-    assert size == (2 * c.actor.unroll_length - agent_config.n_step + 1 if is_replay else 2)
+    if is_sequences:  # the first chunk only starts the first sequences: one per env
+        assert size == c.actor.num_envs
+    else:
+        assert size == (2 * c.actor.unroll_length - agent_config.n_step + 1 if is_replay else 2)
 
     taken = []
     for sample, _ in _batches(client.server_address, c, should_stop=lambda: len(taken) == 1):
@@ -115,17 +123,23 @@ def test_actor_items_match_learner_batches(algorithm, server_for):
     for got, want in zip(jax.tree.leaves(data), jax.tree.leaves(expected)):
         assert got.shape == (k,) + want.shape and got.dtype == want.dtype
     assert set(data.version.tolist()) <= {7, 8}  # each item carries its behaviour version
-    if not is_replay:  # the queue hands chunks out in order
+    if not is_replay and not is_sequences:  # the queue hands chunks out in order
         assert data.version.tolist() == [7, 8]
 
     batch = pipeline.learner_batch(data.data)
-    n, t = c.actor.num_envs, expected.data.action.shape[0]  # T, or W x T for episode windows
-    assert batch.reward.shape == ((k * n,) if is_replay else (t, k * n))
+    n, t = c.actor.num_envs, jax.tree.leaves(expected.data)[0].shape[0]  # T, W x T, or L
+    if is_sequences:  # k sequences of one env each, time-major, and their start states
+        assert batch.chunk.reward.shape == (t, k)
+        assert [x.shape for x in batch.core_state] == [(1, k, c.agent.core_size)]
+    else:
+        assert batch.reward.shape == ((k * n,) if is_replay else (t, k * n))
     new_state, metrics = agent.update(state, batch)
     assert int(new_state.step) == 1
     priorities = metrics.pop("priorities", None)  # DQN: |TD| per transition
     if is_replay:
         assert priorities.shape == batch.reward.shape
+    if is_sequences:  # R2D2: one per sequence
+        assert priorities.shape == (k,)
     assert all(np.isfinite(float(v)) for v in metrics.values())
     writer.close()
 

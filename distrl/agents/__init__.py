@@ -1,7 +1,7 @@
 """Stage 3 of the data flow: the learning algorithms as pure functions.
 
-One module per algorithm (`dqn`, `actor_critic`, `ppo`, and for Box actions `sac`,
-`td3`), each with a frozen config
+One module per algorithm (`dqn`, `actor_critic`, `ppo`, `r2d2`, and for Box actions
+`sac`, `td3`), each with a frozen config
 dataclass and `make_agent(config, env_spec) -> Agent`. `make_config(name)` gives
 the named presets the series used (tabular Q, REINFORCE, GRPO are configs of the
 three agents); `make_agent` dispatches on the config type.
@@ -10,11 +10,12 @@ three agents); `make_agent` dispatches on the config type.
 from typing import Any
 
 from distrl import networks, spaces
-from distrl.agents import actor_critic, base, checks, dqn, ppo, sac, td3
+from distrl.agents import actor_critic, base, checks, dqn, ppo, r2d2, sac, td3
 from distrl.agents.actor_critic import ActorCriticConfig
 from distrl.agents.base import Agent, EnvSpec, PipelineKind, TrainingState
 from distrl.agents.dqn import DQNConfig
 from distrl.agents.ppo import PPOConfig
+from distrl.agents.r2d2 import R2D2Config
 from distrl.agents.sac import SACConfig
 from distrl.agents.td3 import TD3Config
 
@@ -42,6 +43,7 @@ PRESETS: dict[str, tuple] = {
     "grpo": (PPOConfig, {"advantage": "grpo"}),
     "sac": (SACConfig, {}),
     "td3": (TD3Config, {}),
+    "r2d2": (R2D2Config, {}),
 }
 
 _MAKERS = {
@@ -50,6 +52,7 @@ _MAKERS = {
     PPOConfig: ppo.make_agent,
     SACConfig: sac.make_agent,
     TD3Config: td3.make_agent,
+    R2D2Config: r2d2.make_agent,
 }
 
 
@@ -100,6 +103,7 @@ __all__ = [
     "EnvSpec",
     "PPOConfig",
     "PipelineKind",
+    "R2D2Config",
     "SACConfig",
     "TD3Config",
     "TrainingState",
@@ -110,6 +114,7 @@ __all__ = [
     "make_agent",
     "make_config",
     "ppo",
+    "r2d2",
     "sac",
     "td3",
 ]

@@ -34,11 +34,14 @@ class PipelineKind(enum.Enum):
       Transition [T, N] (A2C, V-trace, PPO).
     EPISODES: as CHUNKS, but each item is the window of the last W chunks [W*T, B]
       with `extras["owned"]` marking whole episodes (`agents.episodes`): REINFORCE, GRPO.
+    SEQUENCES: overlapping sequences of one env with a recurrent core's state at their
+      first step, sampled from a replay table; a batch is `CoreChunk` [L, N] (R2D2).
     """
 
     REPLAY = "replay"
     CHUNKS = "chunks"
     EPISODES = "episodes"
+    SEQUENCES = "sequences"
 
 
 class EnvSpec(NamedTuple):

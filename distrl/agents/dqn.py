@@ -132,7 +132,7 @@ def loss_fn(network, config: DQNConfig, params, target_params, batch: QTransitio
     return loss, metrics
 
 
-def _update_target(config: DQNConfig, params, target_params, step):
+def update_target(config: DQNConfig, params, target_params, step):
     """Every `target_update_period` updates: target <- tau*online + (1-tau)*target."""
     due = (step % config.target_update_period) == 0
     tau = jnp.where(due, config.target_update_tau, 0.0)
@@ -150,7 +150,7 @@ def _update(
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     step = state.step + 1
-    target_params = _update_target(config, params, state.target_params, step)
+    target_params = update_target(config, params, state.target_params, step)
     metrics["grad_norm"] = base.global_norm(grads)
     return base.TrainingState(params, target_params, opt_state, state.key, step), metrics
 

@@ -52,6 +52,17 @@ def unroll(step: Callable, start_state, observation, last, next_observation=None
     actor reset it. Returns outs [T, N, ...], and with `next_observation` also the outs
     of each step's next observation from that step's state (before any reset): the
     value to bootstrap a truncated episode or the chunk's end from."""
+    _, outs, next_outs = _scan(step, start_state, observation, last, next_observation)
+    return outs if next_observation is None else (outs, next_outs)
+
+
+def warm(step: Callable, start_state, observation, last):
+    """The state after `unroll`'s steps over [T] (a burn-in: only the state is kept)."""
+    return _scan(step, start_state, observation, last, None)[0]
+
+
+def _scan(step, start_state, observation, last, next_observation):
+    """(final state, outs, next outs or None) of `unroll`."""
     initial = jax.tree.map(jnp.zeros_like, start_state)
 
     def body(state, inputs):
@@ -60,8 +71,10 @@ def unroll(step: Callable, start_state, observation, last, next_observation=None
         next_out = None if next_obs is None else step(next_obs, state)[0]
         return reset_where(ended, state, initial), (out, next_out)
 
-    _, (outs, next_outs) = jax.lax.scan(body, start_state, (observation, last, next_observation))
-    return outs if next_observation is None else (outs, next_outs)
+    state, (outs, next_outs) = jax.lax.scan(
+        body, start_state, (observation, last, next_observation)
+    )
+    return state, outs, next_outs
 
 
 def make_network(config, env_spec):
@@ -80,15 +93,19 @@ def make_network(config, env_spec):
     return net, initial_state
 
 
-def make_init(net, initial_state: Callable, optimizer, obs_shape: tuple) -> Callable:
-    """Jitted `init(key) -> TrainingState` of a recurrent actor-critic (no target)."""
+def make_init(
+    net, initial_state: Callable, optimizer, obs_shape: tuple, with_target: bool = False
+) -> Callable:
+    """Jitted `init(key) -> TrainingState` of a recurrent network (target_params =
+    params if with_target, else None)."""
 
     @jax.jit
     def init(key):
         key, init_key = jax.random.split(key)
         params = net.init(init_key, jnp.zeros((1, *obs_shape), jnp.float32), initial_state(1))
+        target = params if with_target else None
         return base.TrainingState(
-            params, None, optimizer.init(params), key, jnp.zeros((), jnp.int32)
+            params, target, optimizer.init(params), key, jnp.zeros((), jnp.int32)
         )
 
     return init
@@ -111,10 +128,11 @@ def make_core(net, initial_state: Callable) -> Core:
     return Core(initial_state, policy, greedy)
 
 
-def stateless(net, core: Core):
+def stateless(net, core: Core, value_of: Callable = lambda out: out[1]):
     """(policy, greedy, value) of `Agent` for a recurrent network: each call from the
     initial state, as a fresh episode's first step (what a caller that keeps no state,
-    such as a value grid, can ask)."""
+    such as a value grid, can ask). value_of: the network's output -> values [B] (an
+    actor-critic's value head by default)."""
 
     def policy(params, key, observations, epsilon):
         state = core.initial_state(observations.shape[0])
@@ -125,7 +143,7 @@ def stateless(net, core: Core):
 
     def value(params, observations):
         state = core.initial_state(observations.shape[0])
-        return net.apply(params, observations, state)[0][1]
+        return value_of(net.apply(params, observations, state)[0])
 
     return policy, greedy, value
 

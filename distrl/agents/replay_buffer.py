@@ -14,7 +14,7 @@ from distrl.types import QTransition
 
 
 class ReplayBuffer(NamedTuple):
-    """Fixed-size circular buffer of QTransition in JAX arrays."""
+    """Fixed-size circular buffer of items (QTransition, or R2D2's sequences) in JAX arrays."""
 
     data: QTransition  # fields [C, ...]
     position: jnp.ndarray  # int32 [], next slot to write
@@ -31,8 +31,8 @@ def replay_init(example: QTransition, capacity: int) -> ReplayBuffer:
 
 def replay_add(buffer: ReplayBuffer, items: QTransition) -> ReplayBuffer:
     """Writes items [M] (M <= capacity) after the last write, overwriting the oldest."""
-    capacity = buffer.data.reward.shape[0]
-    num = items.reward.shape[0]
+    capacity = jax.tree.leaves(buffer.data)[0].shape[0]
+    num = jax.tree.leaves(items)[0].shape[0]
     index = (buffer.position + jnp.arange(num)) % capacity  # [M]
     data = jax.tree.map(lambda d, x: d.at[index].set(x), buffer.data, items)
     return ReplayBuffer(

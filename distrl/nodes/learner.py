@@ -245,8 +245,8 @@ class Learner:
             state, metrics_ = agent.update(latest, batch)
         else:
             beta = replay.importance_exponent(self._config, dispatched)
-            # [K * k * B]: each item's weight for each of its k x B transitions
-            per_item = pipeline.transitions_per_item(self._config)
+            # [K * k * B]: each item's weight for each of its k x B transitions (DQN)
+            per_item = pipeline.weights_per_item(self._config)
             per_transition = replay.transition_weights(sample.info, beta, per_item)
             state, metrics_ = agent.update(latest, batch, per_transition)
         self._pending.append(

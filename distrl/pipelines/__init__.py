@@ -8,6 +8,8 @@ estimate and the single-process trainer's data step.
 - `transitions.Transitions` (REPLAY): n-step transitions [k, B] in a replay table.
 - `chunks.Chunks` (CHUNKS): rollout chunks [T, B] through a queue.
 - `episodes.Episodes` (EPISODES): whole-episode windows [W x T, B] through a queue.
+- `sequences.Sequences` (SEQUENCES): overlapping sequences [L] of one env with a
+  recurrent core's state at their start, in a replay table (R2D2).
 `validate` checks the actor, learner and replay sections for `distrl.config` (the
 lowest package that reads them all: the node modules import the config module).
 Adding a pipeline is a module here, its kind in `agents.PipelineKind`, and a line
@@ -19,9 +21,10 @@ from distrl.errors import at_least, check
 from distrl.pipelines.base import Pipeline
 from distrl.pipelines.chunks import Chunks
 from distrl.pipelines.episodes import Episodes
+from distrl.pipelines.sequences import Sequences
 from distrl.pipelines.transitions import Transitions
 
-ALL: tuple[Pipeline, ...] = (Transitions(), Chunks(), Episodes())
+ALL: tuple[Pipeline, ...] = (Transitions(), Chunks(), Episodes(), Sequences())
 _BY_KIND = {p.kind: p for p in ALL}
 
 # The actor's and learner's integers and non-negative numbers, every pipeline's fields'
@@ -35,6 +38,8 @@ LOWEST = {
     "actor.epsilon_spread": 0,
     "learner.prefetch": 0,
     "learner.batches_per_read": 1,
+    "learner.batch_sequences": 1,
+    "replay.sequence_length": 1,
     "learner.updates_in_flight": 0,
     "learner.max_in_flight": 0,
     "actor.chunks_per_version": 0,
@@ -56,7 +61,7 @@ def validate(config, agent_config, env) -> None:
         core == "none" or pipeline.carries_core_state,
         f"config.agent.core={core!r}: the {pipeline.kind.value} pipeline of "
         f"config.algorithm={config.algorithm!r} cannot carry a recurrent state; use "
-        f"core='none', or a recurrent core with ppo, a2c or vtrace (chunks)",
+        f"core='none', or a recurrent core with ppo, a2c or vtrace (chunks) or r2d2 (sequences)",
     )
     check(
         core == "none" or not envs.is_host_env(env),
@@ -77,4 +82,14 @@ def fields() -> dict:
     return merged
 
 
-__all__ = ["ALL", "Chunks", "Episodes", "Pipeline", "Transitions", "fields", "of", "validate"]
+__all__ = [
+    "ALL",
+    "Chunks",
+    "Episodes",
+    "Pipeline",
+    "Sequences",
+    "Transitions",
+    "fields",
+    "of",
+    "validate",
+]

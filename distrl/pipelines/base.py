@@ -29,8 +29,8 @@ def zeros(shape, dtype) -> np.ndarray:
 
 
 class Pipeline(abc.ABC):
-    """The protocol; `transitions.Transitions`, `chunks.Chunks` and
-    `episodes.Episodes` implement it."""
+    """The protocol; `transitions.Transitions`, `chunks.Chunks`, `episodes.Episodes`
+    and `sequences.Sequences` implement it."""
 
     kind: PipelineKind  # the agents' name for it (an agent config's `pipeline`)
     # {config section: {field: default}} of the fields only this pipeline reads; the
@@ -80,6 +80,11 @@ class Pipeline(abc.ABC):
     def write(self, writer: replay.Writer, items, version: int) -> None:
         """Writes `item_fn`'s items (numpy), stamped with the params version."""
 
+    def weights_per_item(self, config) -> int:
+        """Rows of the agent's batch per item, each weighted by the item's importance
+        weight under prioritized replay (`replay.transition_weights`)."""
+        return self.transitions_per_item(config)
+
     def prioritized(self, config) -> bool:
         """Whether items carry priorities the learner updates (prioritized replay)."""
         return False
@@ -106,6 +111,10 @@ class Pipeline(abc.ABC):
     @abc.abstractmethod
     def local_updates(self, config) -> int:
         """Updates per iteration (one rollout of every env)."""
+
+    def local_batch(self, config) -> int:
+        """Samples per update of the trainer's replay buffer (a replay pipeline's)."""
+        return config.learner.batch_size
 
     @abc.abstractmethod
     def local_init(self, env, agent, cfg, state, rollout_carry, key) -> tuple:

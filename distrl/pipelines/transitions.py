@@ -13,17 +13,16 @@ items (`replay_items`, `error_buffer`).
 import jax
 import jax.numpy as jnp
 import numpy as np
-import reverb
 
 from distrl import replay
 from distrl.acting import rollout
 from distrl.agents import PipelineKind, nstep
 from distrl.agents.replay_buffer import replay_add, replay_init, replay_sample
 from distrl.errors import check
+from distrl.pipelines import replay_table
 from distrl.pipelines.base import Pipeline, zeros
 from distrl.types import QTransition, Versioned
 
-SAMPLERS = ("uniform", "prioritized")
 # replay.item_steps's default: 2 time steps per DQN item (items of 2 x 64 transitions
 # at the default B) wrote 1.4-1.7x the transitions per second of 1 into Reverb, with
 # env steps to solve 4x4 unchanged (10 seeds) and slippery 8x8 within its run-to-run
@@ -63,8 +62,8 @@ class Transitions(Pipeline):
     }
 
     def validate(self, config, agent_config, env) -> None:
-        r, b, n = config.replay, config.learner.batch_size, config.actor.num_envs
-        k, t = r.item_steps, config.actor.unroll_length
+        b, n = config.learner.batch_size, config.actor.num_envs
+        k, t = config.replay.item_steps, config.actor.unroll_length
         check(
             t % k == 0,
             f"config.replay.item_steps={k} does not divide config.actor.unroll_length={t}; "
@@ -76,42 +75,12 @@ class Transitions(Pipeline):
             f"{per_item} (a replay item holds {per_item} transitions: {k} time "
             f"step{'s' * (k > 1)} of {n} envs)"
         )
-        for key, value in (
-            ("learner.batch_size", b),
-            ("replay.max_size", r.max_size),
-            ("replay.min_size", r.min_size),
-        ):
-            check(
-                value >= per_item and value % per_item == 0,
-                f"config.{key}={value} transitions; need {what}",
-            )
-        check(r.sampler in SAMPLERS, f"config.replay.sampler={r.sampler!r}; valid: {SAMPLERS}")
         check(
-            r.priority_exponent >= 0,
-            f"config.replay.priority_exponent={r.priority_exponent}; need >= 0",
+            b >= per_item and b % per_item == 0,
+            f"config.learner.batch_size={b} transitions; need {what}",
         )
-        need = max(b, r.min_size)
-        beta, anneal = r.importance_exponent, r.importance_anneal_updates
-        check(0.0 <= beta <= 1.0, f"config.replay.importance_exponent={beta}; need 0..1")
-        check(anneal >= 0, f"config.replay.importance_anneal_updates={anneal}; need >= 0")
-        check(
-            r.max_size >= need,
-            f"config.replay.max_size={r.max_size} transitions is smaller than the batch "
-            f"(batch_size={b}) or min_size={r.min_size}; need max_size >= {need}",
-        )
-        check(
-            r.samples_per_insert > 0,
-            f"config.replay.samples_per_insert={r.samples_per_insert}; need a finite value > 0",
-        )
-        # With SampleToInsertRatio, inserts stop once samples lag by error_buffer; the
-        # first batch needs min_size items and one batch's worth of sample allowance.
-        low = max(r.samples_per_insert * per_item, b)
-        check(
-            r.error_buffer == 0 or r.error_buffer >= low,
-            f"config.replay.error_buffer={r.error_buffer} transitions can never be met: it "
-            f"must be at least max(samples_per_insert x item_steps x num_envs, batch_size) = "
-            f"{low:g}, or 0 to derive it",
-        )
+        names = ("item_steps x num_envs", "batch_size")
+        replay_table.validate(config, per_item, b, what, names)
         check(
             agent_config.n_step <= config.actor.unroll_length,
             f"config.agent.n_step={agent_config.n_step} exceeds "
@@ -128,27 +97,9 @@ class Transitions(Pipeline):
         return Versioned(QTransition(obs, action, scalar, scalar, obs), zeros((), np.int32))
 
     def make_tables(self, config, env) -> list:
-        r = config.replay
-        if r.sampler == "prioritized":
-            sampler = reverb.selectors.Prioritized(r.priority_exponent)
-        else:
-            sampler = reverb.selectors.Uniform()
-        max_items, min_items = replay_items(config)
-        limiter = reverb.rate_limiters.SampleToInsertRatio(
-            samples_per_insert=r.samples_per_insert,
-            min_size_to_sample=min_items,
-            error_buffer=error_buffer(config),
-        )
-        return [
-            reverb.Table(
-                replay.TABLE,
-                sampler=sampler,
-                remover=reverb.selectors.Fifo(),
-                max_size=max_items,
-                rate_limiter=limiter,
-                signature=self.signature(config, env),
-            )
-        ]
+        per_item = self.transitions_per_item(config)
+        signature = self.signature(config, env)
+        return [replay_table.make(config, signature, per_item, self.items_per_batch(config))]
 
     def transitions_per_item(self, config) -> int:
         return config.replay.item_steps * config.actor.num_envs
@@ -271,18 +222,14 @@ def item_shape(config) -> tuple:
 
 def replay_items(config) -> tuple:
     """(max_size, min_size) of the table in items of k x B transitions."""
-    per_item = config.replay.item_steps * config.actor.num_envs
-    return config.replay.max_size // per_item, config.replay.min_size // per_item
+    return replay_table.items(config, config.replay.item_steps * config.actor.num_envs)
 
 
 def error_buffer(config) -> float:
     """The rate limiter's error buffer in items (of k x B transitions), derived when
     the config leaves it 0."""
-    r, per_item = config.replay, config.replay.item_steps * config.actor.num_envs
-    if r.error_buffer:
-        return float(r.error_buffer) / per_item
-    batch = config.learner.batch_size // per_item
-    return float(max(replay_items(config)[1], r.samples_per_insert, batch) * 10)
+    per_item = config.replay.item_steps * config.actor.num_envs
+    return replay_table.error_buffer(config, per_item, config.learner.batch_size // per_item)
 
 
 def replay_rows(tail, chunk, n: int, gamma: float, k: int):
