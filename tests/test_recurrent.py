@@ -3,7 +3,8 @@
 Known answers for the state's reset at episode ends inside the rollout's scan; the
 learner's unroll against the actor's step-by-step outputs; a chunk with its start
 state through a real Reverb server; the single-process trainer learning a task that
-needs memory; a program run whose saved policy launch/evaluate.py reads.
+needs memory; a program run whose saved policy launch/evaluate.py reads; under local_mp,
+an actor process killed and restarted mid-run, and a run resumed from its run dir.
 """
 
 import json
