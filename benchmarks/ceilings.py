@@ -3,6 +3,8 @@
 - rollout: `rollout.make_rollout` at the actor's [T, B], params fixed, no I/O;
 - actor compute: the same plus the actor's item function and the copy to the host
   (everything an actor does per chunk except Reverb and the params RPC);
+- scan (`scan_ceiling`): a jitted scan of gymnax's own step and the same network, the
+  ceiling of the rollout of a gymnax preset (MinAtar's, a recurrent one's);
 - update: the agent's jitted update on device-resident batches of the learner's
   shape (DQN QTransition [N], PPO Transition [T, M*B]), via `benchmarks.learner`;
 - Reverb insert: the real `replay.Writer` writing the real items of a rollout
@@ -14,6 +16,7 @@ Every figure is in env steps (= transitions) per second, plus calls per second.
 """
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import reverb
 
@@ -23,7 +26,9 @@ from benchmarks.common import measure_rate, measure_rates
 from distrl import agents, replay
 from distrl import config as config_lib
 from distrl.acting import rollout
+from distrl.agents import recurrent
 from distrl.nodes.actor import _split_key, make_act
+from distrl.types import CoreChunk
 
 _EPSILON = 0.1  # a mid-training exploration rate; it changes no shapes
 
@@ -36,10 +41,11 @@ class ActorWork:
         env = config_lib.make_env(config)
         agent = agents.make_agent(config_lib.make_agent_config(config), env)
         self.params = agent.init(jax.random.PRNGKey(config.seed)).params
-        self.unroll = rollout.make_rollout(env, agent.policy, config.actor.unroll_length)
+        policy = rollout.policy_of(agent)  # a recurrent core's state rides in the carry
+        self.unroll = rollout.make_rollout(env, policy, config.actor.unroll_length)
         self.pipeline = config_lib.pipeline(config)
         self.act = make_act(self.unroll, self.pipeline.item_fn(agent.config, config, env))
-        self.carry = rollout.init_carry(env, jax.random.PRNGKey(1), config.actor.num_envs)
+        self.carry = rollout.init_carry(env, jax.random.PRNGKey(1), config.actor.num_envs, policy)
         self.key, self.tail = jax.random.PRNGKey(2), None
         self._pending = None  # the last call's packed output, copied by the next call
 
@@ -78,6 +84,81 @@ def rollout_and_actor_compute(work: ActorWork, seconds: float) -> tuple[dict, di
     return _steps(work.config, rates["rollout"]), _steps(work.config, rates["actor_compute"])
 
 
+def scan_ceiling(config):
+    """A jitted scan of T steps of B gymnax envs (gymnax's auto-resetting `step`) acting
+    greedily on the agent network's output: (call() -> rewards [T, B]). The actor's
+    rollout ceiling: the same env (less the elements `env.hidden_observation` hides)
+    and network, nothing else; a recurrent network carries its core's state, reset to
+    the initial state where an episode ended, as the actor's rollout does."""
+    import gymnax  # noqa: PLC0415 - the ceiling is for gymnax envs
+
+    env, params = gymnax.make(config.env.name.removeprefix("gymnax:"))
+    agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
+    net_params = agent.init(jax.random.PRNGKey(0)).params
+    t, b = config.actor.unroll_length, config.actor.num_envs
+    hidden = tuple(config.env.hidden_observation)
+    size = int(np.prod(env.observation_space(params).shape))
+    kept = np.setdiff1d(np.arange(size), hidden)
+    core = agent.core
+
+    def visible(obs):
+        return obs.reshape(b, -1)[:, kept] if hidden else obs
+
+    def act(obs, state):  # PPO: (logits, value); DQN: q values
+        if core is None:
+            out = agent.network.apply(net_params, obs)
+        else:
+            out, state = agent.network.apply(net_params, obs, state)
+        return jnp.argmax(out[0] if isinstance(out, tuple) else out, -1), state
+
+    def step(carry, key):
+        obs, env_state, state = carry
+        action, state = act(visible(obs), state)
+        obs, env_state, reward, terminated, truncated, _ = jax.vmap(env.step, (0, 0, 0, None))(
+            jax.random.split(key, b), env_state, action, params
+        )
+        if core is not None:
+            state = recurrent.reset_where(terminated | truncated, state, core.initial_state(b))
+        return (obs, env_state, state), reward
+
+    @jax.jit
+    def run(carry, key):  # the key split inside, as the actor's one dispatch per chunk
+        key, scan_key = jax.random.split(key)
+        carry, reward = jax.lax.scan(step, carry, jax.random.split(scan_key, t))
+        return carry, key, reward
+
+    obs, env_state = jax.vmap(env.reset, (0, None))(
+        jax.random.split(jax.random.PRNGKey(1), b), params
+    )
+    state = () if core is None else core.initial_state(b)
+    holder = {"carry": (obs, env_state, state), "key": jax.random.PRNGKey(2)}
+
+    def call():
+        holder["carry"], holder["key"], reward = run(holder["carry"], holder["key"])
+        return jax.block_until_ready(reward)
+
+    return call
+
+
+def against_scan(config, seconds: float, repeats: int = 5) -> dict:
+    """The actor's rollout and its compute (`ActorWork`) against `scan_ceiling`, in
+    alternating slices: {'rollout', 'actor_compute', 'scan': {'env_steps_per_s'},
+    'shape'}."""
+    work = ActorWork(config)
+    rates = measure_rates(
+        {
+            "rollout": (lambda: jax.block_until_ready(work.chunk()[1]), lambda out: out),
+            "actor_compute": (work.items, lambda out: out),  # its output is on the host
+            "scan": (scan_ceiling(config), lambda out: out),
+        },
+        seconds,
+        repeats,
+    )
+    t, b = config.actor.unroll_length, config.actor.num_envs
+    out = {k: {"env_steps_per_s": v * t * b} for k, v in rates.items()}
+    return dict(out, shape=f"[{t}, {b}]")
+
+
 def update_ceiling(config, seconds: float) -> dict:
     """Updates/s and samples/s of the jitted update at the learner's batch shape: the
     pipeline's `learner_batch` of `items_per_batch` items of random content."""
@@ -88,7 +169,8 @@ def update_ceiling(config, seconds: float) -> dict:
     batches = [pipeline.learner_batch(_random_items(pipeline, config, env, rng)) for _ in range(4)]
     rate = learner_bench.update_rate(agent, batches, jax.devices()[0], seconds)
     rows = pipeline.batch_rows(config)
-    shape = list(batches[0].action.shape)
+    steps = batches[0].chunk if isinstance(batches[0], CoreChunk) else batches[0]
+    shape = list(steps.action.shape)
     return {"updates_per_s": rate, "samples_per_s": rate * rows, "batch": str(shape)}
 
 

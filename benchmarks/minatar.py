@@ -6,7 +6,7 @@ alternating slices, so each ratio compares two figures under the same load).
   included, and without them) against `fused_ppo`'s fused rollout+update loop at the
   same env, network and settings, the same iterations per call;
 - actor rollout: `rollout.make_rollout` with the preset's policy at the actor's [T, B]
-  against `scan_ceiling`, a jitted scan of gymnax's own step and the same network
+  against `ceilings.scan_ceiling`, a jitted scan of gymnax's own step and the same network
   (greedy actions from its output, nothing recorded but what a chunk holds);
 - update: the agent's jitted update on a device-resident learner batch
   (`ceilings.update_ceiling`), PPO's against `fused_ppo`'s update alone on the same
@@ -94,62 +94,10 @@ def trainer(config, seconds: float) -> dict:
     return {name: {"env_steps_per_s": rate * steps} for name, rate in rates.items()}
 
 
-def scan_ceiling(config):
-    """A jitted scan of T steps of B gymnax envs (gymnax's auto-resetting `step`) acting
-    greedily on the agent network's output: (call() -> rewards [T, B]). The actor's
-    rollout ceiling: the same env and network, nothing else."""
-    import gymnax  # noqa: PLC0415
-
-    env, params = gymnax.make(config.env.name.removeprefix("gymnax:"))
-    agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
-    net_params = agent.init(jax.random.PRNGKey(0)).params
-    t, b = config.actor.unroll_length, config.actor.num_envs
-
-    def head(out):  # PPO: (logits, value); DQN: q values
-        return out[0] if isinstance(out, tuple) else out
-
-    def step(carry, key):
-        obs, state = carry
-        action = jnp.argmax(head(agent.network.apply(net_params, obs)), -1)
-        obs, state, reward, _, _, _ = jax.vmap(env.step, (0, 0, 0, None))(
-            jax.random.split(key, b), state, action, params
-        )
-        return (obs, state), (obs, action, reward)
-
-    @jax.jit
-    def run(carry, key):
-        carry, (obs, action, reward) = jax.lax.scan(step, carry, jax.random.split(key, t))
-        return carry, reward
-
-    obs, state = jax.vmap(env.reset, (0, None))(jax.random.split(jax.random.PRNGKey(1), b), params)
-    holder = {"carry": (obs, state), "key": jax.random.PRNGKey(2)}
-
-    def call():
-        holder["key"], key = jax.random.split(holder["key"])
-        holder["carry"], reward = run(holder["carry"], key)
-        return reward
-
-    return call
-
-
 def actor_rollouts(configs, seconds: float) -> dict:
-    """Per preset: the actor's rollout and its compute (`ceilings.ActorWork`) against
-    `scan_ceiling`, in alternating slices; env steps/s."""
-    out = {}
-    for name, config in configs.items():
-        work = ceilings.ActorWork(config)
-        rates = measure_rates(
-            {
-                "rollout": (lambda w=work: jax.block_until_ready(w.chunk()[1]), _same),
-                "actor_compute": (work.items, _same),  # its output is on the host
-                "scan": (_blocking(scan_ceiling(config)), _same),
-            },
-            seconds,
-        )
-        t, b = config.actor.unroll_length, config.actor.num_envs
-        out[name] = {k: {"env_steps_per_s": v * t * b} for k, v in rates.items()}
-        out[name]["shape"] = f"[{t}, {b}]"
-    return out
+    """Per preset: the actor's rollout and its compute against `ceilings.scan_ceiling`
+    (`ceilings.against_scan`); env steps/s."""
+    return {name: ceilings.against_scan(config, seconds) for name, config in configs.items()}
 
 
 def ppo_updates(config, seconds: float) -> dict:

@@ -27,8 +27,11 @@ MINATAR = ("ppo_breakout", "dqn_breakout")
 # Replay presets of a Box env whose learner alone gets a row against its own jitted
 # update (section `stages`, its actor filling the table first; issue 36: SAC).
 LEARNERS = ("sac_pendulum",)
+# Recurrent presets (issue 39; section `recurrent`): the actor against a jitted scan of the
+# same env and network carrying the core's state, the learner against its jitted update.
+RECURRENT = ("ppo_masked_cartpole",)
 # every config the bench runs (its overrides')
-CONFIGS = tuple(dict.fromkeys(ALGOS + ENV_PRESETS + LEARNERS + MINATAR))
+CONFIGS = tuple(dict.fromkeys(ALGOS + ENV_PRESETS + LEARNERS + MINATAR + RECURRENT))
 ROLES = ("replay", "counter", "learner", "actor", "evaluator")  # node groups of make_program
 E2E_ACTORS = 2  # the end-to-end program's actors (issue 14's rows)
 HOST_TOGETHER = (1, 2, 4)  # host-stepped actor processes stepping at once (issue 27)
@@ -52,7 +55,13 @@ class Spec:
 
 
 ACTORS = ALGOS + ENV_PRESETS  # the actor rows: the gridworld's and the env presets'
-_PLACEHOLDERS = {"<algo>": ALGOS, "<actor>": ACTORS, "<role>": ROLES, "<minatar>": MINATAR}
+_PLACEHOLDERS = {
+    "<algo>": ALGOS,
+    "<actor>": ACTORS,
+    "<role>": ROLES,
+    "<minatar>": MINATAR,
+    "<recurrent>": RECURRENT,
+}
 
 
 def expand(spec: Spec) -> list:
@@ -476,6 +485,50 @@ ROWS = [
         "{minatar.evaluation.<minatar>.confirm_envs} episodes of "
         "{minatar.evaluation.<minatar>.time_limit} steps at this rate: "
         "{minatar.evaluation.<minatar>.confirmation_s:s}",
+    ),
+    # 7. Recurrent policies (issue 39): the GRU's state carried through the actor's scan
+    # and stored with each chunk; the learner unrolls each chunk from it.
+    Spec(
+        "7 recurrent",
+        "<recurrent> actor rollout {recurrent.<recurrent>.actor.shape} (GRU state carried, "
+        "reset where an episode ends) against a jitted scan of gymnax's step and the same "
+        "network carrying the state",
+        figure="recurrent.<recurrent>.actor.rollout.env_steps_per_s",
+        unit="env steps/s",
+        ceiling=("recurrent.<recurrent>.actor.scan.env_steps_per_s",),
+        ceiling_name="scan",
+        goal=">= 0.8x",
+    ),
+    Spec(
+        "7 recurrent",
+        "<recurrent> actor compute (rollout + chunks with their start state + copy to the "
+        "host) against the same scan",
+        figure="recurrent.<recurrent>.actor.actor_compute.env_steps_per_s",
+        unit="env steps/s",
+        ceiling=("recurrent.<recurrent>.actor.scan.env_steps_per_s",),
+        ceiling_name="scan",
+        goal=">= 0.8x",
+    ),
+    Spec(
+        "7 recurrent",
+        "<recurrent> recurrent PPO update {recurrent.<recurrent>.update.batch} (agent.update, "
+        "device batches, each sequence unrolled from its start state)",
+        figure="recurrent.<recurrent>.update.updates_per_s",
+        unit="updates/s",
+        note="{recurrent.<recurrent>.update.samples_per_s} samples/s",
+    ),
+    Spec(
+        "7 recurrent",
+        "<recurrent> learner alone (pre-filled table, local_mp): updates/s",
+        figure="recurrent.<recurrent>.learner.updates_per_s",
+        unit="updates/s",
+        ceiling=("recurrent.<recurrent>.update.updates_per_s",),
+        ceiling_name="update",
+        goal=">= 0.5x",
+        note="waits for data {recurrent.<recurrent>.learner.wait_share:share}, "
+        "{recurrent.<recurrent>.learner.samples_per_s} samples/s; "
+        "CPU cores {recurrent.<recurrent>.learner.cores_text}; its actor filling the table "
+        "{recurrent.<recurrent>.stage_actor.env_steps_per_s} env steps/s",
     ),
 ]
 

@@ -13,7 +13,8 @@ row's figure, ceiling, ratio, goal (issue 14) and whether the goal holds.
     python benchmarks/run.py --dqn.replay.item_steps=4 --dqn.replay.min_size=1024  # DQN's
 
 Sections: ceilings, host, stages, e2e, solve, local, local_sac, minatar, slippery (see
-README.md).
+README.md), recurrent (issue 39: rows.RECURRENT's actor against a jitted scan carrying
+the core's state, its jitted update, then its learner alone in a stage program).
 Config overrides, as launch/train.py takes them: `--config.<section>.<field>=<value>` changes every
 algorithm's config in every run of the bench, `--dqn.<section>.<field>=<value>` or
 `--ppo.<section>.<field>=<value>` that algorithm's alone (over `--config.`'s). Every
@@ -55,6 +56,7 @@ SECTIONS = (
     "local_sac",
     "minatar",
     "slippery",
+    "recurrent",
 )
 
 # Seconds per setting, full run / --quick.
@@ -70,6 +72,7 @@ SETTINGS = {
         "fused_calls": 3,  # its calls timed after the first (iterations 9-32: one evaluation)
         "minatar_s": 3.0,
         "trainer_s": 45.0,
+        "recurrent_s": 3.0,  # section recurrent: the actor against its scan, the update
     },
     "quick": {
         "ceiling_s": 0.5,
@@ -82,6 +85,7 @@ SETTINGS = {
         "fused_calls": 2,
         "minatar_s": 1.0,
         "trainer_s": 10.0,
+        "recurrent_s": 1.0,
     },
 }
 
@@ -291,6 +295,32 @@ class Bench:
                 self.path(f"slippery-{algo}"),
                 cap,
                 {**self.overrides(algo), **overrides},
+            )
+            self.save()
+
+    def recurrent(self) -> None:
+        """Each recurrent preset (rows.RECURRENT, issue 39): its actor's rollout and
+        compute against a jitted scan of the same env and network carrying the core's
+        state, in alternating slices; its jitted update on device batches; then its
+        real Learner alone on a table its real Actor filled (a stage program), so the
+        learner's ratio divides two figures of this section."""
+        from benchmarks import ceilings
+
+        out = self.results.setdefault("recurrent", {})
+        for name in rows.RECURRENT:
+            config = load_config(name, self.overrides(name))
+            seconds = self.s["recurrent_s"]
+            out[name] = {
+                "actor": ceilings.against_scan(config, seconds),
+                "update": ceilings.update_ceiling(config, seconds),
+            }
+            self.save()
+            measured = self._program("stage", [name], 1)
+            out[name].update(
+                learner=measured.get(f"{name}-learner"),
+                stage_actor=measured.get(f"{name}-actor"),
+                error=measured.get("error"),
+                wall=measured["wall"],
             )
             self.save()
 

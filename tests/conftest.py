@@ -110,6 +110,44 @@ def assert_nothing_left(proc):
     assert not left, [p.cmdline() for p in left]
 
 
+def node_pids(run_dir) -> dict:
+    """{node name: pid of its latest start}, from the launcher's log ("X started, pid N",
+    "X restarted, pid N"): a node forked by the preloaded parent keeps that parent's
+    command line, so the log is what names each process."""
+    log = run_dir / "logs" / "nodes" / "launcher"
+    pids = {}
+    for line in log.read_text().splitlines() if log.exists() else []:
+        words = line.split()
+        if len(words) == 5 and words[2] in ("started,", "restarted,") and words[3] == "pid":
+            pids[words[1]] = int(words[4])
+    return pids
+
+
+def descendants(launcher_pid: int) -> dict:
+    return {p.pid: p for p in psutil.Process(launcher_pid).children(recursive=True)}
+
+
+def wait_while_running(proc, deadline: float, ready, why=None, period_s: float = 0.5):
+    """Polls `ready()` until it gives something true, which it returns, failing if the
+    launcher `proc` ended or `deadline` passed first (with `why`, else its output)."""
+    while not (found := ready()):
+        if proc.poll() is not None or time.time() >= deadline:
+            # the output only now: communicate() waits for the launcher to end
+            raise AssertionError(why if why is not None else proc.communicate()[0][-3000:])
+        time.sleep(period_s)
+    return found
+
+
+def node_process(launcher_pid: int, run_dir, name: str):
+    """The live process of node `name` ("actor/0", "replay") of a launcher, or None."""
+    pid = node_pids(run_dir).get(name)
+    try:
+        node = descendants(launcher_pid).get(pid)
+        return node if node is not None and node.status() != psutil.STATUS_ZOMBIE else None
+    except psutil.NoSuchProcess:
+        return None
+
+
 def listening_addresses(processes) -> dict:
     """{pid: {listening TCP address ips}} of these psutil processes (those still alive).
 

@@ -9,9 +9,13 @@ import time
 import launchpad as lp
 import numpy as np
 import pytest
+import reverb
 from conftest import load_config
 
+from distrl import config as config_lib
 from distrl import metrics, replay
+from distrl.nodes import lifecycle
+from distrl.nodes.actor import Actor
 from distrl.program import topology
 
 T, B = 16, 64  # the configs' chunk length and envs per actor
@@ -112,3 +116,57 @@ def test_stepped_on_policy_actor_waits_for_the_learner(stepped):
     assert actors[1].step()["param_version"] == 1
     assert learner.step()["version"] == 2
     assert held.result(timeout=_RESULT_S)["param_version"] == 2
+
+
+@pytest.mark.timeout(300)
+def test_a_restarted_recurrent_actor_starts_from_the_initial_state(stepped):
+    """Recurrent PPO (MemoryChain of memory 5: episodes of 6 steps, chunks of 8): actor 0
+    acts a chunk the learner learns from, then a second one that starts mid-episode;
+    then the node is restarted as the supervisor restarts it (its process gone, a fresh
+    `Actor` of the same arguments, attempt 1). The restarted actor's first chunk,
+    read from the real queue, stores the core's initial state; its second a carried
+    state, mid-episode again."""
+    config = load_config("ppo_memory_chain")
+    config.env.kwargs = '{"memory_length": 5}'
+    config.agent.update(dict(core_size=8, hidden_sizes=(16,), num_minibatches=2))
+    config.actor.update(dict(num_envs=4, unroll_length=8, chunks_per_version=0))
+    config.num_actors = 1
+    config.learner.batch_chunks = 1
+    config.replay.queue_size = 4  # every chunk fits until the test reads them
+    nodes = stepped(config)
+    replay_client, learner, counter = nodes["replay"][0], nodes["learner"][0], nodes["counter"][0]
+    update = learner.futures.step()  # publishes version 0, then learns from the first chunk
+    assert nodes["actor"][0].step()["items_written"] == 1
+    assert update.result(timeout=_RESULT_S)["version"] == 1
+    assert nodes["actor"][0].step()["items_written"] == 1
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(lifecycle.ATTEMPT_ENV, "1")
+        restarted = Actor(
+            config, 0, reverb.Client(replay_client.server_address), learner, counter, config.run_dir
+        )
+        for steps in (32, 64):  # its own count from 0: [8, 4] chunks
+            assert restarted.step() == dict(env_steps=steps, items_written=1, param_version=1)
+    # The learner's dataset may hold the second chunk in flight (one sample ahead): the
+    # restarted actor's two chunks are the queue's last two, whatever it holds.
+    time.sleep(1.0)
+    held = replay_client.server_info(timeout=5)[replay.TABLE].current_size
+    assert held in (2, 3), held
+    env = config_lib.make_env(config)
+    pipeline = config_lib.pipeline(config)
+    read = replay.iterate_batches(
+        replay_client.server_address,
+        pipeline.signature(config, env),
+        pipeline.reading(config),
+        lambda: False,
+    )
+    samples = [next(read)[0].data for _ in range(held)]
+    initial = config_lib.make_agent(config).core.initial_state(4)
+    first, second = samples[-2:]
+    assert first.version.tolist() == second.version.tolist() == [1]
+    for sample, fresh in ((first, True), (second, False)):
+        chunk = pipeline.learner_batch(sample.data)
+        for stored, want in zip(chunk.core_state, initial):
+            assert stored.shape == (1, *want.shape)
+            assert np.array_equal(stored[0], want) == fresh, stored
+        ends = np.flatnonzero(np.asarray(chunk.chunk.last)[:, 0])
+        assert ends.tolist() == ([5] if fresh else [3])  # the second starts at step 2 of 6

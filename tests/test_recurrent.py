@@ -3,22 +3,33 @@
 Known answers for the state's reset at episode ends inside the rollout's scan; the
 learner's unroll against the actor's step-by-step outputs; a chunk with its start
 state through a real Reverb server; the single-process trainer learning a task that
-needs memory; a program run whose saved policy launch/evaluate.py reads.
+needs memory; a program run whose saved policy launch/evaluate.py reads; under local_mp,
+an actor process killed and restarted mid-run, and a run resumed from its run dir.
 """
 
 import json
+import os
+import signal
+import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import reverb
-from conftest import load_config
+from conftest import (
+    assert_nothing_left,
+    launch_train,
+    load_config,
+    node_process,
+    wait_while_running,
+)
 
-from distrl import agents, local, networks, policy, replay, resources
+from distrl import agents, checkpoint, local, metrics, networks, policy, replay, resources, rundir
 from distrl import config as config_lib
 from distrl.acting import evaluation, rollout
 from distrl.agents import recurrent
+from distrl.nodes.learner import Learner
 from distrl.program import launcher as program
 from distrl.types import CoreChunk
 
@@ -264,3 +275,112 @@ def test_recurrent_ppo_learns_in_a_program_and_its_policy_evaluates(run_dir, war
         env_state, timestep = jax.vmap(env.step)(env_state, actions, keys)
         total += np.asarray(timestep.reward)
     assert np.asarray(timestep.last).all() and total.mean() >= 0.9, total
+
+
+def _memory_chain_flags(run_dir) -> list:
+    """launch/train.py's flags for configs/ppo_memory_chain.py (memory 10) with a core of
+    32: confirmed after some 10-20k env steps, where memory 3 can be after one update."""
+    return [
+        "--config=configs/ppo_memory_chain.py",
+        f"--run_dir={run_dir}",
+        "--config.agent.core_size=32",
+        "--config.budget.seconds=240",
+    ]
+
+
+def test_a_restarted_actor_process_rejoins_and_the_run_keeps_learning(tmp_path):
+    """local_mp (a process per node, distrl's supervisor): actor/0 SIGKILLed once it has
+    acted and the learner has learned, before the policy is confirmed, is restarted (its
+    core state starts fresh: test_nodes_step's restarted actor), its chunks feed the
+    learner again, and the run still confirms its target."""
+    run_dir = tmp_path / "run"
+    proc = launch_train(_memory_chain_flags(run_dir))
+    try:
+        deadline = time.time() + 240
+        actor_log = metrics.csv_path(str(run_dir), "actor_0")
+        learner_log = metrics.csv_path(str(run_dir), "learner")
+        victim = wait_while_running(  # once it acted and the learner learned from it
+            proc,
+            deadline,
+            lambda: (
+                os.path.exists(actor_log)
+                and os.path.exists(learner_log)
+                and node_process(proc.pid, run_dir, "actor/0")
+            ),
+            period_s=0.1,
+        )
+        victim.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    cause = "exited with code -9 (killed by SIGKILL)"
+    assert f"distrl: actor/0 {cause}; restarting it" in out, out[-3000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert [(r["node"], r["cause"]) for r in result["restarts"]] == [("actor/0", cause)]
+    assert result["stop_reason"] == "target_reached", result
+    assert result["evaluation"]["return_low"] >= 0.9
+    # The restarted process acted (its log continues) and the learner learned after it.
+    actor = metrics.read_csv(actor_log)
+    assert (actor["time"] > killed_at + 1.0).any(), actor["time"]
+    learner = metrics.read_csv(learner_log)
+    after = learner["time"] > killed_at + 1.0
+    assert (~after).any() and after.any(), learner["time"]
+    assert learner["step"][after].max() > learner["step"][~after].max()
+    assert_nothing_left(proc)
+
+
+def test_a_resumed_recurrent_run_restores_its_core_and_its_policy_evaluates(tmp_path, warm_python):
+    """A run stopped by its env-step budget after one update, resumed from its run dir
+    (local_mp, as a user resumes): the learner starts from the checkpoint (the GRU's
+    params with the rest), the resumed run learns on to its target, and
+    launch/evaluate.py plays the resumed run's saved policy through its core to an
+    interval that overlaps the one the run reported."""
+    run_dir = tmp_path / "run"
+    first = launch_train([*_memory_chain_flags(run_dir), "--config.budget.env_steps=4096"])
+    out, _ = first.communicate(timeout=240)
+    assert first.returncode == 0, out[-3000:]
+    assert json.loads((run_dir / "result.json").read_text())["stop_reason"] == "env_step_budget"
+    before = checkpoint.read_manifest(checkpoint.directory(str(run_dir)))
+    assert before["version"] > 0
+    config = rundir.load_config(str(run_dir))
+    agent = config_lib.make_agent(config)
+    saved, _ = checkpoint.load(checkpoint.directory(str(run_dir)), "ppo", agent.init(KEY))
+    restored, version, _ = Learner(
+        config, None, None, str(run_dir), time.time(), restore=True
+    ).initial_state(agent)
+    assert version == before["version"]
+    cores = [k for k in saved.params if "gru" in k]
+    assert cores, sorted(saved.params)  # the core's params are in the checkpoint
+    for a, b in zip(jax.tree.leaves(saved.params), jax.tree.leaves(restored.params), strict=True):
+        np.testing.assert_array_equal(a, np.asarray(b))
+    fresh = agent.init(KEY).params
+    assert not np.array_equal(
+        jax.tree.leaves(fresh[cores[0]])[0], jax.tree.leaves(saved.params[cores[0]])[0]
+    )
+    resumed = launch_train([f"--resume={run_dir}", "--config.budget.env_steps=400000"])
+    out, _ = resumed.communicate(timeout=240)
+    assert resumed.returncode == 0, out[-3000:]
+    assert (
+        f"resuming from learner checkpoint {before['state_file']} (version {before['version']})"
+        in out
+    ), out[-3000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["stop_reason"] == "target_reached", result
+    assert result["param_version"] > before["version"]
+    assert result["counts"]["env_steps"] > before["counts"]["env_steps"]
+    evaluator = metrics.read_csv(metrics.csv_path(str(run_dir), "evaluator"))
+    assert evaluator["return_low"][0] < 0.9  # the first run's policy had not learned it
+    assert (evaluator["param_version"] >= evaluator["param_version"][0]).all()
+    code, out, _ = warm_python.run(
+        "launch/evaluate.py", f"--run_dir={run_dir}", "--episodes=1000", "--json"
+    )
+    assert code == 0, out[-2000:]
+    figures = json.loads(next(line for line in reversed(out.splitlines()) if line[:1] == "{"))
+    played, reported = figures["evaluation"], result["evaluation"]
+    assert figures["param_version"] == result["param_version"]
+    assert played["return_low"] <= reported["return_high"], (played, reported)
+    assert reported["return_low"] <= played["return_high"], (played, reported)
+    assert played["return_low"] >= 0.9  # at chance (0) without the core's memory

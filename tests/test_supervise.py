@@ -10,6 +10,10 @@ import time
 import psutil
 import pytest
 from conftest import ROOT, assert_nothing_left, launch_train
+from conftest import descendants as _descendants
+from conftest import node_pids as _node_pids
+from conftest import node_process as _node_process
+from conftest import wait_while_running as _wait_while_running
 
 PROGRAM = str(ROOT / "tests" / "supervise_program.py")
 
@@ -49,23 +53,6 @@ def test_a_death_beyond_the_policy_stops_every_node_and_is_named(tmp_path):
     log = (run_dir / "logs" / "nodes" / "launcher").read_text()
     assert "sleeper ended: exited with code 0" in log, log  # stopped by SIGTERM, cleanly
     assert not list((run_dir / "tmp").iterdir())  # the node pickles are gone
-
-
-def _node_pids(run_dir) -> dict:
-    """{node name: pid of its latest start}, from the launcher's log ("X started, pid N",
-    "X restarted, pid N"): a node forked by the preloaded parent keeps that parent's
-    command line, so the log is what names each process."""
-    log = run_dir / "logs" / "nodes" / "launcher"
-    pids = {}
-    for line in log.read_text().splitlines() if log.exists() else []:
-        words = line.split()
-        if len(words) == 5 and words[2] in ("started,", "restarted,") and words[3] == "pid":
-            pids[words[1]] = int(words[4])
-    return pids
-
-
-def _descendants(launcher_pid: int) -> dict:
-    return {p.pid: p for p in psutil.Process(launcher_pid).children(recursive=True)}
 
 
 def _node_processes(launcher_pid: int, run_dir, count: int, timeout_s: float = 120.0):
@@ -108,27 +95,6 @@ def test_no_node_outlives_its_launcher(tmp_path, sig, group):
     if sig == signal.SIGHUP:  # stopped in order by the launcher, not hung up
         log = (tmp_path / "run" / "logs" / "nodes" / "launcher").read_text()
         assert "interrupted; stopping every node" in log and "SIGHUP" not in log, log
-
-
-def _wait_while_running(proc, deadline: float, ready, why=None, period_s: float = 0.5):
-    """Polls `ready()` until it gives something true, which it returns, failing if the
-    launcher `proc` ended or `deadline` passed first (with `why`, else its output)."""
-    while not (found := ready()):
-        if proc.poll() is not None or time.time() >= deadline:
-            # the output only now: communicate() waits for the launcher to end
-            raise AssertionError(why if why is not None else proc.communicate()[0][-3000:])
-        time.sleep(period_s)
-    return found
-
-
-def _node_process(launcher_pid: int, run_dir, name: str):
-    """The live process of node `name` ("actor/0", "replay") of a launcher, or None."""
-    pid = _node_pids(run_dir).get(name)
-    try:
-        node = _descendants(launcher_pid).get(pid)
-        return node if node is not None and node.status() != psutil.STATUS_ZOMBIE else None
-    except psutil.NoSuchProcess:
-        return None
 
 
 def _rows(run_dir, node: str):
