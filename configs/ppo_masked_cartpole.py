@@ -8,23 +8,11 @@ configs/ppo_cartpole.py's settings with a GRU of 128 after each torso
 (docs/learning.md, "Memory tasks").
 """
 
-from distrl.config import to_return
+from distrl import cli
 
 
 def get_config():
-    config = to_return("ppo", "gymnax:CartPole-v1", 475.0)
-    config.env.hidden_observation = (1, 3)
-    config.agent.update(
-        dict(
-            learning_rate=2.5e-4,
-            entropy_coef=0.01,
-            hidden_sizes=(64, 64),
-            core="gru",
-            core_size=128,
-        )
-    )
-    config.actor.update(dict(num_envs=16, unroll_length=128, chunks_per_version=1))
-    config.learner.batch_chunks = 2  # chunks of [T, B] per update: one per actor
-    config.learner.prefetch = 0
-    config.replay.queue_size = 2
+    config = cli.load_file("ppo_memory_chain")  # the same learner, on another task:
+    config.env.update(dict(name="gymnax:CartPole-v1", kwargs="{}", hidden_observation=(1, 3)))
+    config.evaluator.target_return = 475.0
     return config

@@ -28,6 +28,18 @@ def zeros(shape, dtype) -> np.ndarray:
     return np.broadcast_to(np.zeros((), dtype), shape)
 
 
+def whole_batches(per_batch: int, config, consumed: bool) -> replay.Reading:
+    """Reads of one whole batch of `per_batch` items, one batch in flight unless
+    `learner.max_in_flight` says (chunks and sequences: items large beside a read)."""
+    return replay.Reading(
+        items_per_batch=per_batch,
+        batches_per_read=1,
+        in_flight=config.learner.max_in_flight or per_batch,
+        prefetch=config.learner.prefetch,
+        consumed=consumed,
+    )
+
+
 class Pipeline(abc.ABC):
     """The protocol; `transitions.Transitions`, `chunks.Chunks`, `episodes.Episodes`
     and `sequences.Sequences` implement it."""

@@ -19,7 +19,7 @@ import reverb
 from distrl import networks, packing, replay
 from distrl.agents import PipelineKind
 from distrl.errors import ConfigError, check
-from distrl.pipelines.base import Pipeline, zeros
+from distrl.pipelines.base import Pipeline, whole_batches, zeros
 from distrl.types import CoreChunk, Transition, Versioned
 
 
@@ -128,14 +128,7 @@ class Chunks(Pipeline):
         """Items one by one, none lost; in flight one batch unless
         `learner.max_in_flight` says: a sampled chunk leaves the queue at once, so
         every one in flight ages while it waits."""
-        per_batch = self.items_per_batch(config)
-        return replay.Reading(
-            items_per_batch=per_batch,
-            batches_per_read=1,
-            in_flight=config.learner.max_in_flight or per_batch,
-            prefetch=config.learner.prefetch,
-            consumed=True,
-        )
+        return whole_batches(self.items_per_batch(config), config, consumed=True)
 
     def learner_batch(self, data):
         """M items of [T, B] -> Transition [T, M x B] (a `CoreChunk`'s state [1, M x B])."""

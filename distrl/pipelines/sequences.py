@@ -26,7 +26,7 @@ from distrl.agents import PipelineKind, r2d2
 from distrl.agents.replay_buffer import replay_add, replay_init, replay_sample
 from distrl.errors import check
 from distrl.pipelines import replay_table
-from distrl.pipelines.base import Pipeline, zeros
+from distrl.pipelines.base import Pipeline, whole_batches, zeros
 from distrl.types import CoreChunk, Transition, Versioned
 
 
@@ -126,14 +126,7 @@ class Sequences(Pipeline):
     def reading(self, config) -> replay.Reading:
         """Whole batches, one per read (an update unrolls N x L steps twice, so a read's
         cost is small beside it); one batch in flight unless `learner.max_in_flight` says."""
-        per_batch = self.items_per_batch(config)
-        return replay.Reading(
-            items_per_batch=per_batch,
-            batches_per_read=1,
-            in_flight=config.learner.max_in_flight or per_batch,
-            prefetch=config.learner.prefetch,
-            consumed=False,
-        )
+        return whole_batches(self.items_per_batch(config), config, consumed=False)
 
     def learner_batch(self, data):
         """N items of [L] (state [1, H]) -> the time-major `CoreChunk` [L, N] ([1, N, H])."""
