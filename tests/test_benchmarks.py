@@ -144,7 +144,7 @@ def test_local_sac_section_times_the_trainer_against_its_fused_ceiling(tmp_path,
     assert "64 updates of 32 per iteration" in row["note"]
 
 
-# About 2-7 min on the shared 2-core machine under load: two stage programs (Launchpad
+# 65 s at load 1.5, about 2-7 min at load 20: two stage programs (Launchpad
 # programs of four processes) start, each compiles its actor's rollout and learner's update.
 def test_recurrent_section_measures_the_actor_against_its_scan_and_the_learner(tmp_path):
     """Issue 39's rows at a tiny size, for recurrent PPO (ppo_masked_cartpole: chunks) and
