@@ -28,8 +28,9 @@ MINATAR = ("ppo_breakout", "dqn_breakout")
 # update (section `stages`, its actor filling the table first; issue 36: SAC).
 LEARNERS = ("sac_pendulum",)
 # Recurrent presets (issue 39; section `recurrent`): the actor against a jitted scan of the
-# same env and network carrying the core's state, the learner against its jitted update.
-RECURRENT = ("ppo_masked_cartpole",)
+# same env and network carrying the core's state, the learner against its jitted update
+# (recurrent PPO on chunks, R2D2 on sequences sampled from a replay table).
+RECURRENT = ("ppo_masked_cartpole", "r2d2_masked_cartpole")
 # every config the bench runs (its overrides')
 CONFIGS = tuple(dict.fromkeys(ALGOS + ENV_PRESETS + LEARNERS + MINATAR + RECURRENT))
 ROLES = ("replay", "counter", "learner", "actor", "evaluator")  # node groups of make_program
@@ -487,7 +488,8 @@ ROWS = [
         "{minatar.evaluation.<minatar>.confirmation_s:s}",
     ),
     # 7. Recurrent policies (issue 39): the GRU's state carried through the actor's scan
-    # and stored with each chunk; the learner unrolls each chunk from it.
+    # and stored with each item (PPO's chunk, R2D2's sequence); the learner unrolls each
+    # item from it.
     Spec(
         "7 recurrent",
         "<recurrent> actor rollout {recurrent.<recurrent>.actor.shape} (GRU state carried, "
@@ -501,8 +503,8 @@ ROWS = [
     ),
     Spec(
         "7 recurrent",
-        "<recurrent> actor compute (rollout + chunks with their start state + copy to the "
-        "host) against the same scan",
+        "<recurrent> actor compute (rollout + items with their start state (chunks or "
+        "sequences) + copy to the host) against the same scan",
         figure="recurrent.<recurrent>.actor.actor_compute.env_steps_per_s",
         unit="env steps/s",
         ceiling=("recurrent.<recurrent>.actor.scan.env_steps_per_s",),
@@ -511,15 +513,15 @@ ROWS = [
     ),
     Spec(
         "7 recurrent",
-        "<recurrent> recurrent PPO update {recurrent.<recurrent>.update.batch} (agent.update, "
-        "device batches, each sequence unrolled from its start state)",
+        "<recurrent> update {recurrent.<recurrent>.update.batch} (agent.update, device "
+        "batches, each sequence unrolled from its start state)",
         figure="recurrent.<recurrent>.update.updates_per_s",
         unit="updates/s",
         note="{recurrent.<recurrent>.update.samples_per_s} samples/s",
     ),
     Spec(
         "7 recurrent",
-        "<recurrent> learner alone (pre-filled table, local_mp): updates/s",
+        "<recurrent> learner alone (a table its actor filled, local_mp): updates/s",
         figure="recurrent.<recurrent>.learner.updates_per_s",
         unit="updates/s",
         ceiling=("recurrent.<recurrent>.update.updates_per_s",),

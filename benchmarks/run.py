@@ -13,8 +13,8 @@ row's figure, ceiling, ratio, goal (issue 14) and whether the goal holds.
     python benchmarks/run.py --dqn.replay.item_steps=4 --dqn.replay.min_size=1024  # DQN's
 
 Sections: ceilings, host, stages, e2e, solve, local, local_sac, minatar, slippery (see
-README.md), recurrent (issue 39: rows.RECURRENT's actor against a jitted scan carrying
-the core's state, its jitted update, then its learner alone in a stage program).
+README.md), recurrent (issue 39: rows.RECURRENT's actors against a jitted scan carrying
+the core's state, their jitted updates, then their learners alone in stage programs).
 Config overrides, as launch/train.py takes them: `--config.<section>.<field>=<value>` changes every
 algorithm's config in every run of the bench, `--dqn.<section>.<field>=<value>` or
 `--ppo.<section>.<field>=<value>` that algorithm's alone (over `--config.`'s). Every
@@ -181,7 +181,9 @@ class Bench:
 
         run_dir = self.path(f"{mode}-{tag or '-'.join(algos)}-{actors}")
         extra = extra or {}
-        overrides = cli.Overrides({**self.given.common, **extra}, self.given.own)
+        # only this program's configs' own overrides: its command knows no other config
+        own = {name: v for name, v in self.given.own.items() if name in algos}
+        overrides = cli.Overrides({**self.given.common, **extra}, own)
         flags = [
             f"--mode={mode}",
             f"--algo={','.join(algos)}",
@@ -301,20 +303,22 @@ class Bench:
     def recurrent(self) -> None:
         """Each recurrent preset (rows.RECURRENT, issue 39): its actor's rollout and
         compute against a jitted scan of the same env and network carrying the core's
-        state, in alternating slices; its jitted update on device batches; then its
-        real Learner alone on a table its real Actor filled (a stage program), so the
-        learner's ratio divides two figures of this section."""
+        state, in alternating slices; its jitted update on device batches; then, in a
+        stage program of its own, its real Actor filling its table and its real Learner
+        alone on it (PPO's chunks, R2D2's sequences sampled from Reverb), so
+        each learner's ratio divides two figures of this section."""
         from benchmarks import ceilings
 
         out = self.results.setdefault("recurrent", {})
+        seconds = self.s["recurrent_s"]
         for name in rows.RECURRENT:
             config = load_config(name, self.overrides(name))
-            seconds = self.s["recurrent_s"]
             out[name] = {
                 "actor": ceilings.against_scan(config, seconds),
                 "update": ceilings.update_ceiling(config, seconds),
             }
             self.save()
+        for name in rows.RECURRENT:  # a program each, within its subprocess's time cap
             measured = self._program("stage", [name], 1)
             out[name].update(
                 learner=measured.get(f"{name}-learner"),

@@ -144,35 +144,44 @@ def test_local_sac_section_times_the_trainer_against_its_fused_ceiling(tmp_path,
     assert "64 updates of 32 per iteration" in row["note"]
 
 
-# About 60-120 s on the shared 2-core machine under load: the stage program (a Launchpad
-# program of four processes) starts, compiles the actor's rollout and the learner's update.
+# 65 s at load 1.5, about 2-7 min at load 20: two stage programs (Launchpad
+# programs of four processes) start, each compiles its actor's rollout and learner's update.
 def test_recurrent_section_measures_the_actor_against_its_scan_and_the_learner(tmp_path):
-    """Issue 39's rows at a tiny size: ppo_masked_cartpole's actor (its GRU state carried
-    through the rollout and stored with each chunk) against a jitted scan of gymnax's
-    CartPole and the same network carrying the state, side by side; its jitted update
-    alone, then the real Learner alone on a table its real Actor filled (local_mp)."""
-    tiny = [f"--ppo_masked_cartpole.{k}" for k in ("actor.num_envs=4", "actor.unroll_length=8")]
-    tiny += [
-        "--ppo_masked_cartpole.agent.core_size=8",
-        "--ppo_masked_cartpole.agent.num_minibatches=2",
+    """Issue 39's rows at a tiny size, for recurrent PPO (ppo_masked_cartpole: chunks) and
+    R2D2 (r2d2_masked_cartpole: sequences from a replay table): each actor (its GRU state
+    carried through the rollout and stored with each item) against a jitted scan of
+    gymnax's CartPole and the same network carrying the state, side by side; its jitted
+    update alone, then the real Learner alone on a table its real Actor filled (local_mp)."""
+    ppo, r2d2 = "--ppo_masked_cartpole.", "--r2d2_masked_cartpole."
+    tiny = [
+        p + k
+        for p in (ppo, r2d2)
+        for k in ("actor.num_envs=4", "actor.unroll_length=8", "agent.core_size=8")
     ]
+    tiny += [ppo + "agent.num_minibatches=2", r2d2 + "agent.hidden_sizes=(8,)"]
+    tiny += [r2d2 + "replay.sequence_length=16", r2d2 + "learner.batch_sequences=4"]
     assert run.main(["--quick", "--only=recurrent", f"--out={tmp_path}", *tiny]) == 0
     with open(tmp_path / "bench.json") as f:
         results = json.load(f)
     assert "errors" not in results
-    measured = results["recurrent"]["ppo_masked_cartpole"]
-    assert measured["actor"]["shape"] == "[8, 4]" and measured["update"]["batch"] == "[8, 8]"
     recurrent_rows = [r for r in results["rows"] if r["section"] == "7 recurrent"]
-    rollout, compute, update, learner = recurrent_rows
-    scan = measured["actor"]["scan"]["env_steps_per_s"]
-    for row in (rollout, compute):  # each against the same scan, judged at 0.8x
-        assert row["figure"] > 0 and row["ceiling"] == scan > 0, row
-        assert row["status"] == ("PASS" if row["ratio"] >= 0.8 else "MISS")
-    assert "GRU state carried" in rollout["name"] and "[8, 4]" in rollout["name"]
-    assert update["figure"] == measured["update"]["updates_per_s"] > 0
-    assert learner["ceiling"] == update["figure"] and learner["figure"] > 0, learner
-    assert learner["status"] == ("PASS" if learner["ratio"] >= 0.5 else "MISS")
-    assert measured["stage_actor"]["env_steps_per_s"] > 0  # the actor that filled the table
+    assert len(recurrent_rows) == 8  # four rows per preset
+    batches = {"ppo_masked_cartpole": "[8, 8]", "r2d2_masked_cartpole": "[16, 4]"}
+    for name, batch in batches.items():
+        measured = results["recurrent"][name]
+        assert measured["actor"]["shape"] == "[8, 4]" and measured["update"]["batch"] == batch
+        rollout, compute, update, learner = [
+            r for r in recurrent_rows if r["name"].startswith(name + " ")
+        ]
+        scan = measured["actor"]["scan"]["env_steps_per_s"]
+        for row in (rollout, compute):  # each against the same scan, judged at 0.8x
+            assert row["figure"] > 0 and row["ceiling"] == scan > 0, row
+            assert row["status"] == ("PASS" if row["ratio"] >= 0.8 else "MISS")
+        assert "GRU state carried" in rollout["name"] and "[8, 4]" in rollout["name"]
+        assert update["figure"] == measured["update"]["updates_per_s"] > 0
+        assert learner["ceiling"] == update["figure"] and learner["figure"] > 0, learner
+        assert learner["status"] == ("PASS" if learner["ratio"] >= 0.5 else "MISS")
+        assert measured["stage_actor"]["env_steps_per_s"] > 0  # the actor that filled it
 
 
 def test_rows_take_ratios_goals_and_errors_from_the_results():
