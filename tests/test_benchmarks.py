@@ -264,9 +264,8 @@ def test_node_memory_names_each_node_by_its_output_file(tmp_path):
         ("--config.actor.num_envs=many", "--config.actor.num_envs=many: invalid literal"),
         (
             "--a2c.actor.num_envs=8",
-            "--dqn.<field>, --ppo.<field>, --ppo_cartpole.<field>, --dqn_breakout.<field>, "
-            "--sac_pendulum.<field>, --ppo_breakout.<field>, --ppo_masked_cartpole.<field> "
-            "for one",
+            # Every config the bench runs, in its order, as its own override prefix.
+            "".join(f", --{name}.<field>" for name in rows.CONFIGS) + " for one",
         ),
         ("--set=actor.num_envs=8", "Unknown command line flag 'set'"),
         # A valid field whose value the DQN config cannot take with the base sizes.
