@@ -2,17 +2,19 @@
 
 Loads the policy the run's result.json reports (its params, which the evaluator
 saved in <run_dir>/checkpoints/policy/), or with `--checkpoint=latest` the
-learner's last checkpoint; plays `--episodes` greedy episodes from S (one on a
-deterministic map, where they are all alike and the figures exact) and prints the
-success rate and mean return with their 95% intervals (Wilson; normal for the
-return), for a tabular env the exact success, value and expected return of the
-greedy policy against the optimum (`distrl.envs.exact`, by DP over the env's tables,
-over its start states where it has several: Taxi), the learned V(S) beside the
-exact value of the policy it estimates (greedy for Q-learning, the sampling policy
-for a critic; none without a critic), and on a grid the value, greedy-action and
-value-error grids. `--json` prints one JSON object instead: param_version,
-evaluation, exact (the value check among its fields, `value_errors` per cell), values
-and actions ([rows][cols], row-major, as in result.json).
+learner's last checkpoint; plays `--episodes` episodes from S with the policy as its
+run evaluated it (greedy, or sampled where the run set `evaluator.sampled`; one
+greedy episode on a deterministic map, where they are all alike and the figures
+exact) and prints the success rate and mean return with their 95% intervals (Wilson;
+normal for the return), for a tabular env the exact success, value and expected
+return of the greedy policy against the optimum (`distrl.envs.exact`, by DP over the
+env's tables, over its start states where it has several: Taxi), the learned V(S)
+beside the exact value of the policy it estimates (greedy for Q-learning, the
+sampling policy for a critic; none without a critic), and on a grid the value,
+greedy-action and value-error grids. `--json` prints one JSON object instead:
+param_version, evaluation (its `policy`: greedy or sampled), exact (the value check
+among its fields, `value_errors` per cell), values and actions ([rows][cols],
+row-major, as in result.json).
 Exit status 2, with one line, for a bad flag, a missing run directory or saved
 policy, or a corrupt file; exit status 1, with one line naming the policy, the env,
 the copy and the step, for a policy that acts non-finite (its params diverged: NaN),
@@ -50,19 +52,21 @@ flags.mark_flag_as_required("run_dir")
 
 
 def evaluate(loaded: policy.Policy, episodes: int, seed: int) -> dict:
-    """The JSON-ready figures of `loaded`'s greedy policy: episodes, exact, grids.
+    """The JSON-ready figures of `loaded`'s policy, played as its run's evaluator played
+    it (greedy unless `evaluator.sampled`): episodes, exact, grids.
     EnvError for a non-finite action (diverged params) or a failing env."""
     env, agent = loaded.env, loaded.agent
-    exact = evaluation.is_deterministic(env)
-    n = evaluation.episodes_needed(env, episodes)
+    greedy = not loaded.config.evaluator.sampled
+    exact = evaluation.is_deterministic(env, greedy)
+    n = evaluation.episodes_needed(env, episodes, greedy)
     if envs.is_host_env(env):  # stepped in Python: episodes on the host
-        player = host_evaluation.HostEvaluator(env, agent, n, True, loaded.config)
+        player = host_evaluation.HostEvaluator(env, agent, n, greedy, loaded.config)
         try:
             played = player.play(loaded.params, jax.random.PRNGKey(seed))
         finally:
             player.close()
     else:
-        act = evaluation.make_act(agent)
+        act = evaluation.make_act(agent, greedy)
         play = jax.jit(lambda params, key: evaluation.play_episodes(env, act, params, key, n))
         played = jax.device_get(play(loaded.params, jax.random.PRNGKey(seed)))
         rollout.check_actions(
@@ -80,6 +84,7 @@ def evaluate(loaded: policy.Policy, episodes: int, seed: int) -> dict:
         reported_version=(reported or {}).get("param_version"),  # result.json's, if any
         evaluation=evaluation.shown(
             dict(
+                policy="greedy" if greedy else "sampled",
                 episodes=n,
                 success_rate=rate,
                 success_low=float(low),
@@ -122,7 +127,7 @@ def describe(figures: dict, env) -> str:
         lines.append(evaluation.describe_success(ev))
     lines.append(
         f"mean return {ev['mean_return']:+.3f} [{ev['return_low']:+.3f}, "
-        f"{ev['return_high']:+.3f}] (95%)  mean length {ev['mean_length']:.1f}  (greedy)"
+        f"{ev['return_high']:+.3f}] (95%)  mean length {ev['mean_length']:.1f}  ({ev['policy']})"
     )
     if "exact" in figures:
         lines.append(evaluation.describe_exact(figures["exact"]))

@@ -497,6 +497,26 @@ def test_evaluate_command_scores_the_reported_policy_or_the_learners_last(short_
     assert latest["file"] == result["learner_checkpoint"]["file"]
 
 
+def test_evaluate_command_plays_the_policy_as_its_run_evaluated_it(
+    short_run, tmp_path, warm_python
+):
+    """A run with `evaluator.sampled` reported its sampled policy's return: evaluate.py
+    plays that policy too (every episode, the map's determinism aside), and says so."""
+    _, run_dir, _ = short_run
+    copy = tmp_path / "sampled"
+    copy.mkdir()
+    config = json.loads((run_dir / "config.json").read_text())
+    config["evaluator"]["sampled"] = True
+    (copy / "config.json").write_text(json.dumps(config))
+    shutil.copytree(run_dir / "checkpoints/policy", copy / "checkpoints/policy")
+    code, out = _python(warm_python, "evaluate.py", f"--run_dir={copy}", "--episodes=64", "--json")
+    assert code == 0, out[-2000:]
+    ev = _json_line(out)["evaluation"]
+    assert ev["policy"] == "sampled" and ev["episodes"] == 64
+    code, out = _python(warm_python, "evaluate.py", f"--run_dir={run_dir}", "--episodes=64")
+    assert code == 0 and out.rstrip().count("(greedy)") == 1, out[-2000:]
+
+
 def test_evaluate_command_refuses_a_corrupt_or_missing_policy_in_one_line(
     short_run, tmp_path, warm_python
 ):
