@@ -10,7 +10,8 @@ discount 0.99, Polyak 0.005, exploration noise 0.1 and target smoothing noise 0.
 clipped at 0.5 (of the [-1, 1] range), the actor and targets updated every second
 critic update, a replay of 1M transitions, learning from 10,000 on (the SB3 RL Zoo's
 `hyperparams/td3.yml` HalfCheetah entry and the TD3 paper's start; CleanRL waits
-25,000). Published return: the SB3 RL Zoo's `benchmark.md` gives TD3 9,656 on
+25,000), the actors acting uniformly at random until then (`random_steps`, as the
+paper's `start_timesteps` and CleanRL do). Published return: the SB3 RL Zoo's `benchmark.md` gives TD3 9,656 on
 HalfCheetah-v3 at 1M env steps. What distrl reaches, per seed, with the env steps
 and seconds: docs/learning.md ("MuJoCo").
 """
@@ -30,6 +31,7 @@ def get_config():
             exploration_noise=0.1,
             policy_noise=0.2,
             noise_clip=0.5,
+            random_steps=10_000,  # = replay.min_size: the first transitions random
         )
     )
     config.learner.batch_size = 256

@@ -138,6 +138,35 @@ def test_td3_moves_its_actor_and_targets_every_policy_delay_updates():
     assert actor_moved == [False, False, True, False, False, True]
 
 
+@pytest.mark.parametrize("algorithm", ["sac", "td3"])
+def test_a_random_start_acts_uniformly_for_its_env_steps_then_as_the_policy(algorithm):
+    """random_steps: exploration 1 before it (uniform actions over [-1, 1]^D, whatever
+    the policy would do), 0 from it on (the policy's own actions, drawn as without it)."""
+    agent = agents.make_agent(agents.make_config(algorithm, random_steps=1000), SPEC)
+    plain = agents.make_agent(agents.make_config(algorithm), SPEC)
+    params = agent.init(jax.random.PRNGKey(0)).params
+    assert [float(agent.epsilon(s)) for s in (0, 999, 1000, 10**6)] == [1.0, 1.0, 0.0, 0.0]
+    assert float(plain.epsilon(0)) == 0.0
+    obs, key = jnp.ones((4096, 3)), jax.random.PRNGKey(1)
+    act = jax.jit(agent.policy)
+    started, _ = act(params, key, obs, agent.epsilon(0))
+    assert np.all(np.abs(started) <= 1.0)
+    # uniform: each element's mean near 0 and variance near 1/3, unlike the policy's
+    # (every observation alike, so its actions gather around one mean)
+    np.testing.assert_allclose(np.mean(started, axis=0), 0.0, atol=0.05)
+    np.testing.assert_allclose(np.var(started, axis=0), 1 / 3, atol=0.03)
+    own, _ = act(params, key, obs, agent.epsilon(1000))
+    mine = plain.policy(params, key, obs, 0.0)[0]  # unjitted: equal to float rounding
+    np.testing.assert_allclose(own, mine, rtol=1e-5, atol=1e-6)
+    assert np.all(np.var(own, axis=0) < 0.2)
+
+
+def test_a_negative_random_start_is_refused():
+    for algorithm in ("sac", "td3"):
+        with pytest.raises(ValueError, match="random_steps"):
+            agents.make_config(algorithm, random_steps=-1)
+
+
 def test_box_agents_refuse_discrete_actions():
     for algorithm in ("sac", "td3"):
         with pytest.raises(ValueError, match="acts in Box action spaces"):

@@ -5,6 +5,12 @@ Batch: `QTransition` [N] from the replay pipeline, as DQN's (`discount` is the f
 bootstrap multiplier, gamma**k times the env's). The critic's loss is the squared
 error of both Q heads to one target, each sample weighted by prioritized replay's
 importance weight; |TD| (the heads' mean) is the samples' new priority.
+
+A random start (`random_steps`, as the TD3 paper's and CleanRL's `start_timesteps` /
+`learning_starts`): the agents' exploration rate (`Agent.epsilon`, of the run's env
+steps) is 1 for the first `random_steps` env steps and 0 after, and their policy acts
+uniformly at random in [-1, 1]^D where it explores, so the first transitions cover
+the action space rather than one untrained, near-constant policy's corner of it.
 """
 
 import jax
@@ -24,6 +30,7 @@ RULES = {
     "critic_learning_rate": checks.POSITIVE,
     "n_step": checks.at_least(1),
     "tau": checks.OPEN_FRACTION,
+    "random_steps": checks.at_least(0),
 }
 ACTION_SPACES = (spaces.Box,)
 
@@ -77,3 +84,24 @@ def dummy_inputs(env_spec) -> tuple:
     space = base.action_space(env_spec)
     obs = jnp.zeros(base.observation_shape(env_spec), jnp.float32)
     return obs, jnp.zeros(space.shape, jnp.float32)
+
+
+def random_start(random_steps: int):
+    """The exploration schedule of a random start: env_steps -> 1 before `random_steps`
+    (jittable, as the actors and the single-process trainer call it), else 0."""
+
+    def epsilon(env_steps) -> jnp.ndarray:
+        return jnp.where(jnp.asarray(env_steps) < random_steps, 1.0, 0.0).astype(jnp.float32)
+
+    return epsilon
+
+
+def explore_uniformly(key, actions: jnp.ndarray, epsilon) -> jnp.ndarray:
+    """`actions` [B, D] in policy units, each row replaced by a uniform draw from
+    [-1, 1]^D with probability `epsilon`. `key` is the one the policy drew `actions`
+    with: the draws here come from keys folded from it, so with epsilon 0 the actions
+    are the policy's own, as before the random start existed."""
+    explore_key, uniform_key = jax.random.split(jax.random.fold_in(key, 1))
+    explore = jax.random.uniform(explore_key, actions.shape[:1]) < epsilon
+    uniform = jax.random.uniform(uniform_key, actions.shape, actions.dtype, -1.0, 1.0)
+    return jnp.where(explore[:, None], uniform, actions)

@@ -47,6 +47,7 @@ class SACConfig:
     n_step: int = 1  # env steps summed into one return before bootstrapping (the writer's)
     tau: float = 0.005  # Polyak step of the target critics per update
     initial_temperature: float = 1.0  # alpha at the start
+    random_steps: int = 0  # env steps acted uniformly at random before the policy (critics.py)
     target_entropy_scale: float = 1.0  # target entropy = -scale x D (D action elements)
 
     def __post_init__(self):
@@ -166,9 +167,10 @@ def make_agent(config: SACConfig, env_spec) -> base.Agent:
         return base.TrainingState(params, critic_params, opt_state, key, jnp.zeros((), jnp.int32))
 
     def policy(params, key, observations, epsilon):
-        """Samples the squashed Gaussian: obs [B, ...] -> (actions [B, D], {})."""
-        del epsilon
-        return dist.sample(key, actor.apply(params.actor, observations))[0], {}
+        """Samples the squashed Gaussian, or with probability `epsilon` (the random
+        start's) acts uniformly: obs [B, ...] -> (actions [B, D], {})."""
+        sampled = dist.sample(key, actor.apply(params.actor, observations))[0]
+        return critics.explore_uniformly(key, sampled, epsilon), {}
 
     def greedy(params, observations):
         return dist.mode(actor.apply(params.actor, observations))
@@ -183,7 +185,7 @@ def make_agent(config: SACConfig, env_spec) -> base.Agent:
         policy=policy,
         greedy=greedy,
         value=value,
-        epsilon=base.zero_epsilon,
+        epsilon=critics.random_start(config.random_steps),
         network=actor,
         config=config,
     )

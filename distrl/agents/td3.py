@@ -47,6 +47,7 @@ class TD3Config:
     exploration_noise: float = 0.1  # std of the actors' Gaussian noise, in policy units [-1, 1]
     policy_noise: float = 0.2  # std of the target policy's smoothing noise, in policy units
     noise_clip: float = 0.5  # the smoothing noise is clipped to +-this
+    random_steps: int = 0  # env steps acted uniformly at random before the policy (critics.py)
 
     def __post_init__(self):
         base.freeze_sequences(self)
@@ -134,10 +135,11 @@ def make_agent(config: TD3Config, env_spec) -> base.Agent:
         return base.TrainingState(params, params, opt_state, key, jnp.zeros((), jnp.int32))
 
     def policy(params, key, observations, epsilon):
-        """mu(s) plus Gaussian noise, clipped into [-1, 1]: (actions [B, D], {})."""
-        del epsilon
+        """mu(s) plus Gaussian noise, clipped into [-1, 1], or with probability `epsilon`
+        (the random start's) a uniform action: (actions [B, D], {})."""
         mu = actor.apply(params.actor, observations)
-        return _in_range(mu + config.exploration_noise * jax.random.normal(key, mu.shape)), {}
+        noisy = _in_range(mu + config.exploration_noise * jax.random.normal(key, mu.shape))
+        return critics.explore_uniformly(key, noisy, epsilon), {}
 
     def greedy(params, observations):
         return actor.apply(params.actor, observations)
@@ -153,7 +155,7 @@ def make_agent(config: TD3Config, env_spec) -> base.Agent:
         policy=policy,
         greedy=greedy,
         value=value,
-        epsilon=base.zero_epsilon,
+        epsilon=critics.random_start(config.random_steps),
         network=actor,
         config=config,
     )
