@@ -491,17 +491,21 @@ def test_minatar_rows_divide_each_stage_by_its_own_ceiling():
     assert dqn[0].figure is None and dqn[0].note == "not run"
 
 
-def test_the_fused_ceiling_trains_and_counts_its_env_steps():
+@pytest.mark.parametrize("torso", ["mlp", "conv"])
+def test_the_fused_ceiling_trains_and_counts_its_env_steps(torso):
     """benchmarks/fused_ppo.py at a tiny size: each call runs its iterations of T x B env
-    steps and finishes episodes; the network is the config's (conv here, im2col)."""
+    steps and finishes episodes; the network is the config's (the preset's MLP, or a
+    conv torso, im2col, where the config asks for one)."""
     from benchmarks import fused_ppo
     from benchmarks.common import load_config
 
-    config = load_config("ppo_breakout", {"actor.num_envs": 4, "actor.unroll_length": 8})
+    sizes = {"actor.num_envs": 4, "actor.unroll_length": 8, "agent.torso": torso}
+    config = load_config("ppo_breakout", sizes)
     init, call, steps = fused_ppo.make_call(config, 2)
     assert steps == 2 * 8 * 2 * 4  # iterations x T x num_actors x num_envs
     carry = init(jax.random.PRNGKey(0))
-    assert "policy_torso_conv_0" in carry.params
+    assert ("policy_torso_conv_0" in carry.params) == (torso == "conv")
+    assert "policy_torso_1" in carry.params  # the preset's two hidden layers of 256
     before = jax.tree.map(np.asarray, carry.params)
     carry, (ended, returns) = call(carry)
     assert ended.shape == (2,) and returns.shape == (2,)

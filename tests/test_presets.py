@@ -28,7 +28,7 @@ from distrl.program import progress  # noqa: E402
 PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     "ppo_cartpole": ("gymnax:CartPole-v1", "ppo", 475.0, 1),
     "dqn_cartpole": ("gymnax:CartPole-v1", "dqn", 475.0, 1),
-    "ppo_breakout": ("gymnax:Breakout-MinAtar", "ppo", 0.0, 3),
+    "ppo_breakout": ("gymnax:Breakout-MinAtar", "ppo", 28.0, 3),  # the sampled policy's
     "dqn_breakout": ("gymnax:Breakout-MinAtar", "dqn", 0.0, 3),
     "sac_pendulum": ("gymnax:Pendulum-v1", "sac", -200.0, 1),
     "td3_pendulum": ("gymnax:Pendulum-v1", "td3", -200.0, 1),
@@ -39,6 +39,8 @@ PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     "r2d2_memory_chain": ("gymnax:MemoryChain-bsuite", "r2d2", 0.9, 1),  # sequences
     "r2d2_masked_cartpole": ("gymnax:CartPole-v1", "r2d2", 475.0, 1),
 }
+
+IMAGE_TORSOS = {"ppo_breakout": "mlp", "dqn_breakout": "conv"}
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -56,8 +58,8 @@ def test_each_env_preset_loads_and_validates_with_its_target(name):
     assert evaluator_config.success_target(config, evaluation.has_success(env)) == 0.0
     if target_return:  # "greedy mean return lower bound >= 475 over 1,000 episodes"
         assert config.evaluator.confirm_envs == 1000
-    if rank == 3:
-        assert config.agent.torso == "conv"
+    if rank == 3:  # gymnax-blines' MLP for PPO (its published 28), MinAtar's conv for DQN
+        assert config.agent.torso == IMAGE_TORSOS[name]
     # the two modes judge at the same env-step cadence
     iteration = config.num_actors * config.actor.num_envs * config.actor.unroll_length
     assert local.Settings.of(config).eval_every * iteration == config.evaluator.every_env_steps
