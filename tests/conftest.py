@@ -250,6 +250,15 @@ class WarmPython:
         pid, code = ran
         return code, out.read_text(), pid
 
+    def evaluated(self, run_dir, episodes: int) -> dict:
+        """The JSON figures `launch/evaluate.py --json` prints for `run_dir`'s policy
+        over `episodes` episodes (asserting it exits 0)."""
+        code, out, _ = self.run(
+            "launch/evaluate.py", f"--run_dir={run_dir}", f"--episodes={episodes}", "--json"
+        )
+        assert code == 0, out[-2000:]
+        return json.loads(next(line for line in reversed(out.splitlines()) if line[:1] == "{"))
+
     def _take_ran_line(self):
         """[pid, status] of the first whole "RAN" line read, dropping what came before."""
         lines = self._pending.splitlines(keepends=True)

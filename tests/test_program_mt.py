@@ -137,11 +137,7 @@ def test_sac_learns_pendulum_distributed_and_its_policy_evaluates(run_dir, warm_
     assert len(returns) >= 3 and returns[0] < -1_000.0, returns
     assert max(returns[1:]) > -600.0, returns
     assert result["counts"]["learner_steps"] > 0
-    code, out, _ = warm_python.run(
-        "launch/evaluate.py", f"--run_dir={out_dir}", "--episodes=200", "--json"
-    )
-    assert code == 0, out[-2000:]
-    figures = json.loads(next(line for line in reversed(out.splitlines()) if line[:1] == "{"))
+    figures = warm_python.evaluated(out_dir, 200)
     ev, reported = figures["evaluation"], result["evaluation"]
     assert figures["param_version"] == result["param_version"] and ev["episodes"] == 200
     assert "success_rate" not in ev and ev["mean_length"] == 200.0

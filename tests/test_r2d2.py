@@ -4,8 +4,6 @@ test_mt (real Reverb and courier nodes) learning MemoryChain, a task that needs 
 (a feed-forward policy stays at chance: docs/learning.md). The loss pieces:
 tests/test_agents_r2d2.py; items through Reverb: tests/test_replay.py."""
 
-import json
-
 import jax
 import numpy as np
 from conftest import load_config
@@ -90,10 +88,6 @@ def test_r2d2_learns_in_a_program_with_prioritized_sequences(run_dir, warm_pytho
     returns = metrics.read_csv(metrics.csv_path(out_dir, "evaluator"))["mean_return"]
     assert returns[0] < 0.5, returns  # it learned: the first policy is near chance (0)
     assert result["data"]["items_learned"] > 0 and result["counts"]["learner_steps"] > 0
-    code, out, _ = warm_python.run(
-        "launch/evaluate.py", f"--run_dir={out_dir}", "--episodes=200", "--json"
-    )
-    assert code == 0, out[-2000:]
-    figures = json.loads(next(line for line in reversed(out.splitlines()) if line[:1] == "{"))
+    figures = warm_python.evaluated(out_dir, 200)
     assert figures["evaluation"]["episodes"] == 200
     assert figures["evaluation"]["return_low"] >= 0.9, figures

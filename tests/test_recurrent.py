@@ -258,11 +258,7 @@ def test_recurrent_ppo_learns_in_a_program_and_its_policy_evaluates(run_dir, war
     result, out_dir = program.run(config, "test_mt")
     assert result["stop_reason"] == "target_reached", result
     assert result["evaluation"]["return_low"] >= 0.9
-    code, out, _ = warm_python.run(
-        "launch/evaluate.py", f"--run_dir={out_dir}", "--episodes=200", "--json"
-    )
-    assert code == 0, out[-2000:]
-    figures = json.loads(next(line for line in reversed(out.splitlines()) if line[:1] == "{"))
+    figures = warm_python.evaluated(out_dir, 200)
     assert figures["evaluation"]["episodes"] == 200
     assert figures["evaluation"]["return_low"] >= 0.9, figures
     # The saved policy steps with its state: 64 whole episodes, each answered right.
