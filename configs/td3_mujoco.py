@@ -11,9 +11,9 @@ clipped at 0.5 (of the [-1, 1] range), the actor and targets updated every secon
 critic update, a replay of 1M transitions, learning from 10,000 on (the SB3 RL Zoo's
 `hyperparams/td3.yml` HalfCheetah entry and the TD3 paper's start; CleanRL waits
 25,000), the actors acting uniformly at random until then (`random_steps`, as the
-paper's `start_timesteps` and CleanRL do). Published return: the SB3 RL Zoo's `benchmark.md` gives TD3 9,656 on
-HalfCheetah-v3 at 1M env steps. What distrl reaches, per seed, with the env steps
-and seconds: docs/learning.md ("MuJoCo").
+paper's `start_timesteps` and CleanRL do). Published return: the SB3 RL Zoo's
+`benchmark.md` gives TD3 9,656 on HalfCheetah-v3 at 1M env steps. What distrl
+reaches, per seed, with the env steps and seconds: docs/learning.md ("MuJoCo").
 """
 
 from distrl.config import mujoco
