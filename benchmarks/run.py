@@ -198,7 +198,9 @@ class Bench:
         monitor = os.path.join(run_dir, "monitor.json")
         proc = run_subprocess(
             python_cmd("benchmarks.stages", *flags),
-            timeout=min(300.0, max(self.left(), 60.0)),
+            # the phases' own waits (actor 120 s, learner 300 s: stages.py) fit inside,
+            # with start-up; a recurrent learner's phase was killed at a 300 s cap
+            timeout=min(600.0, max(self.left(), 60.0)),
             log_path=run_dir + ".log",
             env={"LAUNCHPAD_LOGGING_DIR": os.path.join(run_dir, "nodes")},
             done_file=monitor,
