@@ -7,7 +7,7 @@ alternating slices, so each ratio compares two figures under the same load).
   same env, network and settings, the same iterations per call;
 - actor rollout: `rollout.make_rollout` with the preset's policy at the actor's [T, B]
   against `ceilings.scan_ceiling`, a jitted scan of gymnax's own step and the same network
-  (greedy actions from its output, nothing recorded but what a chunk holds);
+  and acting policy (its params an argument, as the actor's; nothing recorded but rewards);
 - update: the agent's jitted update on a device-resident learner batch
   (`ceilings.update_ceiling`), PPO's against `fused_ppo`'s update alone on the same
   [T, B] shape;

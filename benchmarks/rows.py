@@ -440,7 +440,7 @@ ROWS = [
     Spec(
         "6 minatar",
         "<minatar> actor rollout {minatar.actors.<minatar>.shape} against a jitted scan of "
-        "gymnax's step and the same network",
+        "gymnax's step and the same network and policy",
         figure="minatar.actors.<minatar>.rollout.env_steps_per_s",
         unit="env steps/s",
         ceiling=("minatar.actors.<minatar>.scan.env_steps_per_s",),
@@ -494,7 +494,7 @@ ROWS = [
         "7 recurrent",
         "<recurrent> actor rollout {recurrent.<recurrent>.actor.shape} (GRU state carried, "
         "reset where an episode ends) against a jitted scan of gymnax's step and the same "
-        "network carrying the state",
+        "network and policy carrying the state",
         figure="recurrent.<recurrent>.actor.rollout.env_steps_per_s",
         unit="env steps/s",
         ceiling=("recurrent.<recurrent>.actor.scan.env_steps_per_s",),

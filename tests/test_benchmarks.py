@@ -482,7 +482,7 @@ def test_minatar_rows_divide_each_stage_by_its_own_ceiling():
     assert "1k env steps/s" in trainer.note  # without its evaluations
     ppo = by_name[
         "ppo_breakout actor rollout [128, 32] against a jitted scan of gymnax's step "
-        "and the same network"
+        "and the same network and policy"
     ]
     assert (ppo.ratio, ppo.ceiling_name, ppo.status) == (0.75, "scan", "MISS")
     (update,) = [r for r in by_name.values() if r.name.startswith("ppo_breakout PPO update")]
