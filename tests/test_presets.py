@@ -163,8 +163,8 @@ def test_each_mujoco_preset_trains_on_halfcheetah_or_hopper_for_the_references_b
     """Issue 36 item 5 (`config.mujoco`): gymnasium's HalfCheetah-v5 stepped in Python by
     2 actors of 4 sync copies, no return target, the 1M env steps of the published
     references; each 10-episode greedy evaluation can be the kept best; Hopper-v5 by an
-    override of the env's name. SAC and TD3 update once per env step (CleanRL's), PPO
-    on 2,048 env steps per update with its step size decayed over the 1M."""
+    override of the env's name. SAC and TD3 update once per env step (as CleanRL and the
+    TD3 paper), PPO on 2,048 env steps per update with its step size decayed over the 1M."""
     pytest.importorskip("mujoco")
     config = load_config(name)
     config_lib.validate(config)
@@ -180,8 +180,11 @@ def test_each_mujoco_preset_trains_on_halfcheetah_or_hopper_for_the_references_b
     per_update = config.num_actors * config.actor.num_envs * config.actor.unroll_length
     assert e.every_env_steps % per_update == 0  # evaluations fall between updates
     if config_lib.make_agent_config(config).pipeline == agents.PipelineKind.REPLAY:
-        assert config.replay.samples_per_insert == config.learner.batch_size == 256
-        assert config.agent.hidden_sizes == (256, 256) and config.replay.max_size == 1_000_000
+        # SAC as CleanRL; TD3 as its paper: layers of 400 and 300, batch 100 rounded up
+        # to whole items of 8 transitions, step sizes 1e-3
+        batch, hidden = {"sac": (256, (256, 256)), "td3": (104, (400, 300))}[config.algorithm]
+        assert config.replay.samples_per_insert == config.learner.batch_size == batch
+        assert config.agent.hidden_sizes == hidden and config.replay.max_size == 1_000_000
     else:
         assert per_update == 2048 and config.learner.batch_chunks == config.num_actors
         updates = config.budget.env_steps // per_update
