@@ -29,7 +29,7 @@ PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     "ppo_cartpole": ("gymnax:CartPole-v1", "ppo", 475.0, 1),
     "dqn_cartpole": ("gymnax:CartPole-v1", "dqn", 475.0, 1),
     "ppo_breakout": ("gymnax:Breakout-MinAtar", "ppo", 28.0, 3),  # the sampled policy's
-    "dqn_breakout": ("gymnax:Breakout-MinAtar", "dqn", 0.0, 3),
+    "dqn_breakout": ("gymnax:Breakout-MinAtar", "dqn", 10.0, 3),
     "sac_pendulum": ("gymnax:Pendulum-v1", "sac", -200.0, 1),
     "td3_pendulum": ("gymnax:Pendulum-v1", "td3", -200.0, 1),
     "ppo_pendulum": ("gymnax:Pendulum-v1", "ppo", -200.0, 1),
