@@ -17,6 +17,7 @@ alternating slices, so each ratio compares two figures under the same load).
   confirmation (confirm_envs episodes of up to the env's 1,000 steps) costs at that rate.
 """
 
+import functools
 import time
 
 import jax
@@ -55,17 +56,18 @@ def _local_call(config, eval_every: int):
     target = local.evaluator_config.targets(config, env, None)
     init_key, key = jax.random.split(jax.random.PRNGKey(cfg.seed))
     init_fn, step = local._compile(
-        lambda k: local.init_carry(env, agent, cfg, k),
-        lambda c, k: local._train_call(env, agent, cfg, target, c, k),
+        functools.partial(local.init_carry, env, agent, cfg),
+        functools.partial(local._train_call, env, agent, cfg, target),
         init_key,
         key,
         cfg.xla_opt_level,
     )
     state = {"carry": init_fn(init_key), "key": key}
+    iterations = jnp.int32(TRAINER_ITERATIONS)  # a call's length, as distrl.local passes it
 
     def call():
         state["key"], k = jax.random.split(state["key"])
-        state["carry"], _ = step(state["carry"], k)
+        state["carry"], _ = step(state["carry"], k, iterations)
         return state["carry"].env_steps
 
     return call

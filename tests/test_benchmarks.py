@@ -491,6 +491,22 @@ def test_minatar_rows_divide_each_stage_by_its_own_ceiling():
     assert dqn[0].figure is None and dqn[0].note == "not run"
 
 
+def test_the_minatar_trainer_row_calls_distrl_local_as_it_runs():
+    """The section's trainer figure: distrl.local's compiled call at a tiny size, each
+    call TRAINER_ITERATIONS iterations of T x B env steps (`local._train_call` takes the
+    call's length, as `distrl.local` passes it)."""
+    from benchmarks import minatar
+    from benchmarks.common import load_config
+    from distrl import local
+
+    config = load_config("ppo_breakout", {"actor.num_envs": 4, "actor.unroll_length": 8})
+    envs_at_once = local.Settings.of(config).num_envs  # the actors' envs, in one batch
+    call = minatar._local_call(config, 0)
+    first = int(call())
+    assert envs_at_once == config.num_actors * 4
+    assert int(call()) - first == minatar.TRAINER_ITERATIONS * 8 * envs_at_once
+
+
 @pytest.mark.parametrize("torso", ["mlp", "conv"])
 def test_the_fused_ceiling_trains_and_counts_its_env_steps(torso):
     """benchmarks/fused_ppo.py at a tiny size: each call runs its iterations of T x B env
