@@ -53,8 +53,11 @@ def random_dqn_batch(rng: np.random.Generator, obs_size: int, n: int) -> QTransi
     )
 
 
-def random_ppo_batch(rng: np.random.Generator, obs_size: int, t: int, n: int) -> Transition:
-    """Transition [T, N] with PPO's behaviour extras {'log_prob', 'value'} [T, N]."""
+def random_ppo_batch(
+    rng: np.random.Generator, obs_size: int, t: int, n: int, with_value: bool
+) -> Transition:
+    """Transition [T, N] with PPO's behaviour extras {'log_prob'} [T, N], and 'value'
+    with_value (what the actors record, `agents.base.records_value`)."""
     eye = np.eye(obs_size, dtype=np.float32)
     shape = (t, n)
     return Transition(
@@ -66,7 +69,7 @@ def random_ppo_batch(rng: np.random.Generator, obs_size: int, t: int, n: int) ->
         next_observation=eye[rng.integers(0, obs_size, shape)],
         extras={
             "log_prob": np.full(shape, np.log(0.25), np.float32),
-            "value": np.zeros(shape, np.float32),
+            **({"value": np.zeros(shape, np.float32)} if with_value else {}),
         },
     )
 
@@ -105,7 +108,8 @@ def ppo_update_rate(
     env_spec = agents.EnvSpec(obs_size, envs.NUM_ACTIONS)
     agent = agents.make_agent(agent_config or agents.make_config("ppo"), env_spec)
     rng = np.random.default_rng(0)
-    batches = [random_ppo_batch(rng, obs_size, t, n) for _ in range(2)]
+    with_value = agents.base.records_value(agent.config)
+    batches = [random_ppo_batch(rng, obs_size, t, n, with_value) for _ in range(2)]
     rate = update_rate(agent, batches, device, seconds)
     return {"updates_per_s": rate, "samples_per_s": rate * t * n}
 

@@ -357,11 +357,13 @@ ADDED_LATER = {
 }
 
 
-# Agent fields added later to some algorithms only (the actor-critic's recurrent core):
-# filled in where the saved algorithm's agent section has them.
+# Agent fields added later to some algorithms only (the actor-critics: their recurrent core,
+# record_value): filled in where the saved algorithm's agent section has them.
 ADDED_LATER_TO_AGENTS = {
     "agent.core": "none",  # runs before recurrent cores were feed-forward
     "agent.core_size": 128,
+    # runs before the actors acted without the critic recorded V(s) in every item
+    "agent.record_value": True,
 }
 
 

@@ -20,7 +20,8 @@ class Transition(NamedTuple):
     discount: [] float32, the env discount: 0 on termination (H or G), else 1.
     last: [] bool, the episode ended here (terminated or truncated).
     next_observation: [O] float32, the cell reached, before any auto-reset.
-    extras: policy extras, {'log_prob': [], 'value': []} for AC/PPO, {} for DQN.
+    extras: policy extras, {'log_prob': []} for AC/PPO (and 'value' [] with PPO's
+      clip_value, `agents.base.records_value`), {} for DQN.
     """
 
     observation: Array

@@ -10,6 +10,7 @@ import numpy as np
 from distrl import agents
 from distrl.agents import actor_critic as ac
 from distrl.agents import advantages as adv_lib
+from distrl.agents import ppo
 from distrl.types import Transition
 
 GAMMA, LAMBDA = 0.9, 0.8
@@ -200,9 +201,7 @@ def test_mlp_gradients_and_one_compile():
         agent = ac.make_agent(config, agents.EnvSpec(3, 2))
         state = agent.init(jax.random.PRNGKey(0))
         batch = hand_batch()
-        batch = batch._replace(
-            extras={"log_prob": jnp.full((3, 2), -0.7), "value": jnp.zeros((3, 2))}
-        )
+        batch = batch._replace(extras={"log_prob": jnp.full((3, 2), -0.7)})
         grads = jax.grad(functools.partial(loss_only, agent.network, config, batch=batch))(
             state.params
         )
@@ -223,7 +222,10 @@ def test_policy_samples_and_extras():
     np.testing.assert_allclose(np.mean(actions == 1), p1, atol=0.03)
     log_pi, values = np_forward(params, np.asarray(obs[:1]))
     np.testing.assert_allclose(extras["log_prob"][actions == 1][:1], log_pi[0, 1:], rtol=1e-5)
-    np.testing.assert_allclose(extras["value"], values[0], rtol=1e-5)
+    assert set(extras) == {"log_prob"}  # no learner of A2C's reads V(s) at acting time
+    clipping = ppo.make_agent(ppo.PPOConfig(hidden_sizes=(), clip_value=True), agents.EnvSpec(3, 2))
+    _, extras = jax.jit(clipping.policy)(params, jax.random.PRNGKey(0), obs, 0.3)
+    np.testing.assert_allclose(extras["value"], values[0], rtol=1e-5)  # PPO's clip reads it
     np.testing.assert_array_equal(agent.greedy(params, jnp.eye(3)), [0, 0, 1])
     np.testing.assert_allclose(agent.value(params, jnp.eye(3)), [0.35, -0.15, 0.65], rtol=1e-5)
     assert agent.epsilon(123) == 0.0 and agent.config.pipeline is agents.PipelineKind.CHUNKS

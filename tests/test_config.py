@@ -287,6 +287,23 @@ def test_a_saved_run_from_before_recurrent_cores_reads_back_feed_forward(tmp_pat
         config_lib.validate(back)
 
 
+def test_a_saved_run_from_before_acting_without_the_critic_keeps_its_item_layout():
+    """A PPO or A2C run saved before `agent.record_value` existed recorded V(s) in every
+    item, and its replay checkpoints hold that signature: it reads back recording it. A
+    new run without clip_value records only the log-prob; DQN gains no such field."""
+    env = config_lib.make_env(load_config("ppo"))
+    for name, recorded in (("ppo", True), ("a2c", True), ("dqn", None)):
+        saved = config_lib.flatten(load_config(name).to_dict())
+        saved.pop("agent.record_value", None)
+        back = config_lib.from_dict(config_lib._nest(saved))
+        assert back.agent.get("record_value") == recorded, name
+        config_lib.validate(back)
+        if recorded:
+            old = config_lib.pipeline(back).example_item(back, env).data.extras
+            new = config_lib.pipeline(back).example_item(load_config(name), env).data.extras
+            assert (set(old), set(new)) == ({"log_prob", "value"}, {"log_prob"}), name
+
+
 RECURRENT_BAD_VALUES = [
     ("ppo", {"agent.core": "lstm"}, "config.agent.core='lstm'; need one of 'none', 'gru'"),
     ("ppo", {"agent.core": "gru", "agent.core_size": 0}, "config.agent.core_size=0; need an"),

@@ -64,7 +64,12 @@ def test_item_sizes_come_from_the_example_item():
     episodes = config_lib.pipeline(grpo)
     window = episodes.example_item(grpo, env).data
     assert window.action.shape == (3 * 64, 64)  # ceil(100 / 64) + 1 chunks
-    assert set(window.extras) == {"log_prob", "value", "owned"}
+    assert set(window.extras) == {"log_prob", "owned"}  # no V(s): GRPO has no critic
+    ppo = config_lib.base_config("ppo")
+    chunks = config_lib.pipeline(ppo)
+    assert set(chunks.example_item(ppo, env).data.extras) == {"log_prob"}
+    ppo.agent.clip_value = True  # the one reader of V(s) at acting time
+    assert set(chunks.example_item(ppo, env).data.extras) == {"log_prob", "value"}
 
 
 def test_a_huge_config_is_sized_without_allocating_its_items():

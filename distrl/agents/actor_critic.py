@@ -1,13 +1,13 @@
 """Stage 3 of the data flow: advantage actor-critic (A2C), REINFORCE and V-trace.
 
 Batch: `Transition` [T, N] trajectory chunks with behaviour extras
-{'log_prob': [T, N], 'value': [T, N]}. Advantages come from GAE(lambda) (or
-V-trace for stale behaviour policies) via `distrl.agents.advantages`, which keeps
-bootstrapping right across truncation vs termination. REINFORCE is
-`use_critic=False, gae_lambda=1.0`: Monte-Carlo returns, no baseline. A chunk end
-cuts an episode's return, so distributed REINFORCE trains on windows of whole
-episodes (`extras["owned"]`, see `distrl.agents.episodes`); without that mark
-(the single-process trainer) use chunks longer than episodes.
+{'log_prob': [T, N]} (and 'value' where PPO clips its value loss, `base.records_value`).
+Advantages come from GAE(lambda) (or V-trace for stale behaviour policies) via
+`distrl.agents.advantages`, which keeps bootstrapping right across truncation vs
+termination. REINFORCE is `use_critic=False, gae_lambda=1.0`: Monte-Carlo returns,
+no baseline. A chunk end cuts an episode's return, so distributed REINFORCE trains on
+windows of whole episodes (`extras["owned"]`, see `distrl.agents.episodes`); without
+that mark (the single-process trainer) use chunks longer than episodes.
 """
 
 import dataclasses
@@ -55,6 +55,8 @@ class ActorCriticConfig:
     entropy_decay_steps: int = 0  # updates of linear decay to entropy_coef_final; 0: none
     entropy_coef_final: float = 0.0  # the entropy bonus's weight after the decay
     normalize_advantages: bool = False  # advantages to zero mean, unit std over the batch
+    record_value: bool = False  # actors record V(s) in extras['value'] (PPO's clip_value
+    # does anyway; else no learner reads it, and acting without it is faster)
     vtrace: bool = False  # off-policy correction with the behaviour's extras['log_prob']
     clip_rho_threshold: float = 1.0  # V-trace: importance weights clipped at this, for values
     clip_pg_rho_threshold: float = 1.0  # V-trace: likewise for the policy gradient
@@ -98,6 +100,7 @@ RULES = {
     "entropy_decay_steps": checks.at_least(0),
     "entropy_coef_final": checks.NONNEGATIVE,
     "normalize_advantages": checks.FLAG,
+    "record_value": checks.FLAG,
     "vtrace": checks.FLAG,
     "clip_rho_threshold": checks.POSITIVE,
     "clip_pg_rho_threshold": checks.POSITIVE,
@@ -194,17 +197,17 @@ def loss_fn(network, config: ActorCriticConfig, params, batch: Transition, step=
     return loss, metrics
 
 
-def make_policy_fns(net):
+def make_policy_fns(net, with_value: bool):
     """(policy, greedy, value, probs) shared by the policy-gradient agents (A2C, PPO):
     a softmax over discrete actions or a squashed Gaussian (`distributions`); probs is
-    the softmax's (a Gaussian's has no table of them)."""
+    the softmax's (a Gaussian's has no table of them). with_value: the policy's extras
+    carry V(s) (`base.records_value`)."""
 
     def policy(params, key, observations, epsilon):
-        """Samples the policy; epsilon is ignored. extras: log_prob, value [B]."""
+        """Samples the policy; epsilon is ignored."""
         del epsilon
         policy_out, value = net.apply(params, observations)  # [B, ...], [B]
-        actions, log_probs = dist.sample(key, policy_out)
-        return actions, {"log_prob": log_probs, "value": value}
+        return dist.behaviour(key, policy_out, value, with_value)
 
     def greedy(params, observations):
         """The mode: the argmax action, or a Gaussian's squashed mean."""
@@ -252,7 +255,7 @@ def make_policy_gradient_agent(config, env_spec, update_impl) -> base.Agent:
     optimizer = base.optimizer_of(config)
     init = base.make_init(net, optimizer, obs_shape, with_target=False)
     update = jax.jit(functools.partial(update_impl, net, optimizer, config))
-    policy, greedy, value, probs = make_policy_fns(net)
+    policy, greedy, value, probs = make_policy_fns(net, base.records_value(config))
     return base.Agent(
         init=init,
         update=update,

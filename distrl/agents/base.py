@@ -120,6 +120,15 @@ class Agent(NamedTuple):
     core: Any = None
 
 
+def records_value(config) -> bool:
+    """Whether the actors record V(s) in each step's extras ("value"), beside the sampled
+    action's "log_prob": for PPO's clipped value loss (`clip_value`), its one reader, or
+    when asked (`record_value`, which runs saved before it had: `config.ADDED_LATER_TO_AGENTS`).
+    Acting without it halved ppo_breakout's actor rollout (issue 37). `config`: the
+    agent's dataclass or the experiment config's `agent` section."""
+    return bool(getattr(config, "record_value", False) or getattr(config, "clip_value", False))
+
+
 def make_init(net: hk.Transformed, optimizer, obs_shape: tuple, with_target: bool) -> Callable:
     """Jitted `init(key) -> TrainingState` (target_params = params if with_target)."""
 

@@ -81,3 +81,12 @@ def policy_gradient_loss(out, actions: jnp.ndarray, advantages: jnp.ndarray) -> 
     if not _is_gaussian(out):
         return rlax.policy_gradient_loss(out, actions, advantages, jnp.ones_like(advantages))
     return -jnp.mean(log_prob(out, actions) * jax.lax.stop_gradient(advantages))
+
+
+def behaviour(key, out, value, with_value: bool):
+    """(actions [B], extras) of a sampled actor-critic policy: extras log_prob [B], and
+    value [B] where the learner reads it (`base.records_value`); without it, XLA drops
+    the critic from the acting call."""
+    actions, log_probs = sample(key, out)
+    extras = {"log_prob": log_probs, "value": value} if with_value else {"log_prob": log_probs}
+    return actions, extras

@@ -1,7 +1,7 @@
 """Stage 3 of the data flow: PPO (clipped surrogate) and its GRPO variant.
 
-Batch: `Transition` [T, N] with behaviour extras {'log_prob', 'value'} [T, N]
-recorded at acting time. One jitted `update` computes advantages once (GAE with
+Batch: `Transition` [T, N] with behaviour extras {'log_prob'} [T, N] recorded at
+acting time, and 'value' with `clip_value`. One jitted `update` computes advantages once (GAE with
 the truncation-aware trick of `distrl.agents.advantages`, or group-relative
 GRPO), then runs `num_epochs` x `num_minibatches` Adam steps on shuffled time
 steps with `lax.scan`, all in one compiled call.
@@ -59,6 +59,8 @@ class PPOConfig:
     entropy_decay_steps: int = 0  # updates of linear decay to entropy_coef_final; 0: none
     entropy_coef_final: float = 0.0  # the entropy bonus's weight after the decay
     clip_value: bool = False  # clip V around extras['value'] by clip_epsilon
+    record_value: bool = False  # actors record V(s) in extras['value'] (PPO's clip_value
+    # does anyway; else no learner reads it, and acting without it is faster)
     normalize_advantages: bool = False  # over the whole batch (True hurt on 4x4)
     num_epochs: int = 4  # passes over each batch per update
     num_minibatches: int = 4  # minibatches (of time steps) per epoch
@@ -92,6 +94,7 @@ RULES = {
     "entropy_decay_steps": checks.at_least(0),
     "entropy_coef_final": checks.NONNEGATIVE,
     "clip_value": checks.FLAG,
+    "record_value": checks.FLAG,
     "normalize_advantages": checks.FLAG,
     "num_epochs": checks.at_least(1),
     "num_minibatches": checks.at_least(1),
@@ -106,7 +109,7 @@ class PPOSample(NamedTuple):
     observation: jnp.ndarray  # [O]
     action: jnp.ndarray  # [] int32, or [D] float32 (a Box)
     behaviour_log_prob: jnp.ndarray  # []
-    behaviour_value: jnp.ndarray  # []
+    behaviour_value: jnp.ndarray | None  # [], or None where not recorded (`clip_value` off)
     advantage: jnp.ndarray  # []
     value_target: jnp.ndarray  # []
 
@@ -176,14 +179,15 @@ def minibatch_loss(
     (`actor_critic.entropy_weight`; None: config's)."""
     flat = lambda x: x.reshape(-1)  # noqa: E731 - sequences [T, n] as [T * n] steps
     log_prob, value, entropy = jax.tree.map(flat, terms(network, params, mb))
-    behaviour_log_prob, behaviour_value, advantage, value_target = map(
-        flat, (mb.behaviour_log_prob, mb.behaviour_value, mb.advantage, mb.value_target)
+    behaviour_log_prob, advantage, value_target = map(
+        flat, (mb.behaviour_log_prob, mb.advantage, mb.value_target)
     )
     log_ratio = log_prob - behaviour_log_prob  # [M]
     ratio = jnp.exp(log_ratio)
     pg_loss = rlax.clipped_surrogate_pg_loss(ratio, advantage, config.clip_epsilon)
     value_err = jnp.square(value - value_target)
-    if config.clip_value:
+    if config.clip_value:  # around V at acting time, which the actors record for it
+        behaviour_value = flat(mb.behaviour_value)
         clipped = behaviour_value + jnp.clip(
             value - behaviour_value, -config.clip_epsilon, config.clip_epsilon
         )
@@ -251,7 +255,7 @@ def make_samples(batch: Transition, adv, targets, flatten: bool = True) -> PPOSa
         batch.observation,
         batch.action,
         batch.extras["log_prob"],
-        batch.extras["value"],
+        batch.extras.get("value"),  # recorded only for clip_value (`base.records_value`)
         adv,
         targets,
     )

@@ -111,15 +111,14 @@ def make_init(
     return init
 
 
-def make_core(net, initial_state: Callable) -> Core:
+def make_core(net, initial_state: Callable, with_value: bool) -> Core:
     """The acting functions of a recurrent actor-critic: a softmax or squashed Gaussian
-    sampled (extras log_prob, value [B], as the feed-forward policy's), or its mode."""
+    sampled (extras as the feed-forward policy's, `distributions.behaviour`), or its mode."""
 
     def policy(params, key, observations, epsilon, state):
         del epsilon
         (policy_out, value), state = net.apply(params, observations, state)
-        actions, log_probs = dist.sample(key, policy_out)
-        return actions, {"log_prob": log_probs, "value": value}, state
+        return (*dist.behaviour(key, policy_out, value, with_value), state)
 
     def greedy(params, observations, state):
         (policy_out, _), state = net.apply(params, observations, state)
@@ -169,7 +168,7 @@ def make_agent(config, env_spec, update_impl) -> base.Agent:
     net, initial_state = make_network(config, env_spec)
     optimizer = base.optimizer_of(config)
     init = make_init(net, initial_state, optimizer, base.observation_shape(env_spec))
-    core = make_core(net, initial_state)
+    core = make_core(net, initial_state, base.records_value(config))
     policy, greedy, value = stateless(net, core)
     return base.Agent(
         init=init,

@@ -18,6 +18,7 @@ import reverb
 
 from distrl import networks, packing, replay
 from distrl.agents import PipelineKind
+from distrl.agents.base import records_value
 from distrl.errors import ConfigError, check
 from distrl.pipelines.base import Pipeline, whole_batches, zeros
 from distrl.types import CoreChunk, Transition, Versioned
@@ -74,12 +75,11 @@ class Chunks(Pipeline):
         """Time steps in one item: T."""
         return config.actor.unroll_length
 
-    def extras(self, num_envs: int) -> dict:
-        """The policy extras a chunk records, as zeros [B]."""
-        return {
-            "log_prob": np.zeros((num_envs,), np.float32),
-            "value": np.zeros((num_envs,), np.float32),
-        }
+    def extras(self, num_envs: int, agent_config) -> dict:
+        """The policy extras a chunk records, as zeros [B]: the sampled action's
+        log-prob, and V(s) where the learner reads it (`records_value`)."""
+        names = ("log_prob", "value") if records_value(agent_config) else ("log_prob",)
+        return {name: np.zeros((num_envs,), np.float32) for name in names}
 
     def example_item(self, config, env) -> Versioned:
         b = config.actor.num_envs
@@ -93,7 +93,7 @@ class Chunks(Pipeline):
             discount=scalar(),
             last=scalar(np.bool_),
             next_observation=obs,
-            extras=self.extras(b),
+            extras=self.extras(b, config.agent),
         )
         t = self.item_length(config, env)
         chunk = jax.tree.map(lambda x: zeros((t,) + x.shape, x.dtype), step)

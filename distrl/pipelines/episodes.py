@@ -39,8 +39,8 @@ class Episodes(Chunks):
         """Time steps in one item: W x T."""
         return episode_window(config, env) * config.actor.unroll_length
 
-    def extras(self, num_envs: int) -> dict:
-        return {**super().extras(num_envs), "owned": zeros((num_envs,), np.float32)}
+    def extras(self, num_envs: int, agent_config) -> dict:
+        return {**super().extras(num_envs, agent_config), "owned": zeros((num_envs,), np.float32)}
 
     def item_fn(self, agent_config, config, env):
         """The window of the last W chunks with the steps it trains marked, the
