@@ -439,6 +439,20 @@ ROWS = [
     ),
     Spec(
         "6 minatar",
+        f"ppo_breakout distributed program (benchmarks/stages.py e2e, {E2E_ACTORS} actors, "
+        "local_mp: replay, learner, evaluator, actors) against the same fused loop",
+        figure="minatar.distributed.env_steps_per_s",
+        unit="env steps/s",
+        ceiling=("minatar.trainer.fused.env_steps_per_s",),
+        ceiling_name="fused loop",
+        goal=">= 0.5x",
+        note="{minatar.distributed.updates_per_s} updates/s, learner waits "
+        "{minatar.distributed.wait_share:share}, actors blocked "
+        "{minatar.distributed.actor_blocked_share:share}; CPU cores "
+        "{minatar.distributed.cores_total} ({minatar.distributed.cores_text})",
+    ),
+    Spec(
+        "6 minatar",
         "<minatar> actor rollout {minatar.actors.<minatar>.shape} against a jitted scan of "
         "gymnax's step and the same network and policy",
         figure="minatar.actors.<minatar>.rollout.env_steps_per_s",

@@ -173,10 +173,13 @@ class Bench:
             out[name] = dict(measured.pop("e2e", None) or {}, **measured)
             self.save()
 
-    def _program(self, mode: str, algos, actors: int, extra=None, tag: str = "") -> dict:
+    def _program(
+        self, mode: str, algos, actors: int, extra=None, tag: str = "", warmup=None, window=None
+    ) -> dict:
         """Runs one benchmarks.stages program in a subprocess; {phase: figures}, wall,
         and for e2e its start-up and memory. `extra`: overrides of every algorithm's
-        config on top of the command's `--config.` ones."""
+        config on top of the command's `--config.` ones; warmup, window: seconds
+        (None: the settings')."""
         from benchmarks import stages
 
         run_dir = self.path(f"{mode}-{tag or '-'.join(algos)}-{actors}")
@@ -190,8 +193,8 @@ class Bench:
             f"--actors_only={','.join(a for a in algos if a in rows.ENV_PRESETS)}",
             f"--actors={actors}",
             "--spi=1",
-            f"--warmup={self.s['warmup']}",
-            f"--window={self.s['window']}",
+            f"--warmup={self.s['warmup'] if warmup is None else warmup}",
+            f"--window={self.s['window'] if window is None else window}",
             f"--run-dir={run_dir}",
             *overrides.flags(),
         ]
@@ -277,6 +280,13 @@ class Bench:
         configs = {name: load_config(name, self.overrides(name)) for name in minatar.PRESETS}
         out = self.results.setdefault("minatar", {})
         minatar.measure(configs, self.s["minatar_s"], self.s["trainer_s"], out, self.save)
+        # The distributed program on the trainer's preset, against the same fused loop:
+        # a window of several updates (one takes about 0.4 s), after compilation.
+        name = minatar.TRAINER_PRESET
+        window = {"warmup": self.s["trainer_s"] / 3, "window": self.s["trainer_s"] / 2}
+        measured = self._program("e2e", [name], rows.E2E_ACTORS, tag=name, **window)
+        out["distributed"] = dict(measured.pop("e2e", None) or {}, **measured)
+        self.save()
 
     def slippery(self) -> None:
         from benchmarks import solve

@@ -474,9 +474,13 @@ def test_minatar_rows_divide_each_stage_by_its_own_ceiling():
                 },
             },
             "updates": {"ppo_breakout": {"agent_updates_per_s": 1.0, "fused_updates_per_s": 2.0}},
+            "distributed": {"env_steps_per_s": 600.0, "updates_per_s": 0.1, "wait_share": 0.2},
         }
     }
     by_name = {r.name: r for r in rows.build_rows(results) if r.section == "6 minatar"}
+    (program,) = [r for r in by_name.values() if "distributed program" in r.name]
+    assert (program.ratio, program.ceiling_name, program.status) == (0.6, "fused loop", "PASS")
+    assert "learner waits 20%" in program.note
     (trainer,) = [r for r in by_name.values() if "single-process trainer" in r.name]
     assert (trainer.ratio, trainer.status) == (0.9, "PASS")
     assert "1k env steps/s" in trainer.note  # without its evaluations
