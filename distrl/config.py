@@ -364,6 +364,7 @@ ADDED_LATER_TO_AGENTS = {
     "agent.core_size": 128,
     # runs before the actors acted without the critic recorded V(s) in every item
     "agent.record_value": True,
+    "agent.normalize_observations": False,  # runs before it fed raw observations
 }
 
 

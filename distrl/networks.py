@@ -57,6 +57,7 @@ class Torso(NamedTuple):
     obs_ndim: int = 1
     conv_channels: tuple = ()
     conv_kernel: int = 3
+    normalize_observations: bool = False  # standardised by running statistics (`ObservationNorm`)
 
 
 def torso_of(agent_config, obs_shape: tuple) -> Torso:
@@ -68,6 +69,7 @@ def torso_of(agent_config, obs_shape: tuple) -> Torso:
         len(obs_shape),
         conv_channels(agent_config, obs_shape),
         agent_config.conv_kernel,
+        bool(getattr(agent_config, "normalize_observations", False)),
     )
 
 
@@ -117,6 +119,53 @@ class SameConv2D(hk.Module):
         return cols @ w.reshape(k * k * c, self.channels) + b
 
 
+OBS_NORM = "observation_norm"  # the params entry of the running observation statistics
+OBS_CLIP = 10.0  # standardised observations are clipped to +-this (SB3's VecNormalize's)
+
+
+class ObservationNorm(hk.Module):
+    """obs [..., *obs_shape] standardised, (obs - mean) / sqrt(var + 1e-8) clipped to
+    +-OBS_CLIP, by running statistics kept in the params (`OBS_NORM`: mean and var
+    [*obs_shape], count []), from mean 0, var 1. No gradient moves them: the learner
+    merges each batch's observations into them after its gradient steps (`observe`), so
+    the actors, the evaluator and the saved policy use the learner's statistics of
+    that params version (the role of SB3's VecNormalize, for observations)."""
+
+    def __init__(self, obs_ndim: int):
+        super().__init__(name=OBS_NORM)
+        self.obs_ndim = obs_ndim
+
+    def __call__(self, obs):
+        obs = jnp.asarray(obs).astype(jnp.float32)
+        shape = obs.shape[obs.ndim - self.obs_ndim :]
+        mean = hk.get_parameter("mean", shape, init=jnp.zeros)
+        var = hk.get_parameter("var", shape, init=jnp.ones)
+        hk.get_parameter("count", (), init=jnp.zeros)
+        mean, var = jax.lax.stop_gradient((mean, var))
+        return jnp.clip((obs - mean) / jnp.sqrt(var + 1e-8), -OBS_CLIP, OBS_CLIP)
+
+
+def observe(params, observations):
+    """`params` with the running observation statistics (`ObservationNorm`) merged with
+    a batch of observations [..., *obs_shape] (the parallel update of mean and variance
+    of Chan et al.); params without them are returned as they are."""
+    if OBS_NORM not in params:
+        return params
+    stats = params[OBS_NORM]
+    x = jnp.asarray(observations).astype(jnp.float32).reshape((-1, *stats["mean"].shape))
+    n, count = x.shape[0], stats["count"]
+    total = count + n
+    delta = jnp.mean(x, axis=0) - stats["mean"]
+    m2 = stats["var"] * count + jnp.var(x, axis=0) * n + jnp.square(delta) * count * n / total
+    merged = {"mean": stats["mean"] + delta * n / total, "var": m2 / total, "count": total}
+    return {**params, OBS_NORM: merged}
+
+
+def _input(torso: Torso, obs):
+    """What the torsos take: the observation, standardised where the torso says so."""
+    return ObservationNorm(torso.obs_ndim)(obs) if torso.normalize_observations else obs
+
+
 def _torso(torso: Torso, name: str) -> Callable:
     """obs [..., *obs_shape] -> features [..., width].
 
@@ -124,7 +173,7 @@ def _torso(torso: Torso, name: str) -> Callable:
     keeps its H x W) when `conv_channels` is not empty, then flattened into a
     Linear+activation stack (layers `<name>_<i>`); no layers at all: the flat obs.
     """
-    hidden_sizes, activation, obs_ndim, conv_channels, conv_kernel = torso
+    hidden_sizes, activation, obs_ndim, conv_channels, conv_kernel, _ = torso
     layers = []
     for i, size in enumerate(hidden_sizes):
         layers += [hk.Linear(size, name=f"{name}_{i}"), _activation(activation)]
@@ -218,6 +267,7 @@ def make_actor_critic_network(torso: Torso, actions, shared_torso: bool = False)
     """
 
     def forward(obs):
+        obs = _input(torso, obs)
         if shared_torso:
             h_pi = h_v = _torso(torso, "torso")(obs)
         else:
@@ -249,6 +299,7 @@ def make_recurrent_actor_critic(
     `distrl.agents.recurrent.unroll` runs it over time."""
 
     def forward(obs, state):
+        obs = _input(torso, obs)
         names = ("torso",) if shared_torso else ("policy_torso", "value_torso")
         hidden, new_state = [], []
         for name, h in zip(names, state):

@@ -1,12 +1,14 @@
 """PPO / GRPO: clipped-loss and group-advantage known answers, the fused update."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
-from distrl import agents
+from distrl import agents, networks
 from distrl.agents import advantages as adv_lib
 from distrl.agents import ppo
 from distrl.types import Transition
@@ -130,6 +132,28 @@ def test_one_epoch_one_minibatch_is_one_adam_step():
         new_state.params,
         expected,
     )
+
+
+def test_observation_statistics_follow_the_gradient_steps_that_used_the_actors_ones():
+    """normalize_observations: the gradient steps are those of the statistics the
+    actors acted with (the params' before the update); the batch's observations are
+    merged into them afterwards (`networks.observe`)."""
+    config = ppo.PPOConfig(hidden_sizes=(4,), normalize_observations=True)
+    agent = ppo.make_agent(config, SPEC)
+    state = agent.init(jax.random.PRNGKey(0))
+    batch = batch_with_extras(jax.random.PRNGKey(1))
+    new_state, _ = agent.update(state, batch)
+    optimizer = agents.base.optimizer_of(config)
+    stepped, _ = jax.jit(lambda s, b: ppo._update(agent.network, optimizer, config, s, b))(
+        state, batch
+    )  # the gradient steps alone, with the initial statistics (mean 0, var 1)
+    expected = networks.observe(stepped.params, batch.observation)
+    close = functools.partial(np.testing.assert_allclose, rtol=1e-5)
+    jax.tree.map(close, new_state.params, expected)
+    stats = new_state.params[networks.OBS_NORM]
+    np.testing.assert_allclose(stats["mean"], np.mean(batch.observation, axis=(0, 1)), rtol=1e-5)
+    assert float(stats["count"]) == 12  # T x N = 4 x 3 observations
+    assert not np.allclose(stepped.params["value_head"]["w"], state.params["value_head"]["w"])
 
 
 @pytest.mark.parametrize("advantage", ["gae", "grpo"])

@@ -163,3 +163,36 @@ def test_same_conv_is_haikus_conv2d(kernel):
     params = ours.init(KEY, x)
     jax.tree.map(np.testing.assert_array_equal, params, theirs.init(KEY, x))
     np.testing.assert_allclose(ours.apply(params, x), theirs.apply(params, x), atol=1e-5)
+
+
+def test_observation_norm_standardises_by_the_params_statistics_and_clips():
+    torso = networks.Torso((8,), "tanh", normalize_observations=True)
+    net = networks.make_actor_critic_network(torso, A)
+    params = net.init(KEY, jnp.zeros((O,)))
+    stats = params[networks.OBS_NORM]  # from mean 0, var 1, count 0
+    assert shapes(stats) == {"mean": (O,), "var": (O,), "count": ()}
+    assert float(stats["count"]) == 0 and float(jnp.sum(stats["var"])) == O
+    norm = hk.without_apply_rng(hk.transform(lambda x: networks.ObservationNorm(1)(x)))
+    custom = {networks.OBS_NORM: {"mean": jnp.full((O,), 2.0), "var": jnp.full((O,), 4.0)}}
+    custom[networks.OBS_NORM]["count"] = jnp.float32(5)
+    out = norm.apply(custom, jnp.stack([jnp.full((O,), 3.0), jnp.full((O,), 1e3)]))
+    np.testing.assert_allclose(out[0], 0.5, rtol=1e-5)  # (3 - 2) / sqrt(4)
+    np.testing.assert_allclose(out[1], networks.OBS_CLIP)  # clipped
+    # no gradient reaches the statistics; the layers behind them get one
+    grads = jax.grad(lambda p: jnp.sum(net.apply(p, jnp.ones((3, O)))[1]))(params)
+    assert not np.any(grads[networks.OBS_NORM]["mean"]) and np.any(grads["value_head"]["w"])
+
+
+def test_observe_merges_batches_into_the_mean_and_variance_of_them_all():
+    torso = networks.Torso((), normalize_observations=True)
+    params = networks.make_actor_critic_network(torso, A).init(KEY, jnp.zeros((O,)))
+    rng = np.random.default_rng(0)
+    first, second = rng.normal(3.0, 2.0, (4, 5, O)), rng.normal(-1.0, 0.5, (7, O))
+    params = networks.observe(networks.observe(params, first), second)
+    both = np.concatenate([first.reshape(-1, O), second])
+    stats = params[networks.OBS_NORM]
+    np.testing.assert_allclose(stats["mean"], both.mean(0), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(stats["var"], both.var(0), rtol=1e-4)
+    assert float(stats["count"]) == 27
+    plain = networks.make_actor_critic_network(networks.Torso(()), A).init(KEY, jnp.zeros((O,)))
+    assert networks.observe(plain, first) is plain  # no statistics: nothing to merge

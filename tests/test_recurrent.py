@@ -139,15 +139,22 @@ def test_the_memory_estimate_counts_the_cores_parameters(shared_torso):
     assert resources.param_count(agent.config, env.spec.observation_shape, 2) == count
 
 
-def test_the_recurrent_update_learns_on_whole_sequences():
-    """PPO's recurrent update takes a CoreChunk [T, N] and moves the params."""
-    config = _memory_chain(3, num_minibatches=3)
+@pytest.mark.parametrize("normalize", [False, True])
+def test_the_recurrent_update_learns_on_whole_sequences(normalize):
+    """PPO's recurrent update takes a CoreChunk [T, N] and moves the params; with
+    normalize_observations it merges the chunk's observations into their statistics."""
+    config = _memory_chain(3, num_minibatches=3, normalize_observations=normalize)
     agent, params, chunks = _acted(config)
     state = agent.init(KEY)
     new, metrics = agent.update(state, chunks[1])
     assert int(new.step) == 1 and all(np.isfinite(float(v)) for v in metrics.values())
     moved = jax.tree.leaves(jax.tree.map(lambda a, b: jnp.abs(a - b).max(), new.params, params))
     assert max(float(m) for m in moved) > 0
+    if normalize:
+        obs = np.asarray(chunks[1].chunk.observation)
+        stats = new.params[networks.OBS_NORM]
+        assert float(stats["count"]) == obs.shape[0] * obs.shape[1]
+        np.testing.assert_allclose(stats["mean"], obs.mean((0, 1)), rtol=1e-5, atol=1e-6)
 
 
 def test_a_chunk_and_its_start_state_travel_through_reverb():

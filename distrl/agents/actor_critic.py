@@ -57,6 +57,8 @@ class ActorCriticConfig:
     normalize_advantages: bool = False  # advantages to zero mean, unit std over the batch
     record_value: bool = False  # actors record V(s) in extras['value'] (PPO's clip_value
     # does anyway; else no learner reads it, and acting without it is faster)
+    normalize_observations: bool = False  # standardise observations by running statistics
+    # the learner keeps in the params (`networks.ObservationNorm`; MuJoCo's, as VecNormalize)
     vtrace: bool = False  # off-policy correction with the behaviour's extras['log_prob']
     clip_rho_threshold: float = 1.0  # V-trace: importance weights clipped at this, for values
     clip_pg_rho_threshold: float = 1.0  # V-trace: likewise for the policy gradient
@@ -101,6 +103,7 @@ RULES = {
     "entropy_coef_final": checks.NONNEGATIVE,
     "normalize_advantages": checks.FLAG,
     "record_value": checks.FLAG,
+    "normalize_observations": checks.FLAG,
     "vtrace": checks.FLAG,
     "clip_rho_threshold": checks.POSITIVE,
     "clip_pg_rho_threshold": checks.POSITIVE,
@@ -254,6 +257,8 @@ def make_policy_gradient_agent(config, env_spec, update_impl) -> base.Agent:
     )
     optimizer = base.optimizer_of(config)
     init = base.make_init(net, optimizer, obs_shape, with_target=False)
+    if config.normalize_observations:
+        update_impl = base.observing(update_impl)
     update = jax.jit(functools.partial(update_impl, net, optimizer, config))
     policy, greedy, value, probs = make_policy_fns(net, base.records_value(config))
     return base.Agent(

@@ -16,7 +16,8 @@ import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
-from distrl import spaces
+from distrl import networks, spaces
+from distrl.types import CoreChunk
 
 Params = Any
 OPTIMIZERS = ("adam", "sgd")
@@ -127,6 +128,19 @@ def records_value(config) -> bool:
     Acting without it halved ppo_breakout's actor rollout (issue 37). `config`: the
     agent's dataclass or the experiment config's `agent` section."""
     return bool(getattr(config, "record_value", False) or getattr(config, "clip_value", False))
+
+
+def observing(update_impl: Callable) -> Callable:
+    """`update_impl(net, optimizer, config, state, batch)`, then the batch's observations
+    merged into the network's running observation statistics (`networks.observe`):
+    after the gradient steps, so that those saw the statistics the actors acted with."""
+
+    def update(net, optimizer, config, state: TrainingState, batch):
+        state, metrics = update_impl(net, optimizer, config, state, batch)
+        steps = batch.chunk if isinstance(batch, CoreChunk) else batch
+        return state._replace(params=networks.observe(state.params, steps.observation)), metrics
+
+    return update
 
 
 def make_init(net: hk.Transformed, optimizer, obs_shape: tuple, with_target: bool) -> Callable:

@@ -61,6 +61,8 @@ class PPOConfig:
     clip_value: bool = False  # clip V around extras['value'] by clip_epsilon
     record_value: bool = False  # actors record V(s) in extras['value'] (PPO's clip_value
     # does anyway; else no learner reads it, and acting without it is faster)
+    normalize_observations: bool = False  # standardise observations by running statistics
+    # the learner keeps in the params (`networks.ObservationNorm`; MuJoCo's, as VecNormalize)
     normalize_advantages: bool = False  # over the whole batch (True hurt on 4x4)
     num_epochs: int = 4  # passes over each batch per update
     num_minibatches: int = 4  # minibatches (of time steps) per epoch
@@ -95,6 +97,7 @@ RULES = {
     "entropy_coef_final": checks.NONNEGATIVE,
     "clip_value": checks.FLAG,
     "record_value": checks.FLAG,
+    "normalize_observations": checks.FLAG,
     "normalize_advantages": checks.FLAG,
     "num_epochs": checks.at_least(1),
     "num_minibatches": checks.at_least(1),

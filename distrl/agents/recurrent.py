@@ -166,6 +166,8 @@ def make_agent(config, env_spec, update_impl) -> base.Agent:
     """A recurrent actor-critic agent (`Agent.core`) around `update_impl(net, optimizer,
     config, state, batch: types.CoreChunk) -> (state, metrics)`."""
     net, initial_state = make_network(config, env_spec)
+    if config.normalize_observations:
+        update_impl = base.observing(update_impl)
     optimizer = base.optimizer_of(config)
     init = make_init(net, initial_state, optimizer, base.observation_shape(env_spec))
     core = make_core(net, initial_state, base.records_value(config))
