@@ -1,5 +1,5 @@
 """The env presets (configs/ppo_cartpole.py, dqn_cartpole.py, ppo_breakout.py,
-dqn_breakout.py; gymnasium's CartPole: ppo_gymnasium_cartpole.py,
+dqn_breakout.py, ppo_spaceinvaders.py; gymnasium's CartPole: ppo_gymnasium_cartpole.py,
 dqn_gymnasium_cartpole.py; gymnasium's toy-text: ppo_gymnasium_frozenlake8x8.py,
 tabular_gymnasium_taxi.py, ppo_gymnasium_taxi.py; Pendulum-v1: sac_pendulum.py,
 td3_pendulum.py, ppo_pendulum.py, sac_gymnasium_pendulum.py; gymnasium's MuJoCo
@@ -30,6 +30,7 @@ PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     "dqn_cartpole": ("gymnax:CartPole-v1", "dqn", 475.0, 1),
     "ppo_breakout": ("gymnax:Breakout-MinAtar", "ppo", 28.0, 3),  # the sampled policy's
     "dqn_breakout": ("gymnax:Breakout-MinAtar", "dqn", 10.0, 3),
+    "ppo_spaceinvaders": ("gymnax:SpaceInvaders-MinAtar", "ppo", 131.0, 3),  # gymnax's PPO
     "sac_pendulum": ("gymnax:Pendulum-v1", "sac", -200.0, 1),
     "td3_pendulum": ("gymnax:Pendulum-v1", "td3", -200.0, 1),
     "ppo_pendulum": ("gymnax:Pendulum-v1", "ppo", -200.0, 1),
@@ -40,7 +41,7 @@ PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     "r2d2_masked_cartpole": ("gymnax:CartPole-v1", "r2d2", 475.0, 1),
 }
 
-IMAGE_TORSOS = {"ppo_breakout": "mlp", "dqn_breakout": "conv"}
+IMAGE_TORSOS = {"ppo_breakout": "mlp", "dqn_breakout": "conv", "ppo_spaceinvaders": "mlp"}
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
