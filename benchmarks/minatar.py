@@ -14,7 +14,10 @@ alternating slices, so each ratio compares two figures under the same load).
 - Reverb insert and read of the presets' [T, B, 10, 10, 4] items (`ceilings.reverb_ceilings`);
 - evaluation: greedy episodes through the network (`evaluation.run_episodes`,
   evaluator.num_envs of them, the initial params), env steps/s, and what a
-  confirmation (confirm_envs episodes of up to the env's 1,000 steps) costs at that rate.
+  confirmation (confirm_envs episodes of up to the env's 1,000 steps) costs at that rate;
+- distributed (run by `benchmarks/run.py` after these, in a subprocess): the trainer's
+  preset as the real program (`stages.py` e2e, 2 actors, `local_mp`), its env steps/s
+  over a window of several updates against the trainer part's fused loop.
 """
 
 import functools
