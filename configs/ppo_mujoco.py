@@ -7,15 +7,20 @@ Settings as CleanRL's `ppo_continuous_action.py` (vwxyzjn/cleanrl, its `Args`): 
 env steps per update (2 actors x 4 copies x 256 steps, fresh data: one chunk per
 actor per params version), 10 epochs of 32 minibatches, step size 3e-4 decayed
 linearly to 0 over the 1M env steps (488 updates x 320 optimizer steps), discount
-0.99, GAE lambda 0.95, clip 0.2 for the ratio and the value, advantages normalised,
-no entropy bonus, value weight 0.5, gradient clip 0.5, two hidden layers of 64 (tanh)
-for the policy and the value apiece, a learned log std from 0. Unlike CleanRL's, no
-observation or reward normalisation (distrl has none) and the Gaussian is
-tanh-squashed (`agents/distributions.py`). Evaluated every 51,200 env steps (25
-updates). Published return: the SB3 RL Zoo's `benchmark.md` gives PPO 5,819 on
-HalfCheetah-v3 at 1M env steps (its tuned `hyperparams/ppo.yml` settings, with
-VecNormalize). What distrl reaches, per seed, with the env steps and seconds:
-docs/learning.md ("MuJoCo").
+0.99, GAE lambda 0.95, clip 0.2 for the ratio, advantages normalised, no entropy
+bonus, value weight 0.5, gradient clip 0.5, two hidden layers of 64 (tanh) for the
+policy and the value apiece, a learned log std from 0, observations standardised by
+running statistics (`agent.normalize_observations`, as CleanRL's NormalizeObservation
+and the zoo's VecNormalize). Unlike theirs: no reward normalisation, so no value
+clipping either (CleanRL clips V by 0.2 around the behaviour's V of *normalised*
+rewards; on raw MuJoCo returns, V in the hundreds, that clip held the critic back:
+HalfCheetah 1,516-2,386 and Hopper 508-538 at 1M with it, 4,016-4,965 and 3,600
+without, docs/learning.md "MuJoCo"), and the Gaussian is tanh-squashed
+(`agents/distributions.py`).
+Evaluated every 51,200 env steps (25 updates). Published return: the SB3 RL Zoo's
+`benchmark.md` gives PPO 5,819 on HalfCheetah-v3 at 1M env steps (its tuned
+`hyperparams/ppo.yml` settings, with VecNormalize). What distrl reaches, per seed,
+with the env steps and seconds: docs/learning.md ("MuJoCo").
 """
 
 from distrl.config import mujoco
@@ -33,13 +38,14 @@ def get_config():
             learning_rate_decay_steps=488 * 320,
             learning_rate_final=0.0,
             clip_epsilon=0.2,
-            clip_value=True,
+            clip_value=False,  # see the docstring
             value_coef=0.5,
             entropy_coef=0.0,
             max_grad_norm=0.5,
             num_epochs=10,
             num_minibatches=32,
             normalize_advantages=True,
+            normalize_observations=True,
         )
     )
     config.actor.update(dict(num_envs=4, unroll_length=256, chunks_per_version=1))

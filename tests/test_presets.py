@@ -191,6 +191,8 @@ def test_each_mujoco_preset_trains_on_halfcheetah_or_hopper_for_the_references_b
         updates = config.budget.env_steps // per_update
         steps = config.agent.num_epochs * config.agent.num_minibatches
         assert config.agent.learning_rate_decay_steps == updates * steps
+        # observations standardised; V not clipped on raw rewards (the docstring's runs)
+        assert config.agent.normalize_observations and not config.agent.clip_value
     config.env.name = "gymnasium:Hopper-v5"
     config_lib.validate(config)
     hopper = config_lib.make_env(config)
