@@ -84,14 +84,17 @@ def _fill(spec: Spec, placeholder: str, value: str) -> Spec:
     return Spec(**{k: sub(v) for k, v in dataclasses.asdict(spec).items()})
 
 
+# Where a whole program's time went (`stages.summarize_e2e`), for the figures under <at>.
+_PROGRAM_SHARES = (
+    "learner waits {<at>.wait_share:share}, actors blocked {<at>.actor_blocked_share:share}; "
+    "CPU cores {<at>.cores_total} ({<at>.cores_text})"
+)
+
 _E2E_NOTE = (
     "{e2e.<algo>.updates_per_s} upd/s, {e2e.<algo>.samples_per_s} samples/s, "
     "SPI {e2e.<algo>.samples_per_insert}, lag {e2e.<algo>.mean_version_lag}, "
     "data age {e2e.<algo>.data_age_mean} (max {e2e.<algo>.data_age_max}), "
-    "learner waits {e2e.<algo>.wait_share:share}, "
-    "actors blocked {e2e.<algo>.actor_blocked_share:share}; "
-    "CPU cores {e2e.<algo>.cores_total} ({e2e.<algo>.cores_text})"
-)
+) + _PROGRAM_SHARES.replace("<at>", "e2e.<algo>")
 
 ROWS = [
     # 1. Each stage's work alone, in the bench process.
@@ -446,10 +449,8 @@ ROWS = [
         ceiling=("minatar.trainer.fused.env_steps_per_s",),
         ceiling_name="fused loop",
         goal=">= 0.5x",
-        note="{minatar.distributed.updates_per_s} updates/s, learner waits "
-        "{minatar.distributed.wait_share:share}, actors blocked "
-        "{minatar.distributed.actor_blocked_share:share}; CPU cores "
-        "{minatar.distributed.cores_total} ({minatar.distributed.cores_text})",
+        note="{minatar.distributed.updates_per_s} updates/s, "
+        + _PROGRAM_SHARES.replace("<at>", "minatar.distributed"),
     ),
     Spec(
         "6 minatar",
