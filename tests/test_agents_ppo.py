@@ -156,6 +156,25 @@ def test_observation_statistics_follow_the_gradient_steps_that_used_the_actors_o
     assert not np.allclose(stepped.params["value_head"]["w"], state.params["value_head"]["w"])
 
 
+def test_observation_statistics_stop_where_the_step_size_has_decayed_to_zero():
+    """A network that no longer learns keeps the statistics it was trained with: once
+    the step size has decayed to 0 (here after the first optimizer step) an update
+    leaves the params, statistics included, as they were."""
+    config = ppo.PPOConfig(
+        hidden_sizes=(4,),
+        normalize_observations=True,
+        learning_rate_decay_steps=1,
+        learning_rate_final=0.0,
+    )
+    agent = ppo.make_agent(config, SPEC)
+    learned, _ = agent.update(
+        agent.init(jax.random.PRNGKey(0)), batch_with_extras(jax.random.PRNGKey(1))
+    )
+    assert float(learned.params[networks.OBS_NORM]["count"]) == 12  # its one learning step
+    frozen, _ = agent.update(learned, batch_with_extras(jax.random.PRNGKey(2)))
+    jax.tree.map(np.testing.assert_array_equal, frozen.params, learned.params)
+
+
 @pytest.mark.parametrize("advantage", ["gae", "grpo"])
 def test_update_compiles_once(advantage):
     config = ppo.PPOConfig(hidden_sizes=(8,), advantage=advantage, num_epochs=2, num_minibatches=3)

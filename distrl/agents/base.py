@@ -133,12 +133,20 @@ def records_value(config) -> bool:
 def observing(update_impl: Callable) -> Callable:
     """`update_impl(net, optimizer, config, state, batch)`, then the batch's observations
     merged into the network's running observation statistics (`networks.observe`):
-    after the gradient steps, so that those saw the statistics the actors acted with."""
+    after the gradient steps, so that those saw the statistics the actors acted with.
+
+    Only where those steps moved the params: a network that no longer learns (its step
+    size decayed to 0) keeps the statistics it was trained with. Merged on, they would
+    drift to the frozen policy's own states and change what it does (seen on
+    ppo_mujoco past its 1M-step decay: greedy HalfCheetah 4,800 fell to 1,000)."""
 
     def update(net, optimizer, config, state: TrainingState, batch):
-        state, metrics = update_impl(net, optimizer, config, state, batch)
+        new, metrics = update_impl(net, optimizer, config, state, batch)
         steps = batch.chunk if isinstance(batch, CoreChunk) else batch
-        return state._replace(params=networks.observe(state.params, steps.observation)), metrics
+        learned = jnp.any(ravel_pytree(new.params)[0] != ravel_pytree(state.params)[0])
+        merged = networks.observe(new.params, steps.observation)
+        params = jax.tree.map(lambda m, p: jnp.where(learned, m, p), merged, new.params)
+        return new._replace(params=params), metrics
 
     return update
 
