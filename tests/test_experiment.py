@@ -257,9 +257,10 @@ def test_resume_after_a_kill_long_after_the_checkpoint_never_counts_back(
     assert f"param_version {before['version']} -> {ahead['param_version']}" in said, said
     assert f"run clock {before['elapsed_seconds']:.0f} -> {stopped_at:.0f} s" in said, said
     assert result["stop_reason"] == "learner_step_budget", result
-    for name in ("env_steps", "learner_steps"):
-        assert result["counts"][name] > ahead[name], (name, result["counts"])
-    for name in ("episodes", "items_written"):
+    assert result["counts"]["learner_steps"] > ahead["learner_steps"], result["counts"]
+    # >=: presumably the restored replay can feed the 30 updates before an actor's
+    # first count reaches the counter (seen once in CI at 00dd570: env_steps 78,672 both)
+    for name in ("env_steps", "episodes", "items_written"):
         assert result["counts"][name] >= ahead[name], (name, result["counts"])
     assert result["param_version"] > ahead["param_version"], result
     evaluator = metrics.read_csv(metrics.csv_path(str(copy), "evaluator"))
