@@ -276,7 +276,7 @@ def test_resume_after_a_kill_long_after_the_checkpoint_never_counts_back(
     assert resumed_rows.size and resumed_rows.min() > ahead["param_version"], learner["step"]
     after = checkpoint.read_manifest(checkpoint.directory(str(copy)))
     assert after["version"] > ahead["param_version"]
-    assert after["counts"]["env_steps"] > ahead["env_steps"]
+    assert after["counts"]["env_steps"] >= ahead["env_steps"]  # >=: as above
 
 
 def test_a_resumed_evaluator_keeps_the_policy_an_earlier_launch_kept(short_run, tmp_path):
