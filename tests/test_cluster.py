@@ -891,8 +891,8 @@ def test_a_program_the_cluster_cannot_hold_is_refused_before_any_node_starts(
 
 
 def test_host_port_address_formats_ipv4_and_ipv6_hosts():
-    assert cluster_lib.HostPortAddress("10.0.0.2", 4321).build() == "10.0.0.2:4321"
-    assert cluster_lib.HostPortAddress("fd00::2", 4321).build() == "[fd00::2]:4321"
+    assert staging.HostPortAddress("10.0.0.2", 4321).build() == "10.0.0.2:4321"
+    assert staging.HostPortAddress("fd00::2", 4321).build() == "[fd00::2]:4321"
     assert lp_address.get_port_from_address("[fd00::2]:4321") == 4321
 
 

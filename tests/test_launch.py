@@ -4,11 +4,13 @@ Each launch runs in its own process session so the test can check that every
 process the program started has exited afterwards.
 """
 
+import fcntl
 import json
 import os
 import signal
 import time
 
+import psutil
 import pytest
 from conftest import (
     assert_nothing_left,
@@ -16,6 +18,8 @@ from conftest import (
     listening_addresses,
     session_processes,
 )
+
+from distrl.program import ports
 
 # launch/train.py arguments (after --config=configs/dqn.py --run_dir={tmp}/run; {tmp}
 # is the fixture's folder) and a part of the one-line message they must give.
@@ -245,6 +249,28 @@ def test_bad_input_in_a_fresh_interpreter_leaves_no_process(tmp_path):
         assert not (tmp_path / "run").exists()
 
 
+def _unclaimed_server_ports(launcher_pid: int) -> dict:
+    """{port: pid} of the run's listening servers whose claim (`distrl.program.ports`)
+    this test could take, i.e. that no launcher holds."""
+    found = {}
+    for p in session_processes(launcher_pid):
+        try:
+            listening = [c for c in p.net_connections("tcp") if c.status == psutil.CONN_LISTEN]
+        except (psutil.Error, OSError):
+            continue
+        for c in listening:
+            claim = os.path.join(ports.claims_dir(), str(c.laddr.port))
+            fd = os.open(claim, os.O_CREAT | os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                found[c.laddr.port] = p.pid
+            except BlockingIOError:
+                pass
+            finally:
+                os.close(fd)  # also drops the lock if this test took it
+    return found
+
+
 @pytest.mark.slow
 def test_local_mp_dqn_two_actors_solves_and_exits_cleanly(tmp_path):
     run_dir = tmp_path / "run"
@@ -257,16 +283,19 @@ def test_local_mp_dqn_two_actors_solves_and_exits_cleanly(tmp_path):
             "--config.budget.seconds=240",
         ]
     )
-    listening, deadline = {}, time.time() + 400
+    listening, unclaimed, deadline = {}, {}, time.time() + 400
     while proc.poll() is None and time.time() < deadline:
         for pid, ips in listening_addresses(session_processes(proc.pid)).items():
             listening.setdefault(pid, set()).update(ips)
+        unclaimed.update(_unclaimed_server_ports(proc.pid))
         time.sleep(0.3)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out[-4000:]
-    # Every node's server (Reverb, courier) listened, on loopback only.
+    # Every node's server (Reverb, courier) listened, on loopback only, on a port the
+    # launcher held a claim on (no other launcher could be given it).
     servers = {pid: ips for pid, ips in listening.items() if ips}
     assert len(servers) >= 6, servers
+    assert not unclaimed, unclaimed
     assert set().union(*servers.values()) <= {"127.0.0.1", "::ffff:127.0.0.1"}, servers
     result = json.loads((run_dir / "result.json").read_text())
     assert result["stop_reason"] == "target_reached", result

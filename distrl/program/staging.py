@@ -5,18 +5,36 @@ Shared by the local supervisor (`distrl.program.supervisor`) and the Ray launche
 launch context (local_mp, with `lifecycle.stop_via_file` as the program stopper, so
 that a node's `lp.stop()` reaches the launcher through a file), its input handles
 connected, and its function pickled with Launchpad's own serialization; and which
-nodes hold a handle to which (`holders`). Binding addresses differs (loopback ports
-here, each host's ports on Ray) and stays with each launcher.
+nodes hold a handle to which (`holders`); and the address of a node's server
+(`HostPortAddress`: a loopback port `ports` claimed here, a host's port on Ray).
 """
 
 import dataclasses
 import os
 import tempfile
 
+from launchpad import address as lp_address
 from launchpad import context as lp_context
 from launchpad.launch import serialization
 
 from distrl.program import lifecycle
+
+
+class HostPortAddress(lp_address.AbstractAddressBuilder):
+    """An `lp.Address` builder for a given host and port: `<host>:<port>`."""
+
+    def __init__(self, host: str, port: int):
+        self._address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def build(self) -> str:
+        return self._address
+
+
+def bind_local(node, claims) -> None:
+    """Launchpad's local binding, `localhost:<port>` for each of the node's addresses,
+    on ports `claims` (a `ports.Claims`) holds for this launcher alone."""
+    for address in node.addresses:
+        address.bind(HostPortAddress("localhost", claims.port()))
 
 
 @dataclasses.dataclass

@@ -39,7 +39,7 @@ import time
 from absl import flags
 
 from distrl import failures, rundir
-from distrl.program import bindhost, nodeproc, progress, scaling, staging, zygote
+from distrl.program import bindhost, nodeproc, ports, progress, scaling, staging, zygote
 from distrl.program.ray import STOP_FILE_ENV
 
 _POLL_S = 0.1
@@ -161,6 +161,7 @@ class _Supervisor:
         self.restarts: list[dict] = []
         self._pending: dict[str, float] = {}  # name -> when to start it again
         self._scaler: _Scaler | None = None
+        self._ports = ports.Claims()  # no other launcher here is given them
 
     def prepare(self, program, envs: dict, output_dir: str, work: str, echo: bool) -> None:
         """Contexts, handles, loopback ports and pickles of every node, and the preloaded
@@ -177,12 +178,13 @@ class _Supervisor:
             getattr(program, "more_actors", None),
             dict(work=work, output_dir=output_dir, echo=echo),
             {**os.environ, **envs.get("actor", {}), **loopback, STOP_FILE_ENV: self._stop_file},
+            self._ports,
         )
         early = zygote.take_early()
         if early is None:
             self._zygote = self._start_zygote(list(node_env.values()))
         for n in staged:
-            n.node.bind_addresses()  # Launchpad's local binding: a free localhost port each
+            staging.bind_local(n.node, self._ports)
             data_file = os.path.join(work, n.name.replace("/", "_") + ".pkl")
             with open(data_file, "wb") as f:
                 f.write(staging.pickled(n, work))
@@ -217,9 +219,11 @@ class _Supervisor:
         return self._start_zygote(envs)
 
     def close(self) -> None:
-        """Ends the preloaded parent (after the nodes' stop: it has none left)."""
+        """Ends the preloaded parent (after the nodes' stop: it has none left) and gives
+        the ports back."""
         if self._zygote is not None:
             self._zygote.close()
+        self._ports.release()
 
     def run(self, line) -> None:
         try:
@@ -326,10 +330,11 @@ class _Scaler:
     `removing` until it exits (SIGKILL after the termination notice).
     """
 
-    def __init__(self, more_actors, where: dict, env: dict):
+    def __init__(self, more_actors, where: dict, env: dict, claims: ports.Claims):
         self._more = more_actors  # topology.ActorMaker, or None (a program without actors)
         self.where = where  # work, output_dir, echo
         self._env = env
+        self._ports = claims
         self.zygote = None
         self.removing: dict[str, tuple] = {}  # name -> (NodeProcess, SIGKILL deadline)
 
@@ -362,7 +367,7 @@ class _Scaler:
     def _start(self, index: int, count: int, nodes: dict) -> str:
         """Stages, binds, pickles and starts actor `index` of `count`; its name."""
         n = staging.stage_added(self._more.added(index, count), "actor", index)
-        n.node.bind_addresses()
+        staging.bind_local(n.node, self._ports)
         data_file = os.path.join(self.where["work"], n.name.replace("/", "_") + ".pkl")
         with open(data_file, "wb") as f:
             f.write(staging.pickled(n, self.where["work"]))

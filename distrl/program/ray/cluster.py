@@ -7,7 +7,7 @@ point, and changes only where each node runs and what its handles resolve to:
 1. Place: one `nodehost.NodeHost` Ray actor per Launchpad node, asking for its group's
    resources (`placement_options`). Each host reports its Ray node, its IP and, for
    every `lp.Address` its node owns, a port that is free on that machine.
-2. Bind: each address is bound to `HostPortAddress(ip, port)`, so a handle resolves
+2. Bind: each address is bound to `staging.HostPortAddress(ip, port)`, so a handle resolves
    to the serving node's machine wherever it is dereferenced: actors on one machine
    write to the Reverb server on another and pull parameters from the learner there.
 3. Start: each node's function is pickled the way `local_mp` pickles it, and its host
@@ -65,7 +65,6 @@ import time
 
 import ray
 from absl import logging
-from launchpad import address as lp_address
 
 from distrl import failures, files, rundir
 from distrl.config import ConfigError
@@ -100,16 +99,6 @@ _START_RAY = (
     "Start one first: `ray start --head` on the head machine, then "
     "`ray start --address=<head ip>:6379` on each other machine."
 )
-
-
-class HostPortAddress(lp_address.AbstractAddressBuilder):
-    """An `lp.Address` builder for a node on another machine: `<ip>:<port>`."""
-
-    def __init__(self, host: str, port: int):
-        self._address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-    def build(self) -> str:
-        return self._address
 
 
 @dataclasses.dataclass
@@ -428,7 +417,7 @@ class _Launch:
         """Each address to a port on its own node's host (contexts: `staging.stage`)."""
         for n in self._nodes:
             for address, port in zip(n.node.addresses, n.where["ports"]):
-                address.bind(HostPortAddress(n.where["ip"], port))
+                address.bind(staging.HostPortAddress(n.where["ip"], port))
 
     def _pickled(self, n: _Node) -> bytes:
         """The node's function with every address as bound now."""
@@ -667,7 +656,7 @@ class _Launch:
                 waiting[n.host.locate.remote(len(n.node.addresses))] = n
                 continue
             for address, port in zip(n.node.addresses, n.where["ports"]):
-                address.bind(HostPortAddress(n.where["ip"], port))
+                address.bind(staging.HostPortAddress(n.where["ip"], port))
         return None
 
     def _start_again(self, n: _Node) -> None:

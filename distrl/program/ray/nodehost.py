@@ -24,11 +24,10 @@ import tempfile
 import threading
 import time
 
-import portpicker
 import ray
 
 from distrl import compile_cache, failures
-from distrl.program import bindhost, nodeproc
+from distrl.program import bindhost, nodeproc, ports
 from distrl.program.ray import STOP_FILE_ENV
 
 _WATCH_PERIOD_S = 0.05
@@ -50,6 +49,7 @@ class NodeHost:
         self._stop_file = os.path.join(self._dir, "stop")
         self._process = None
         self._head = _HeadWatch(self, run_dir, name) if run_dir else None
+        self._ports = ports.Claims()  # held while this host lives: no other launcher's
 
     def locate(self, num_ports: int) -> dict:
         return dict(
@@ -57,7 +57,7 @@ class NodeHost:
             ray_node=ray.get_runtime_context().get_node_id(),
             hostname=socket.gethostname(),
             host_pid=os.getpid(),
-            ports=[portpicker.pick_unused_port() for _ in range(num_ports)],
+            ports=[self._ports.port() for _ in range(num_ports)],
         )
 
     def start(self, payload: bytes, env: dict, output_path: str, attempt: int = 0) -> int:
