@@ -173,3 +173,18 @@ def test_sac_on_mujoco_inverted_pendulum_trains_and_evaluates(run_dir):
     assert len(returns) >= 4 and np.all(np.isfinite(returns)), returns
     assert np.all((lengths - 1 <= returns) & (returns <= lengths)), (returns, lengths)
     assert max(returns[1:]) > returns[0] + 40.0, returns
+
+
+def test_actors_stop_at_the_env_step_budget_between_evaluations(run_dir):
+    """The evaluator looks at the budget only between its evaluations (here every 4 s of
+    wall time); the actors stop themselves once the counter says the run's env steps
+    reached it, so a run's env steps end within a few chunks of the budget."""
+    config = load_config("ppo")
+    config.run_dir = run_dir
+    config.evaluator.update(dict(target_success=0.0, every_env_steps=0, every_seconds=4.0))
+    config.budget.update(dict(env_steps=20_000, seconds=120.0))
+    result, out_dir = program.run(config, "test_mt")
+    assert result["stop_reason"] == "env_step_budget", result
+    chunk = config.actor.num_envs * config.actor.unroll_length
+    slack = config.num_actors * 4 * chunk  # the chunks in flight and a report's lag
+    assert 20_000 <= result["counts"]["env_steps"] <= 20_000 + slack, (result["counts"], slack)

@@ -14,6 +14,8 @@ Python (gymnasium: `envs.host_env`) is stepped by `host_rollout.HostAct` instead
 the jitted rollout, with the same items, tables and counts.
 """
 
+import collections
+import contextlib
 import time
 
 import jax
@@ -26,6 +28,7 @@ from distrl.nodes.lifecycle import InProcess
 from distrl.nodes.variables import ParamsClient
 
 _REPORT_SECONDS = 0.1  # counts reach the counter (and result.json) at most this late
+_IDLE_POLL_SECONDS = 0.5  # an actor past the env-step budget looks for the stop this often
 
 
 def actor_epsilon(base_epsilon: float, actor_id: int, num_actors: int, spread: float) -> float:
@@ -107,6 +110,9 @@ class Actor:
                 return
             try:
                 while not self._should_stop():
+                    if self._budget_spent(acting):
+                        self._idle(acting)
+                        break
                     self._step(acting, pipelined=not acting.gate.enabled)
             finally:
                 acting.writer.close()
@@ -115,6 +121,23 @@ class Actor:
                 acting.log.close()
                 acting.close()
             logging.info("actor %d: stopped after %d env steps", self._id, acting.env_steps)
+
+    def _budget_spent(self, acting: "_Acting") -> bool:
+        """Whether the run's env steps, as the counter last answered this actor, reached
+        `budget.env_steps`. Actors stop there themselves: the evaluator sees the budget
+        only between its evaluations, and a fast pipeline acted through them (PPO on
+        HalfCheetah: 65.5k env steps for a budget of 50k)."""
+        budget = self._config.budget.env_steps
+        return bool(budget) and acting.tally.run_env_steps() >= budget
+
+    def _idle(self, acting: "_Acting") -> None:
+        """Delivers the chunk in flight and its counts, then waits for the program's stop."""
+        if acting.pending is not None:
+            self._deliver(acting)
+        acting.tally.flush(self._counter, acting.log)
+        logging.info("actor %d: the run's env-step budget is spent; waiting for the stop", self._id)
+        while not self._lifecycle.should_stop(_IDLE_POLL_SECONDS):
+            pass
 
     def step(self) -> dict:
         """Acts one rollout (T steps of B envs) and writes its items to replay.
@@ -324,22 +347,39 @@ class _MaxPriority:
 
 
 class _Tally:
-    """Counts accumulated locally and sent to the counter at most every 0.1 s."""
+    """Counts accumulated locally and sent to the counter at most every 0.1 s; and the
+    run's env steps as this actor knows them (`run_env_steps`)."""
 
     def __init__(self):
         self._pending = {}
         self._last = time.time()
+        self._sent = 0  # this actor's env steps sent to the counter
+        self._in_flight = collections.deque()  # (answer future, self._sent when sent)
+        self._answered = (0, 0)  # (the run's env steps in the latest answer, self._sent then)
 
     def add(self, **deltas) -> None:
         for name, value in deltas.items():
             self._pending[name] = self._pending.get(name, 0) + value
 
+    def run_env_steps(self) -> int:
+        """The counter's latest answer, plus this actor's steps since: the other actors'
+        since that answer are not known here."""
+        while self._in_flight and self._in_flight[0][0].done():
+            future, sent = self._in_flight.popleft()
+            with contextlib.suppress(Exception):  # a restarting counter: the next answer
+                self._answered = (future.result().get("env_steps", 0), sent)
+        total, sent = self._answered
+        return total + self._sent - sent + self._pending.get("env_steps", 0)
+
     def flush(self, counter, log: "_ActorLog") -> None:
         """Sends what is pending and waits for the counter (an actor that stops: a
         fire-and-forget call would die with its process)."""
         if self._pending:
+            self._sent += self._pending.get("env_steps", 0)
             try:
-                counter.increment(**self._pending)
+                answer = counter.increment(**self._pending)
+                self._in_flight.clear()  # this answer is later than theirs
+                self._answered = (answer.get("env_steps", 0), self._sent)
             except Exception as err:  # noqa: BLE001 - a stopped counter: the counts are lost
                 logging.info("actor: last counts not sent (%s)", err)
             log.add(**self._pending)
@@ -348,7 +388,9 @@ class _Tally:
     def maybe_report(self, counter, log: "_ActorLog") -> None:
         """Sends in the background, so reporting never blocks acting; `log` gets the same."""
         if self._pending and time.time() - self._last > _REPORT_SECONDS:
-            counter.futures.increment(**self._pending)
+            self._sent += self._pending.get("env_steps", 0)
+            future = counter.futures.increment(**self._pending)
+            self._in_flight.append((future, self._sent))
             log.add(**self._pending)
             self._pending, self._last = {}, time.time()
 
