@@ -5,8 +5,9 @@ saved in <run_dir>/checkpoints/policy/), or with `--checkpoint=latest` the
 learner's last checkpoint; plays `--episodes` episodes from S with the policy as its
 run evaluated it (greedy, or sampled where the run set `evaluator.sampled`; one
 greedy episode on a deterministic map, where they are all alike and the figures
-exact) and prints the success rate and mean return with their 95% intervals (Wilson;
-normal for the return), for a tabular env the exact success, value and expected
+exact), or as `--play=greedy|sampled` says (a sampled run's greedy policy), and
+prints the success rate and mean return with their 95% intervals (Wilson; normal for
+the return), for a tabular env the exact success, value and expected
 return of the greedy policy against the optimum (`distrl.envs.exact`, by DP over the
 env's tables, over its start states where it has several: Taxi), the learned V(S)
 beside the exact value of the policy it estimates (greedy for Q-learning, the
@@ -47,16 +48,24 @@ _EPISODES = flags.DEFINE_integer(
     "episodes", 10_000, "Greedy episodes to play (one on a deterministic map).", lower_bound=1
 )
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of the episodes' slips.")
+AS_RUN = "as_run"
+_PLAY = flags.DEFINE_enum(
+    "play",
+    AS_RUN,
+    [AS_RUN, "greedy", "sampled"],
+    "as_run: as the run's evaluator played it (greedy unless evaluator.sampled); greedy: "
+    "the argmax (or mean) action; sampled: actions drawn from the policy.",
+)
 _JSON = flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
 flags.mark_flag_as_required("run_dir")
 
 
-def evaluate(loaded: policy.Policy, episodes: int, seed: int) -> dict:
-    """The JSON-ready figures of `loaded`'s policy, played as its run's evaluator played
-    it (greedy unless `evaluator.sampled`): episodes, exact, grids.
-    EnvError for a non-finite action (diverged params) or a failing env."""
+def evaluate(loaded: policy.Policy, episodes: int, seed: int, play: str = AS_RUN) -> dict:
+    """The JSON-ready figures of `loaded`'s policy, played as `play` says (AS_RUN: as its
+    run's evaluator played it, greedy unless `evaluator.sampled`): episodes, exact,
+    grids. EnvError for a non-finite action (diverged params) or a failing env."""
     env, agent = loaded.env, loaded.agent
-    greedy = not loaded.config.evaluator.sampled
+    greedy = not loaded.config.evaluator.sampled if play == AS_RUN else play == "greedy"
     exact = evaluation.is_deterministic(env, greedy)
     n = evaluation.episodes_needed(env, episodes, greedy)
     if envs.is_host_env(env):  # stepped in Python: episodes on the host
@@ -146,7 +155,7 @@ def main(argv):
         print(f"distrl: cannot evaluate: {message}", file=sys.stderr)
         return cli.BAD_INPUT
     try:
-        figures = evaluate(loaded, _EPISODES.value, _SEED.value)
+        figures = evaluate(loaded, _EPISODES.value, _SEED.value, _PLAY.value)
     except EnvError as err:  # a diverged policy (or a failing env): one line, as a failed run
         file = os.path.relpath(loaded.file, loaded.run_dir)
         print(f"distrl: {_named(loaded.which, loaded.version, file)}: {err}", file=sys.stderr)

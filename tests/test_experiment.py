@@ -516,6 +516,19 @@ def test_evaluate_command_plays_the_policy_as_its_run_evaluated_it(
     assert ev["policy"] == "sampled" and ev["episodes"] == 64
     code, out = _python(warm_python, "evaluate.py", f"--run_dir={run_dir}", "--episodes=64")
     assert code == 0 and out.rstrip().count("(greedy)") == 1, out[-2000:]
+    for run, play in ((copy, "greedy"), (run_dir, "sampled")):  # --play overrides the run's way
+        code, out = _python(
+            warm_python,
+            "evaluate.py",
+            f"--run_dir={run}",
+            "--episodes=64",
+            f"--play={play}",
+            "--json",
+        )
+        assert code == 0, out[-2000:]
+        assert _json_line(out)["evaluation"]["policy"] == play
+    code, out = _python(warm_python, "evaluate.py", f"--run_dir={run_dir}", "--play=argmax")
+    assert code == 2 and "--play" in out and "greedy" in out, out[-2000:]
 
 
 def test_evaluate_command_refuses_a_corrupt_or_missing_policy_in_one_line(
