@@ -5,6 +5,7 @@ Each run trains until the evaluator's greedy success rate reaches 1.0 on the
 non-slippery 4x4 map (or the budget ends, which fails the test).
 """
 
+import fcntl
 import json
 import os
 
@@ -15,7 +16,7 @@ from conftest import load_config
 from distrl import metrics, pipelines, policy, results
 from distrl.acting import evaluation
 from distrl.nodes.evaluator import next_mark
-from distrl.program import errors
+from distrl.program import errors, ports
 from distrl.program import launcher as program
 
 
@@ -188,3 +189,34 @@ def test_actors_stop_at_the_env_step_budget_between_evaluations(run_dir):
     chunk = config.actor.num_envs * config.actor.unroll_length
     slack = config.num_actors * 4 * chunk  # the chunks in flight and a report's lag
     assert 20_000 <= result["counts"]["env_steps"] <= 20_000 + slack, (result["counts"], slack)
+
+
+def test_servers_listen_on_claimed_ports_outside_the_ephemeral_range(run_dir, monkeypatch):
+    """Launchpad's test_mt binds each node itself; distrl's binding replaces it, so the
+    servers keep out of the range client sockets take ports from, on ports this
+    launcher holds a claim on while the run goes (`distrl.program.ports`)."""
+    seen = []
+    launch = program.lp.launch
+
+    def launch_and_look(prog, **kwargs):  # the real launch; then the bound addresses
+        started = launch(prog, **kwargs)
+        for node in prog.get_all_nodes():
+            for address in node.addresses:
+                port = int(address.resolve().rsplit(":", 1)[1])
+                fd = os.open(os.path.join(ports.claims_dir(), str(port)), os.O_CREAT | os.O_RDWR)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    claimed = False
+                except BlockingIOError:  # the launcher holds it
+                    claimed = True
+                finally:
+                    os.close(fd)
+                seen.append((port, claimed))
+        return started
+
+    monkeypatch.setattr(program.lp, "launch", launch_and_look)
+    result, _ = _run("dqn", run_dir)
+    assert result["stop_reason"] == "target_reached", result
+    low, _ = ports.ephemeral_range()
+    assert len(seen) >= 4, seen  # replay, learner, counter, actors, evaluator
+    assert all(20_000 <= port < low and claimed for port, claimed in seen), seen

@@ -11,6 +11,7 @@ waits for every node to exit, draws the plots and returns the evaluator's
 """
 
 import contextlib
+import functools
 import os
 import shutil
 import sys
@@ -24,7 +25,7 @@ from distrl import checkpoint, failures, metrics, replay_checkpoint, resources, 
 from distrl import config as config_lib
 from distrl.analysis import plots
 from distrl.nodes import counter
-from distrl.program import bindhost, nodeenv, scaling, supervisor
+from distrl.program import bindhost, nodeenv, ports, scaling, staging, supervisor
 from distrl.program.errors import NodeFailure
 from distrl.program.topology import make_program
 
@@ -218,6 +219,12 @@ def run(
             return _outcome(run_dir, restarts)
         run_dir, program = _build(config, resume, stack, launch_type)
         if launch_type == "test_mt":
+            # Launchpad binds each node itself here: bound as local_mp's are (`ports`),
+            # its servers keep out of the ephemeral range other sockets take ports from.
+            claims = ports.Claims()
+            stack.callback(claims.release)
+            for node in program.get_all_nodes():
+                node.bind_addresses = functools.partial(staging.bind_local, node, claims)
             lp.launch(program, launch_type="test_mt", serialize_py_nodes=False).wait()
             return _outcome(run_dir, [])
         restarts = supervisor.run(
