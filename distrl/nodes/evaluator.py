@@ -252,19 +252,19 @@ class Evaluator:
     def _wait_until_due(self, counts) -> bool:
         """Waits until the next evaluation is due; True if the program is stopping.
 
-        Wall-time cadence: `every_seconds`. Env-step cadence: until the counter's env
-        steps pass the next multiple of `every_env_steps` (marks passed during an
-        evaluation are skipped, not caught up), or until a budget other than env
-        steps is spent, so a stalled pipeline still ends on time.
+        Due after `every_seconds` of wall time, or with `every_env_steps` once the
+        counter's env steps pass its next multiple (marks passed during an evaluation
+        are skipped, not caught up); either way as soon as a budget is spent (the
+        counter is read every `_POLL_SECONDS`), so the run ends at its budget, not at
+        the next evaluation, and a stalled pipeline still ends on time.
         """
         c = self._config
         every = c.evaluator.every_env_steps
-        if not every:
-            return self._lifecycle.should_stop(c.evaluator.every_seconds)
-        mark = next_mark(counts.get("env_steps", 0), every)
+        mark = next_mark(counts.get("env_steps", 0), every) if every else None
+        due = time.time() + c.evaluator.every_seconds
         while not self._lifecycle.should_stop(_POLL_SECONDS):
             counts = self._read_counts(counts)
-            if counts.get("env_steps", 0) >= mark:
+            if counts.get("env_steps", 0) >= mark if every else time.time() >= due:
                 return False
             if stop_reason(c, None, counts, time.time() - self._start, target=0.0):
                 return False
@@ -304,7 +304,7 @@ class Evaluator:
         results.write(self._run_dir, result)
 
 
-_POLL_SECONDS = 0.05  # how often an env-step cadence reads the counter
+_POLL_SECONDS = 0.05  # how often the evaluator reads the counter between evaluations
 
 
 def next_mark(env_steps: int, every: int) -> int:
