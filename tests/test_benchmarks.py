@@ -386,6 +386,43 @@ def test_stability_judges_a_return_env_by_its_evaluations_mean_return(tmp_path):
     assert {k: from_csv[k] for k in held} == held
 
 
+def test_falls_ranks_the_learners_metrics_before_each_fall(tmp_path, capsys):
+    """benchmarks.falls on a run's logs: a fall is the first evaluation of a row below
+    `drop` x the mean of the `window` before; the learner's peak between the evaluation
+    two before it and the fall is ranked among all its rows, beside chance."""
+    from benchmarks import falls
+
+    values = np.array([10, 10, 10, 10, 4, 3, 9, 10, 10, 10, 10, 2.0])
+    assert falls.fall_indices(values, 0.5, 4) == [4, 11]  # 5 continues the fall at 4
+    assert falls.fall_indices(values, 0.3, 4) == [11]
+    assert falls.rank(np.array([1.0, 2.0, 3.0, 4.0]), 3.0) == 0.75
+    assert falls.chance_rank(np.array([1.0, 2.0, 3.0, 4.0]), 2) == 0.75  # peaks 2, 3, 4
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    evaluated = ["env_steps,param_version,mean_return"]
+    evaluated += [f"{i * 100},{i * 2},{v}" for i, v in enumerate(values)]
+    (logs / "evaluator.csv").write_text("\n".join(evaluated) + "\n")
+    kl = np.full(23, 0.01)
+    kl[6], kl[20] = 0.05, 0.04  # updates 7 and 21: within 2 evaluations before each fall
+    learned = ["param_version,approx_kl"] + [f"{u + 1},{k}" for u, k in enumerate(kl)]
+    (logs / "learner.csv").write_text("\n".join(learned) + "\n")
+    summaries = falls.main([f"--run_dirs={tmp_path}", "--metrics=approx_kl"])
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["env_steps"], r["versions"]) for r in rows[:2]] == [(400, [4, 8]), (1100, [18, 22])]
+    assert [r["ranks"]["approx_kl"] for r in rows[:2]] == [1.0, round(22 / 23, 3)]
+    assert summaries == [rows[2]] and rows[2]["falls"] == 2
+    assert abs(rows[2]["ranks"]["approx_kl"] - (1.0 + 22 / 23) / 2) < 1e-3
+    assert 0 < rows[2]["chance"]["approx_kl"] < rows[2]["ranks"]["approx_kl"]
+
+
+def test_falls_refuses_bad_input_in_one_line(tmp_path):
+    for args in (["--drop=1.5", f"--run_dirs={tmp_path}"], [], [f"--run_dirs={tmp_path}"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "benchmarks.falls", *args], capture_output=True, text=True
+        )
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
 def test_the_study_runs_its_parts_through_compare_and_gathers_their_tables(tmp_path):
     """`benchmarks.study` (issue 30 item 5's one command), its `fixed` part at a tiny
     budget on real runs (test_mt): compare.py's summary table and, per run, whether
