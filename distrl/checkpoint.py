@@ -222,6 +222,22 @@ def read_newest(ckpt_dir: str, kind: Kind) -> tuple:
     return manifest, _read_arrays(ckpt_dir, manifest)
 
 
+def read_version(ckpt_dir: str, version: int, kind: Kind = LEARNER) -> tuple:
+    """(manifest, leaves) of the newest kept checkpoint of param version `version`,
+    checksum verified; CheckpointError naming the kept versions when none is."""
+    kept = {}
+    for path in _candidates(ckpt_dir, kind):
+        manifest = _read_manifest_file(path, kind)
+        kept.setdefault(int(manifest["version"]), manifest)
+    if version not in kept:
+        listed = ", ".join(f"{v:,}" for v in sorted(kept)) or "none"
+        raise CheckpointError(
+            f"no {kind.noun} of version {version:,} in {ckpt_dir}; kept: {listed} "
+            f"(config.checkpoint.keep keeps the newest)"
+        )
+    return kept[version], _read_arrays(ckpt_dir, kept[version])
+
+
 def newest_usable(ckpt_dir: str, check) -> tuple:
     """(manifest, check(manifest)) of the newest checkpoint that passes `check`.
 

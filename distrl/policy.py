@@ -101,7 +101,7 @@ class Policy(NamedTuple):
     params: Any
     version: int  # the learner's parameter version
     file: str  # the npz the params came from
-    which: str  # REPORTED or LATEST
+    which: str  # REPORTED, LATEST or a param version's digits
 
     def act(self, observations):
         """Greedy actions [B] int32 for observations [B, *obs_shape] (the env's spec); a
@@ -128,14 +128,17 @@ _greedy_step = jax.jit(
 
 
 def load_policy(run_dir: str, which: str = REPORTED) -> Policy:
-    """The run's reported policy (`which=REPORTED`) or the learner's newest checkpoint's
-    params (`LATEST`), checked against the run's config.
+    """The run's reported policy (`which=REPORTED`), the learner's newest checkpoint's
+    params (`LATEST`) or those of its kept checkpoint of a param version (`which` its
+    digits, "1200"), checked against the run's config.
 
     No fall back to an older file: a CheckpointError (a ConfigError) names the run
     directory or the file that is missing, corrupt or of another shape.
     """
-    if which not in (REPORTED, LATEST):
-        raise config_lib.ConfigError(f"which={which!r}: valid: {REPORTED}, {LATEST}")
+    if which not in (REPORTED, LATEST) and not which.isdigit():
+        raise config_lib.ConfigError(
+            f"which={which!r}: valid: {REPORTED}, {LATEST}, or a param version (digits)"
+        )
     config_path = os.path.join(run_dir, rundir.CONFIG_FILE)
     if not os.path.isdir(run_dir):
         raise checkpoint.CheckpointError(f"run directory {run_dir} does not exist")
@@ -154,7 +157,10 @@ def load_policy(run_dir: str, which: str = REPORTED) -> Policy:
     else:
         ckpt_dir, kind = checkpoint.directory(run_dir), checkpoint.LEARNER
     # The files are checked first, so a bad one is named before JAX starts a backend.
-    manifest, leaves = checkpoint.read_newest(ckpt_dir, kind)
+    if which.isdigit():
+        manifest, leaves = checkpoint.read_version(ckpt_dir, int(which), kind)
+    else:
+        manifest, leaves = checkpoint.read_newest(ckpt_dir, kind)
     env = config_lib.make_env(config)
     agent = agents.make_agent(config_lib.make_agent_config(config), env.spec)
     template = jax.eval_shape(agent.init, jax.random.PRNGKey(0))

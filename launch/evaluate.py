@@ -2,10 +2,11 @@
 
 Loads the policy the run's result.json reports (its params, which the evaluator
 saved in <run_dir>/checkpoints/policy/), or with `--checkpoint=latest` the
-learner's last checkpoint; plays `--episodes` episodes from S with the policy as its
-run evaluated it (greedy, or sampled where the run set `evaluator.sampled`; one
-greedy episode on a deterministic map, where they are all alike and the figures
-exact), or as `--play=greedy|sampled` says (a sampled run's greedy policy), and
+learner's last checkpoint (`--checkpoint=1200`: its kept one of param version
+1200); plays `--episodes` episodes from S with the policy as its run evaluated it
+(greedy, or sampled where the run set `evaluator.sampled`; one greedy episode on a
+deterministic map, where they are all alike and the figures exact), or as
+`--play=greedy|sampled` says (a sampled run's greedy policy), and
 prints the success rate and mean return with their 95% intervals (Wilson; normal for
 the return), for a tabular env the exact success, value and expected
 return of the greedy policy against the optimum (`distrl.envs.exact`, by DP over the
@@ -37,12 +38,12 @@ from distrl.acting import evaluation, host_evaluation, rollout
 from distrl.pyenv import EnvError
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "The run directory whose policy to evaluate.")
-_CHECKPOINT = flags.DEFINE_enum(
+_CHECKPOINT = flags.DEFINE_string(
     "checkpoint",
     policy.REPORTED,
-    [policy.REPORTED, policy.LATEST],
     "reported: the policy result.json reports (checkpoints/policy/); latest: the "
-    "learner's last checkpoint (checkpoints/learner/).",
+    "learner's last checkpoint (checkpoints/learner/); a number: the learner's kept "
+    "checkpoint of that param version (config.checkpoint.keep sets how many are kept).",
 )
 _EPISODES = flags.DEFINE_integer(
     "episodes", 10_000, "Greedy episodes to play (one on a deterministic map).", lower_bound=1
@@ -119,7 +120,10 @@ def evaluate(loaded: policy.Policy, episodes: int, seed: int, play: str = AS_RUN
 
 def _named(which: str, version: int, file: str) -> str:
     """'reported policy, version 7 (checkpoints/policy/...npz)': the policy evaluated."""
-    title = "reported policy" if which == policy.REPORTED else "learner's last"
+    if which == policy.REPORTED:
+        title = "reported policy"
+    else:
+        title = "learner's last" if which == policy.LATEST else "learner's checkpoint"
     return f"{title}, version {version:,} ({file})"
 
 

@@ -496,6 +496,15 @@ def test_evaluate_command_scores_the_reported_policy_or_the_learners_last(short_
     latest = _json_line(out)
     assert latest["param_version"] == result["learner_checkpoint"]["version"]
     assert latest["file"] == result["learner_checkpoint"]["file"]
+    version = latest["param_version"]  # a kept checkpoint by its version; one not kept
+    code, out = _python(
+        warm_python, "evaluate.py", f"--run_dir={run_dir}", f"--checkpoint={version}", "--json"
+    )
+    assert code == 0, out[-2000:]
+    assert _json_line(out)["file"] == latest["file"]
+    code, out = _python(warm_python, "evaluate.py", f"--run_dir={run_dir}", "--checkpoint=99999")
+    assert code == 2 and "version 99,999" in out and "kept: " in out, out[-2000:]
+    assert f"{version:,}" in out.split("kept: ")[1], out[-2000:]
 
 
 def test_evaluate_command_plays_the_policy_as_its_run_evaluated_it(
