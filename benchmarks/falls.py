@@ -3,13 +3,14 @@
 
 A fall: an evaluation below `--drop` times the mean of the `--window` evaluations
 before it (the first of a row of such). The updates before it: the learner's rows
-(`logs/learner.csv`) past the param version evaluated two evaluations earlier, up to
-the fall's. For each metric, the largest value in those rows is ranked among all
-the run's rows (0-1, the share at or below it). Beside it, `chance`: the mean rank of
-the largest value of every span of as many consecutive rows, the rank a fall's span
-would get if the metric had nothing to do with the fall. A cause shows as ranks near
-1 where chance is well below. Runs measured so should log every update
-(`--config.log.every_seconds=0.1`).
+(`logs/learner.csv`) past the param version of the evaluation before (still above the
+line), up to the fall's: their batches were gathered by a policy not yet fallen, so
+what they show comes before the fall, not after it. For each metric, the largest
+value in those rows is ranked among all the run's rows (0-1, the share at or below
+it). Beside it, `chance`: the mean rank of the largest value of every span of as
+many consecutive rows, the rank a fall's span would get if the metric had nothing to
+do with the fall. A cause shows as ranks near 1 where chance is well below. Runs
+measured so should log every update (`--config.log.every_seconds=0.1`).
 
     .venv/bin/python -m benchmarks.falls --run_dirs=runs/a,runs/b [--drop=0.5]
         [--window=4] [--metrics=approx_kl,clip_fraction,grad_norm,value_loss]
@@ -66,7 +67,7 @@ def analyse(run_dir: str, drop: float, window: int, names, column: str) -> tuple
     series = {n: learned[n][~np.isnan(learned[n])] for n in names}
     rows = []
     for i in fall_indices(values, drop, window):
-        start = versions[max(i - 2, 0)]
+        start = versions[i - 1]
         span = (learned["param_version"] > start) & (learned["param_version"] <= versions[i])
         if not span.any():
             continue  # the learner logged no row between the evaluations

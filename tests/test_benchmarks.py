@@ -389,7 +389,7 @@ def test_stability_judges_a_return_env_by_its_evaluations_mean_return(tmp_path):
 def test_falls_ranks_the_learners_metrics_before_each_fall(tmp_path, capsys):
     """benchmarks.falls on a run's logs: a fall is the first evaluation of a row below
     `drop` x the mean of the `window` before; the learner's peak between the evaluation
-    two before it and the fall is ranked among all its rows, beside chance."""
+    before it and the fall is ranked among all its rows, beside chance."""
     from benchmarks import falls
 
     values = np.array([10, 10, 10, 10, 4, 3, 9, 10, 10, 10, 10, 2.0])
@@ -403,12 +403,12 @@ def test_falls_ranks_the_learners_metrics_before_each_fall(tmp_path, capsys):
     evaluated += [f"{i * 100},{i * 2},{v}" for i, v in enumerate(values)]
     (logs / "evaluator.csv").write_text("\n".join(evaluated) + "\n")
     kl = np.full(23, 0.01)
-    kl[6], kl[20] = 0.05, 0.04  # updates 7 and 21: within 2 evaluations before each fall
+    kl[6], kl[20] = 0.05, 0.04  # updates 7 and 21: after the evaluation before each fall
     learned = ["param_version,approx_kl"] + [f"{u + 1},{k}" for u, k in enumerate(kl)]
     (logs / "learner.csv").write_text("\n".join(learned) + "\n")
     summaries = falls.main([f"--run_dirs={tmp_path}", "--metrics=approx_kl"])
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [(r["env_steps"], r["versions"]) for r in rows[:2]] == [(400, [4, 8]), (1100, [18, 22])]
+    assert [(r["env_steps"], r["versions"]) for r in rows[:2]] == [(400, [6, 8]), (1100, [20, 22])]
     assert [r["ranks"]["approx_kl"] for r in rows[:2]] == [1.0, round(22 / 23, 3)]
     assert summaries == [rows[2]] and rows[2]["falls"] == 2
     assert abs(rows[2]["ranks"]["approx_kl"] - (1.0 + 22 / 23) / 2) < 1e-3
