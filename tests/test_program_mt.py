@@ -178,7 +178,7 @@ def test_sac_on_mujoco_inverted_pendulum_trains_and_evaluates(run_dir):
 
 def test_actors_stop_at_the_env_step_budget_between_evaluations(run_dir):
     """The actors stop themselves once the counter says the run's env steps reached the
-    budget, so a run's env steps end within a few chunks of it; the evaluator, due
+    budget, so a run's env steps end close to it; the evaluator, due
     every 60 s of wall time here, sees the budget spent between its evaluations and
     ends the run then (it took 20k env steps in under 10 s on 2 cores)."""
     config = load_config("ppo")
@@ -188,9 +188,10 @@ def test_actors_stop_at_the_env_step_budget_between_evaluations(run_dir):
     result, out_dir = program.run(config, "test_mt")
     assert result["stop_reason"] == "env_step_budget", result
     assert result["wall_seconds"] < 45, result  # not at the next evaluation, 60 s on
-    chunk = config.actor.num_envs * config.actor.unroll_length
-    slack = config.num_actors * 4 * chunk  # the chunks in flight and a report's lag
-    assert 20_000 <= result["counts"]["env_steps"] <= 20_000 + slack, (result["counts"], slack)
+    # An actor knows the others' steps only from the counter's answers, which lag on a
+    # loaded machine: 20,480-25,600 here at load 6-9, 29,696 once in CI. Before the
+    # actors stopped themselves, this run (evaluated every 4 s then) took 358,400.
+    assert 20_000 <= result["counts"]["env_steps"] <= 2 * 20_000, result["counts"]
 
 
 def test_servers_listen_on_claimed_ports_outside_the_ephemeral_range(run_dir, monkeypatch):
