@@ -16,9 +16,11 @@ scores 0.5 (MinAtar README).
 Measured here (README, "Configs and what they reach"; presets.csv, study
 issue37-breakout): single process, seeds 41-43 (never tuned on; seed 13 was),
 confirmed at 2.3-6.3M env steps in 149-390 s; distributed (2 actors) seeds 41 and 43
-at 7.7M and 4.8M, seed 42 at 9.4M (an earlier run of it held 15-17 to 10M). A run
-judged on the greedy policy (seed 13) plateaued at 23.5 by 6M env steps: the target
-is the sampled policy's.
+at 7.7M and 4.8M, seed 42 at 9.4M (an earlier run of it held 15-17 to 10M). Judged on
+its greedy policy instead (`--config.evaluator.sampled=False`, study
+issue37-breakout-greedy) it confirms 28 too, seeds 41-43: single process at 1.1-4.6M
+env steps, distributed at 4.5-6.6M. The target stays the sampled policy's, as the
+published figure's.
 """
 
 from distrl.config import to_return
