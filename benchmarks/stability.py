@@ -35,6 +35,7 @@ from absl import flags
 
 from benchmarks.common import emit_row, load_config, several_overrides
 from distrl import cli, local
+from distrl import experiment as experiment_lib
 
 GOAL_MIN, GOAL_FINAL = 0.95, 0.98  # the issue's goal: every second-half point, the final
 GOAL_RETURN_MEAN = 0.9  # issue 37: the second half's mean return, a share of the target
@@ -80,7 +81,7 @@ def run_one(name: str, seed: int, env_steps: int, every: int, overrides=None) ->
     config.budget.update(dict(env_steps=env_steps, seconds=0.0, learner_steps=0))
     per_iteration = config.num_actors * config.actor.num_envs * config.actor.unroll_length
     if target_return:  # the routine evaluations are the measure: a call ends on each
-        calls = local.Settings.of(config).eval_every
+        calls = local.Settings.of(experiment_lib.make(config)).eval_every
         config.local.update(dict(iterations_per_call=calls, eval_every=calls))
     else:  # the exact success after every call is the measure; no sampled evaluation between
         calls = max(1, round(every / per_iteration))

@@ -68,11 +68,26 @@ class CheckpointError(ConfigError):
     """A checkpoint that cannot be resumed from (missing, corrupt or mismatched)."""
 
 
-def validate(config) -> None:
+def section_defaults(agent_config) -> dict:
+    """The checkpoint section with its defaults (any agent's)."""
+    return FIELDS
+
+
+def check_section(experiment) -> None:
     """ConfigError unless config.checkpoint (how often, how many kept) can work."""
-    every, keep = config.checkpoint.every_seconds, config.checkpoint.keep
+    section = experiment.config.checkpoint
+    every, keep = section.every_seconds, section.keep
     check(every >= 0, f"config.checkpoint.every_seconds={every}; need >= 0 (0 = only at the end)")
     check(isinstance(keep, int) and keep >= 1, f"config.checkpoint.keep={keep}; need an int >= 1")
+
+
+FIELDS = {
+    "checkpoint": dict(
+        every_seconds=60.0,  # learner checkpoints; 0: only when the run ends
+        replay=True,  # checkpoint Reverb's tables along with the learner
+        keep=3,  # learner and replay checkpoints kept (resume falls back to older ones)
+    )
+}
 
 
 def directory(run_dir: str) -> str:

@@ -72,6 +72,7 @@ import jax.numpy as jnp
 
 from distrl import agents, envs, evaluator_config, pipelines, resources
 from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 from distrl.acting import evaluation, rollout
 from distrl.envs import exact, host_env
 from distrl.envs import section as env_section
@@ -81,8 +82,8 @@ from distrl.pyenv import EnvError
 
 
 class Settings(NamedTuple):
-    """The trainer's view of an experiment config (see the module docstring); no
-    defaults of its own: `Settings.of(config)` derives every field."""
+    """The trainer's view of an experiment (see the module docstring); no defaults of
+    its own: `Settings.of(experiment)` derives every field."""
 
     num_envs: int  # B = num_actors x actor.num_envs
     rollout_length: int  # T = actor.unroll_length
@@ -107,18 +108,21 @@ class Settings(NamedTuple):
     env_name: str  # config.env.name, which a non-finite action's EnvError names
 
     @classmethod
-    def of(cls, config) -> "Settings":
-        """Validates `config` (ConfigError) and maps it onto one process."""
+    def of(cls, experiment) -> "Settings":
+        """Maps a checked experiment (`distrl.experiment.make`) onto one process;
+        ConfigError for an env stepped in Python, which this one jitted program cannot
+        step."""
+        config = experiment.config
         _check(
-            not host_env.is_host_env(config_lib.make_env(config)),
+            not host_env.is_host_env(experiment.env),
             f"config.env.name={config.env.name!r} is stepped in Python (gymnasium), and "
             f"distrl.local is one jitted program; train it with launch/train.py (its actors "
             f"step the env's copies in their own processes)",
         )
-        config_lib.validate(config)
+        pipeline = experiment.pipeline
         a, r, b = config.actor, config.replay, config.budget
         envs = config.num_actors * a.num_envs
-        updates = config_lib.pipeline(config).local_updates(config)
+        updates = pipeline.local_updates(config)
         return cls(
             num_envs=envs,
             rollout_length=a.unroll_length,
@@ -136,7 +140,7 @@ class Settings(NamedTuple):
             seed=config.seed,
             xla_opt_level=config.local.xla_opt_level,
             replay_capacity=r.max_size,
-            batch_size=config_lib.pipeline(config).local_batch(config),
+            batch_size=pipeline.local_batch(config),
             min_replay_size=r.min_size,
             sequence_length=r.sequence_length,
             updates_per_iteration=updates,
@@ -459,13 +463,12 @@ def train(config, log=None, env=None) -> TrainResult:
     interface to train on instead of `config.env`'s gridworld.
     """
     start = time.perf_counter()
-    cfg = Settings.of(config)
-    env = config_lib.make_env(config) if env is None else env
-    config_lib.check_env(config, env)
-    warning = resources.check_memory(config, local=True, env=env)
+    experiment = experiment_lib.make(config, env)
+    cfg = Settings.of(experiment)
+    warning = resources.check_memory(experiment, local=True)
     if warning and log:
         log(warning)
-    agent = agents.make_agent(config_lib.make_agent_config(config), env.spec)
+    env, agent = experiment.env, experiment.agent
     discount = agent.config.discount
     model = envs.tabular_model(env)
     best = exact.optimum(model, discount) if model is not None else None

@@ -21,6 +21,7 @@ from absl import logging
 
 from distrl import agents, checkpoint, envs, rundir
 from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 
 POLICY = checkpoint.Kind("distrl-policy/1", "params", "policy")
 REPORTED, LATEST = "reported", "latest"  # which params `load_policy` reads
@@ -95,13 +96,24 @@ class Policy(NamedTuple):
     """A run's policy, loaded: everything needed to act and to score it."""
 
     run_dir: str
-    config: Any  # the run's config (ml_collections.ConfigDict, from config.json)
-    env: envs.Environment
-    agent: agents.Agent
+    experiment: experiment_lib.Experiment  # the run's, from its config.json
     params: Any
     version: int  # the learner's parameter version
     file: str  # the npz the params came from
     which: str  # REPORTED, LATEST or a param version's digits
+
+    @property
+    def config(self):
+        """The run's config (ml_collections.ConfigDict)."""
+        return self.experiment.config
+
+    @property
+    def env(self) -> envs.Environment:
+        return self.experiment.env
+
+    @property
+    def agent(self) -> agents.Agent:
+        return self.experiment.agent
 
     def act(self, observations):
         """Greedy actions [B] int32 for observations [B, *obs_shape] (the env's spec); a
@@ -161,12 +173,11 @@ def load_policy(run_dir: str, which: str = REPORTED) -> Policy:
         manifest, leaves = checkpoint.read_version(ckpt_dir, int(which), kind)
     else:
         manifest, leaves = checkpoint.read_newest(ckpt_dir, kind)
-    env = config_lib.make_env(config)
-    agent = agents.make_agent(config_lib.make_agent_config(config), env.spec)
-    template = jax.eval_shape(agent.init, jax.random.PRNGKey(0))
+    experiment = experiment_lib.Experiment(config)
+    template = jax.eval_shape(experiment.agent.init, jax.random.PRNGKey(0))
     template = template.params if which == REPORTED else template
     checkpoint.check_compatible(manifest, config.algorithm, template, ckpt_dir)
     tree = jax.tree.unflatten(jax.tree.structure(template), leaves)
     params = tree if which == REPORTED else tree.params
     file = os.path.join(ckpt_dir, manifest["state_file"])
-    return Policy(run_dir, config, env, agent, params, int(manifest["version"]), file, which)
+    return Policy(run_dir, experiment, params, int(manifest["version"]), file, which)

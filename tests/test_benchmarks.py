@@ -17,6 +17,7 @@ import pytest
 import benchmarks
 from benchmarks import rows, run, stages
 from benchmarks.monitor import node_memory
+from distrl import experiment as experiment_lib
 from distrl.config import ConfigError
 
 
@@ -541,7 +542,9 @@ def test_the_minatar_trainer_row_calls_distrl_local_as_it_runs():
     from distrl import local
 
     config = load_config("ppo_breakout", {"actor.num_envs": 4, "actor.unroll_length": 8})
-    envs_at_once = local.Settings.of(config).num_envs  # the actors' envs, in one batch
+    envs_at_once = local.Settings.of(
+        experiment_lib.make(config)
+    ).num_envs  # the actors' envs, in one batch
     call = minatar._local_call(config, 0)
     first = int(call())
     assert envs_at_once == config.num_actors * 4

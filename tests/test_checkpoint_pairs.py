@@ -21,8 +21,8 @@ import pytest
 import reverb
 from conftest import load_config
 
-from distrl import agents, checkpoint, replay, replay_checkpoint, rundir
-from distrl import config as config_lib
+from distrl import checkpoint, replay, replay_checkpoint, rundir
+from distrl import experiment as experiment_lib
 from distrl.nodes import lifecycle
 from distrl.pipelines import transitions
 from distrl.program import launcher as program
@@ -39,7 +39,11 @@ def _config(run_dir):
 
 def _write_items(client, config, count: int, version: int) -> None:
     """`count` items of random transitions acted with params `version`."""
-    item = config_lib.pipeline(config).example_item(config, config_lib.make_env(config)).data
+    item = (
+        experiment_lib.Experiment(config)
+        .pipeline.example_item(config, experiment_lib.Experiment(config).env)
+        .data
+    )
     rng = np.random.default_rng(version)
     items = jax.tree.map(lambda x: rng.random((count, *x.shape)).astype(x.dtype), item)
     replay.Writer(client, lambda: False).write_steps(items, version=version)
@@ -49,7 +53,9 @@ def _table(config):
     """The DQN config's table, but with inserts never held back for samples (no
     learner samples here)."""
     max_items, _ = transitions.replay_items(config)
-    signature = config_lib.pipeline(config).signature(config, config_lib.make_env(config))
+    signature = experiment_lib.Experiment(config).pipeline.signature(
+        config, experiment_lib.Experiment(config).env
+    )
     return reverb.Table(
         replay.TABLE,
         sampler=reverb.selectors.Uniform(),
@@ -67,8 +73,7 @@ def rounds(tmp_path_factory):
     Reverb server while items of the round's version arrive."""
     run_dir = tmp_path_factory.mktemp("pairs") / "run"
     config = _config(run_dir)
-    env = config_lib.make_env(config)
-    agent = agents.make_agent(config_lib.make_agent_config(config), env)
+    agent = experiment_lib.Experiment(config).agent
     state = agent.init(jax.random.PRNGKey(0))
     rundir.write_config(config, str(run_dir))
     checkpointer = replay.make_checkpointer(replay_checkpoint.reverb_dir(str(run_dir)))
@@ -115,7 +120,7 @@ def _replay_files(run_dir):
 def _resume(run_dir):
     """What a resume of `run_dir` continues from: the launcher's restored manifest."""
     with contextlib.ExitStack() as stack:
-        _, restored = program.prepare(_config(run_dir), True, stack)
+        _, _, restored = program.prepare(_config(run_dir), True, stack)
     return restored
 
 
@@ -306,7 +311,9 @@ def test_a_learner_manifest_cut_or_changed_is_refused(rounds, tmp_path, cut):
     with pytest.raises(checkpoint.CheckpointError, match="unreadable"):
         checkpoint.read_manifest(ckpt_dir)
     config = _config(run_dir)
-    restored = checkpoint.verify(str(run_dir), config.algorithm, config_lib.make_agent(config))
+    restored = checkpoint.verify(
+        str(run_dir), config.algorithm, experiment_lib.Experiment(config).agent
+    )
     assert restored["version"] == 20 and "is unreadable" in restored["skipped"][0]
     # A changed digit still parses: the manifest's own checksum refuses it.
     manifest.write_text(text.replace('"version": 30', '"version": 31'))
@@ -330,7 +337,9 @@ def _replay_start(run_dir, attempt: int, restored=None, monkeypatch=None) -> flo
     the launch, n: the n-th restart), served by a real Reverb server."""
     monkeypatch.setenv(lifecycle.ATTEMPT_ENV, str(attempt))
     config = _config(run_dir)
-    program_ = topology.make_program(config, str(run_dir), time.time(), restored)
+    program_ = topology.make_program(
+        experiment_lib.make(config), str(run_dir), time.time(), restored
+    )
     (node,) = program_.groups["replay"]
     server = reverb.Server(node._priority_tables_fn(), checkpointer=node._checkpoint_ctor())
     try:

@@ -32,6 +32,7 @@ from launchpad import address as lp_address
 from test_scale import _acting, _env_steps, _grows, _scale
 from test_supervise import _rows as _supervised_rows
 
+from distrl import experiment as experiment_lib
 from distrl import rundir
 from distrl.config import ConfigError
 from distrl.program import launcher, scaling, staging, topology
@@ -964,7 +965,9 @@ def test_check_address_fails_fast():
 
 def test_holders_are_the_nodes_whose_handles_point_to_a_node(tmp_path):
     """Who must restart with a moved node's new address: Launchpad's handle graph."""
-    program = topology.make_program(load_config("dqn"), str(tmp_path), time.time())
+    program = topology.make_program(
+        experiment_lib.make(load_config("dqn")), str(tmp_path), time.time()
+    )
     staged = staging.stage(program)
     holders = {s.name: [h.name for h in staging.holders(staged, s)] for s in staged}
     users = ["learner", "actor/0", "actor/1", "evaluator"]

@@ -25,7 +25,6 @@ import pytest
 from conftest import ROOT, load_config
 
 from distrl import (
-    agents,
     checkpoint,
     cli,
     metrics,
@@ -35,6 +34,7 @@ from distrl import (
     rundir,
 )
 from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 from distrl.acting import evaluation
 from distrl.analysis import compare, compare_report
 from distrl.nodes import counter
@@ -92,7 +92,7 @@ def _assert_png(path):
 def _dqn_state(**agent_overrides):
     config = load_config("dqn")
     config.agent.update(agent_overrides)
-    agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
+    agent = experiment_lib.Experiment(config).agent
     return config, agent.init(jax.random.PRNGKey(3))
 
 
@@ -206,11 +206,13 @@ def test_a_resumed_learner_starts_from_the_checkpointed_state(short_run):
 
     _, run_dir, _ = short_run
     config = rundir.load_config(str(run_dir))
-    agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
+    agent = experiment_lib.Experiment(config).agent
     expected, manifest = checkpoint.load(
         checkpoint.directory(str(run_dir)), "dqn", agent.init(jax.random.PRNGKey(0))
     )
-    learner = Learner(config, None, None, str(run_dir), time.time(), restore=True)
+    learner = Learner(
+        experiment_lib.Experiment(config), None, None, str(run_dir), time.time(), restore=True
+    )
     state, version, counts = learner.initial_state(agent)
     # A clean stop's counter record holds nothing newer than its final checkpoint's
     # version: the same version, counts continued from that record.
@@ -219,7 +221,9 @@ def test_a_resumed_learner_starts_from_the_checkpointed_state(short_run):
     assert counts["env_steps"] >= manifest["counts"]["env_steps"]
     for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(state), strict=True):
         np.testing.assert_array_equal(a, np.asarray(b))
-    fresh, _, _ = Learner(config, None, None, str(run_dir), 0.0).initial_state(agent)
+    fresh, _, _ = Learner(
+        experiment_lib.Experiment(config), None, None, str(run_dir), 0.0
+    ).initial_state(agent)
     assert not np.array_equal(
         np.asarray(fresh.params["q_head"]["w"]), expected.params["q_head"]["w"]
     )
@@ -407,7 +411,7 @@ def test_checkpoints_of_another_algorithm_or_shape_are_refused(tmp_path):
     checkpoint.save(ckpt_dir, dqn_state, 1, dict(algorithm="dqn"))
     with pytest.raises(checkpoint.CheckpointError, match="written by algorithm 'dqn'.* runs 'ppo'"):
         ppo = load_config("ppo")
-        checkpoint.verify(str(tmp_path), ppo.algorithm, config_lib.make_agent(ppo))
+        checkpoint.verify(str(tmp_path), ppo.algorithm, experiment_lib.Experiment(ppo).agent)
     _, small_state = _dqn_state(hidden_sizes=(32,))
     with pytest.raises(checkpoint.CheckpointError, match="does not fit") as info:
         checkpoint.load(ckpt_dir, "dqn", small_state)
@@ -574,8 +578,7 @@ def test_evaluate_command_names_a_diverged_policy_in_one_line(preset, tmp_path, 
     config = load_config(preset)
     run_dir = str(tmp_path / "run")
     rundir.write_config(config, run_dir)
-    env = config_lib.make_env(config)
-    agent = agents.make_agent(config_lib.make_agent_config(config), env.spec)
+    agent = experiment_lib.Experiment(config).agent
     params = agent.init(jax.random.PRNGKey(0)).params
     diverged = jax.tree.map(lambda x: x * np.nan, params)
     policy.Keeper(run_dir, config.algorithm).offer(diverged, 7, final=True)

@@ -27,8 +27,7 @@ import jax
 import numpy as np
 from absl import logging
 
-from distrl import agents, envs, evaluator_config, metrics, policy, results
-from distrl import config as config_lib
+from distrl import envs, evaluator_config, metrics, policy, results
 from distrl.acting import evaluation, host_evaluation
 from distrl.envs import exact
 from distrl.nodes.counter import data_summary
@@ -37,31 +36,21 @@ from distrl.nodes.replay_monitor import ReplayMonitor
 from distrl.nodes.variables import ParamsClient
 
 
-def target_for(config, best, env=None) -> float:
-    """The success the run stops at (`evaluator_config.targets`' first): a fraction of the
-    optimum's, or target_success (`evaluator_config.success_target`: with the default, 1.0
-    where the env has a success signal, 0, none, where it has not).
-
-    best: `exact.Optimum` for the agent's discount (None: target_success alone), of
-    `env`'s tabular model (None: config.env's).
-    """
-    env = config_lib.make_env(config) if env is None else env
-    return evaluator_config.targets(config, env, best)[0]
-
-
 def stop_reason(config, report, counts, elapsed: float, target=None, target_return=None):
     """Why the run should end now, or None: target first, then each budget.
 
     The targets count only when the lower bounds of the success interval and of the
     mean return's, those set, reach them in an exact evaluation or one of
-    `confirm_envs` episodes (`evaluation.confirmed`); target None means config's
-    success target (`target_for`), target_return None config.evaluator.target_return
-    (`evaluator_config.targets` gives both). report None: budgets only.
+    `confirm_envs` episodes (`evaluation.confirmed`); target None means
+    config.evaluator.target_success set to a value (AUTO depends on the env: its caller
+    passes `evaluator_config.targets`' first), target_return None
+    config.evaluator.target_return. report None: budgets only.
     """
     budget = config.budget
     if target is None:
-        auto = config.evaluator.target_success == evaluator_config.AUTO  # AUTO needs the env
-        target = target_for(config, None) if auto else float(config.evaluator.target_success)
+        target = float(config.evaluator.target_success)
+        if target == evaluator_config.AUTO:
+            raise ValueError("target_success is AUTO: pass the env's `target`")
     if target_return is None:
         target_return = config.evaluator.target_return
     confirm_envs = config.evaluator.confirm_envs
@@ -130,7 +119,7 @@ class Evaluator:
 
     def __init__(
         self,
-        config,
+        experiment,
         learner,
         counter,
         replay_client,
@@ -139,7 +128,8 @@ class Evaluator:
         initial_counts=None,
         lifecycle=None,
     ):
-        self._config = config
+        self._experiment = experiment  # `distrl.experiment`: built once, in this process
+        self._config = experiment.config
         self._lifecycle = lifecycle or InProcess()  # `distrl.nodes.lifecycle`
         self._initial_counts = dict(initial_counts or {})  # a resumed run's totals
         self._learner = learner
@@ -148,7 +138,8 @@ class Evaluator:
         self._run_dir = run_dir
         self._start = start_time
         self._last_params = None
-        self._policy = policy.Keeper(run_dir, config.algorithm)  # the reported policy's file
+        # the reported policy's file
+        self._policy = policy.Keeper(run_dir, experiment.config.algorithm)
 
     def run(self) -> None:
         with self._lifecycle.guard("evaluator", self._run_dir):
@@ -156,8 +147,7 @@ class Evaluator:
 
     def _run(self) -> None:
         c = self._config
-        env = config_lib.make_env(c)
-        agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
+        env, agent = self._experiment.env, self._experiment.agent
         greedy = not c.evaluator.sampled
         # jitted episodes, or played on the host for an env stepped in Python
         evaluate = host_evaluation.make_evaluator(env, agent, c.evaluator.num_envs, greedy, c)
@@ -200,7 +190,7 @@ class Evaluator:
         c = self._config
         evaluate, confirm, judge = evaluators
         target, target_return = targets
-        success = evaluation.has_success(config_lib.make_env(c))
+        success = evaluation.has_success(self._experiment.env)
         confirm_envs = c.evaluator.confirm_envs
         key = jax.random.PRNGKey(c.seed + 7)
         rates = metrics.RateWindow()

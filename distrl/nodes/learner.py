@@ -26,7 +26,6 @@ import numpy as np
 from absl import logging
 
 from distrl import agents, checkpoint, metrics, pipelines, replay
-from distrl import config as config_lib
 from distrl.nodes import counter as counter_lib
 from distrl.nodes import lifecycle as lifecycle_lib
 from distrl.types import CoreChunk
@@ -55,7 +54,7 @@ class Learner:
 
     def __init__(
         self,
-        config,
+        experiment,
         replay_client,
         counter,
         run_dir: str,
@@ -63,7 +62,8 @@ class Learner:
         restore: bool = False,
         lifecycle=None,
     ):
-        self._config = config
+        self._experiment = experiment  # `distrl.experiment`: built once, in this process
+        self._config = experiment.config
         self._lifecycle = lifecycle or lifecycle_lib.InProcess()  # `distrl.nodes.lifecycle`
         self._run_dir = run_dir
         self._counter = counter
@@ -153,9 +153,11 @@ class Learner:
     def _begin(self) -> "_Training":
         """Publishes the initial state and builds the update loop's parts."""
         c = self._config
-        env = config_lib.make_env(c)
-        agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
-        pipeline = pipelines.of(agent.config)
+        env, agent, pipeline = (
+            self._experiment.env,
+            self._experiment.agent,
+            self._experiment.pipeline,
+        )
         state, version, counts = self.initial_state(agent)
         with self._lock:  # published only now: a resumed run never serves fresh params
             self._state, self._version = state, version

@@ -23,6 +23,7 @@ import time
 import uuid
 
 from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 from distrl import files, resources, rundir
 
 REQUEST_FILE = "scale.json"  # in the launcher's work directory, tmp/launch-<pid>/
@@ -74,13 +75,13 @@ def check_count(config, actors: int, local: bool = True) -> str | None:
     scaled = config.copy_and_resolve_references()
     scaled.num_actors = actors
     try:
-        config_lib.validate(scaled)
+        experiment = experiment_lib.make(scaled)
     except config_lib.ConfigError as err:
         raise config_lib.ConfigError(f"--actors={actors}: {err}") from None
     if not local:
         return None
     try:
-        return resources.check_memory(scaled)
+        return resources.check_memory(experiment)
     except config_lib.ConfigError as err:
         raise config_lib.ConfigError(f"--actors={actors}: {err}") from None
 
