@@ -77,6 +77,26 @@ def run(
     return supervisor.policy.restarts
 
 
+def _node_process(
+    n: staging.Staged, env: dict, where: dict, claims: ports.Claims, parent
+) -> nodeproc.NodeProcess:
+    """Node `n`'s process, not started yet: its addresses bound to loopback ports from
+    `claims`, its pickle in the work directory, its output in `where["output_dir"]` (or,
+    with `where["echo"]`, here), forked from the preloaded `parent` when there is one."""
+    staging.bind_local(n.node, claims)
+    data_file = os.path.join(where["work"], n.name.replace("/", "_") + ".pkl")
+    with open(data_file, "wb") as f:
+        f.write(staging.pickled(n, where["work"]))
+    return nodeproc.NodeProcess(
+        data_file,
+        env,
+        staging.output_path(where["output_dir"], n),
+        prefix=f"{n.label}/{n.index}" if where["echo"] else None,
+        zygote=parent,
+        name=n.name,
+    )
+
+
 class _Supervisor:
     """Starts, watches, restarts and stops the node processes of one program."""
 
@@ -105,9 +125,10 @@ class _Supervisor:
             n.name: {**os.environ, **envs[n.label], **loopback, STOP_FILE_ENV: self._stop_file}
             for n in staged
         }
+        where = dict(work=work, output_dir=output_dir, echo=echo)
         self._scaler = _Scaler(
             getattr(program, "more_actors", None),
-            dict(work=work, output_dir=output_dir, echo=echo),
+            where,
             {**os.environ, **envs.get("actor", {}), **loopback, STOP_FILE_ENV: self._stop_file},
             self._ports,
         )
@@ -115,17 +136,8 @@ class _Supervisor:
         if early is None:
             self._zygote = self._start_zygote(list(node_env.values()))
         for n in staged:
-            staging.bind_local(n.node, self._ports)
-            data_file = os.path.join(work, n.name.replace("/", "_") + ".pkl")
-            with open(data_file, "wb") as f:
-                f.write(staging.pickled(n, work))
-            self._nodes[n.name] = nodeproc.NodeProcess(
-                data_file,
-                node_env[n.name],
-                staging.output_path(output_dir, n),
-                prefix=f"{n.label}/{n.index}" if echo else None,
-                zygote=self._zygote,
-                name=n.name,
+            self._nodes[n.name] = _node_process(
+                n, node_env[n.name], where, self._ports, self._zygote
             )
         if early is not None:
             self._zygote = self._adopt(early, list(node_env.values()))
@@ -296,18 +308,7 @@ class _Scaler:
     def _start(self, index: int, count: int, nodes: dict) -> str:
         """Stages, binds, pickles and starts actor `index` of `count`; its name."""
         n = staging.stage_added(self._more.added(index, count), "actor", index)
-        staging.bind_local(n.node, self._ports)
-        data_file = os.path.join(self.where["work"], n.name.replace("/", "_") + ".pkl")
-        with open(data_file, "wb") as f:
-            f.write(staging.pickled(n, self.where["work"]))
-        p = nodeproc.NodeProcess(
-            data_file,
-            self._env,
-            staging.output_path(self.where["output_dir"], n),
-            prefix=f"{n.label}/{n.index}" if self.where["echo"] else None,
-            zygote=self.zygote,
-            name=n.name,
-        )
+        p = _node_process(n, self._env, self.where, self._ports, self.zygote)
         p.start()
         nodes[n.name] = p
         return n.name
