@@ -16,7 +16,7 @@ pipeline's module (`distrl.pipelines`); every config has all of them.
 by the module that reads it: the agent's by `distrl.agents` (as its dataclass is
 built), env by `distrl.envs.section`, evaluator and budget by
 `distrl.evaluator_config`, actor, learner and replay by `distrl.pipelines`, log by
-`distrl.metrics`, checkpoint by `distrl.checkpoint`, the launchers' sections (ray,
+`distrl.metrics`, checkpoint by `distrl.checkpoints.learner`, the launchers' sections (ray,
 restart, local) by `distrl.launch_config`; the config's own fields here.
 `distrl.resources` refuses what the machine cannot hold; `make_agent_config`,
 `make_env` turn the config into the pure layers' objects; `from_dict` rebuilds a
@@ -32,7 +32,7 @@ import ml_collections
 
 from distrl import (
     agents,
-    checkpoint,
+    checkpoints,
     envs,
     evaluator_config,
     launch_config,
@@ -494,7 +494,7 @@ def validate(config) -> None:
     check_env(config, env)  # env, evaluator, budget; the agent on this env
     pipelines.validate(config, agent_config, env)
     metrics.validate(config)
-    checkpoint.validate(config)
+    checkpoints.learner.validate(config)
 
 
 def check_env(config, env) -> None:

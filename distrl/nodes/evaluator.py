@@ -16,7 +16,7 @@ the target is reached or a budget (env steps, learner steps, wall time) is spent
 it writes `result.json` (the interval, the exact figures, the value grid and
 greedy actions as arrays), prints the final success rate, value grid and policy
 arrows, and stops the whole program. The params of the policy it would report
-are saved each time that policy changes (`distrl.policy.Keeper`), so the policy
+are saved each time that policy changes (`checkpoints.policy.Keeper`), so the policy
 result.json reports is on disk, even after a kill. The exact figures and the grids
 are those of an env that has them (`envs.tabular_model`, `evaluation.has_grids`).
 """
@@ -27,9 +27,10 @@ import jax
 import numpy as np
 from absl import logging
 
-from distrl import agents, envs, evaluator_config, metrics, policy, results
+from distrl import agents, envs, evaluator_config, metrics, results
 from distrl import config as config_lib
 from distrl.acting import evaluation, host_evaluation
+from distrl.checkpoints import policy
 from distrl.envs import exact
 from distrl.nodes.counter import data_summary
 from distrl.nodes.lifecycle import InProcess
@@ -285,7 +286,7 @@ class Evaluator:
             wall_seconds=time.time() - self._start,
             param_version=version,  # the params this result is about
             kept_best=params is not self._last_params,  # not the last evaluated params
-            policy=self._policy.on_disk(),  # the file holding those params (distrl.policy)
+            policy=self._policy.on_disk(),  # the file holding those params (checkpoints.policy)
             counts=counts,
             evaluation=evaluation.shown(report._asdict(), env) if report is not None else None,
             evaluated="sampled" if self._config.evaluator.sampled else "greedy",  # the policy
