@@ -13,8 +13,9 @@ from typing import Any, NamedTuple
 
 import jax
 
-from distrl import agents, checkpoints, envs, rundir
+from distrl import agents, checkpoints, envs
 from distrl import config as config_lib
+from distrl.records import rundir
 
 REPORTED, LATEST = "reported", "latest"  # which params `load_policy` reads
 

@@ -32,10 +32,11 @@ import jax
 import jax.numpy as jnp
 from absl import flags
 
-from distrl import cli, envs, policy, results
+from distrl import cli, envs, policy
 from distrl import config as config_lib
 from distrl.acting import evaluation, host_evaluation, rollout
 from distrl.pyenv import EnvError
+from distrl.records import results
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "The run directory whose policy to evaluate.")
 _CHECKPOINT = flags.DEFINE_string(

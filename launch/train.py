@@ -57,9 +57,10 @@ import launchpad  # noqa: E402, F401 - defines --lp_launch_type
 from absl import flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from distrl import checkpoints, cli, results, rundir  # noqa: E402
+from distrl import checkpoints, cli  # noqa: E402
 from distrl import config as config_lib  # noqa: E402
 from distrl.program import errors, launcher  # noqa: E402
+from distrl.records import results, rundir  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

@@ -21,12 +21,13 @@ import pytest
 import reverb
 from conftest import load_config
 
-from distrl import agents, checkpoints, replay, rundir
+from distrl import agents, checkpoints, replay
 from distrl import config as config_lib
 from distrl.nodes import lifecycle
 from distrl.pipelines import transitions
 from distrl.program import launcher as program
 from distrl.program import topology
+from distrl.records import rundir
 
 _ROUNDS = 3
 

@@ -32,11 +32,11 @@ from launchpad import address as lp_address
 from test_scale import _acting, _env_steps, _grows, _scale
 from test_supervise import _rows as _supervised_rows
 
-from distrl import rundir
 from distrl.config import ConfigError
 from distrl.program import launcher, scaling, staging, topology
 from distrl.program.errors import LaunchError
 from distrl.program.ray import cluster as cluster_lib
+from distrl.records import rundir
 
 PLACE = ["--config.ray.replay_resource=replay_host", "--config.ray.learner_resource=learner_host"]
 

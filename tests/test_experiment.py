@@ -30,8 +30,6 @@ from distrl import (
     cli,
     metrics,
     policy,
-    results,
-    rundir,
 )
 from distrl import config as config_lib
 from distrl.acting import evaluation
@@ -39,6 +37,7 @@ from distrl.analysis import compare, compare_report
 from distrl.nodes import counter
 from distrl.program import launcher as program
 from distrl.program import progress
+from distrl.records import results, rundir
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 NODES = ("actor_0", "actor_1", "learner", "evaluator", "replay")
@@ -697,7 +696,7 @@ def test_one_run_directory_one_live_launch(short_run, tmp_path, warm_python):
         [
             sys.executable,
             "-c",
-            "import sys, time\nfrom distrl import rundir\n"
+            "import sys, time\nfrom distrl.records import rundir\n"
             "with rundir.locked(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(300)",
             str(copy),
         ],

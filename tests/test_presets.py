@@ -17,13 +17,14 @@ from conftest import load_config
 
 pytest.importorskip("gymnax")
 
-from distrl import agents, envs, evaluator_config, local, rundir  # noqa: E402
+from distrl import agents, envs, evaluator_config, local  # noqa: E402
 from distrl import config as config_lib  # noqa: E402
 from distrl.acting import evaluation  # noqa: E402
 from distrl.analysis import compare, compare_report  # noqa: E402
 from distrl.envs import exact  # noqa: E402
 from distrl.program import launcher as program  # noqa: E402
 from distrl.program import progress  # noqa: E402
+from distrl.records import rundir  # noqa: E402
 
 PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     "ppo_cartpole": ("gymnax:CartPole-v1", "ppo", 475.0, 1),

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 from conftest import load_config
 
-from distrl import metrics, pipelines, policy, results
+from distrl import metrics, pipelines, policy
 from distrl.acting import evaluation
 from distrl.nodes.evaluator import next_mark
 from distrl.program import errors, ports
 from distrl.program import launcher as program
+from distrl.records import results
 
 
 def _run(config_name: str, run_dir: str, **budget):

@@ -25,12 +25,13 @@ from conftest import (
     wait_while_running,
 )
 
-from distrl import agents, checkpoints, local, metrics, networks, policy, replay, resources, rundir
+from distrl import agents, checkpoints, local, metrics, networks, policy, replay, resources
 from distrl import config as config_lib
 from distrl.acting import evaluation, rollout
 from distrl.agents import recurrent
 from distrl.nodes.learner import Learner
 from distrl.program import launcher as program
+from distrl.records import rundir
 from distrl.types import CoreChunk
 
 KEY = jax.random.PRNGKey(0)

@@ -23,7 +23,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from distrl import metrics, rundir
+from distrl import metrics
+from distrl.records import rundir
 
 PANELS = (("success_rate", "success rate"), ("mean_return", "mean return"))
 X_AXES = (("env_steps", "env steps"), ("elapsed", "wall time (s)"))

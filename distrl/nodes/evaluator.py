@@ -27,7 +27,7 @@ import jax
 import numpy as np
 from absl import logging
 
-from distrl import agents, envs, evaluator_config, metrics, results
+from distrl import agents, envs, evaluator_config, metrics
 from distrl import config as config_lib
 from distrl.acting import evaluation, host_evaluation
 from distrl.checkpoints import policy
@@ -36,6 +36,7 @@ from distrl.nodes.counter import data_summary
 from distrl.nodes.lifecycle import InProcess
 from distrl.nodes.replay_monitor import ReplayMonitor
 from distrl.nodes.variables import ParamsClient
+from distrl.records import results
 
 
 def target_for(config, best, env=None) -> float:

@@ -1,7 +1,7 @@
 """Stage 7 of the data flow, the launcher: prepare, launch, wait, outcome.
 
 `run` validates the config (and, when resuming, the checkpoint), locks and
-prepares the run directory (`distrl.rundir`: one live program per directory),
+prepares the run directory (`distrl.records.rundir`: one live program per directory),
 launches `topology.make_program(config)` under `local_mp` (a supervised process
 per node, `distrl.program.supervisor`: output in the run directory, one progress
 line in the terminal, restarts as the config allows), on a Ray cluster
@@ -21,13 +21,14 @@ import launchpad as lp
 from absl import logging
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 
-from distrl import checkpoints, failures, metrics, resources, results, rundir
+from distrl import checkpoints, metrics, resources
 from distrl import config as config_lib
 from distrl.analysis import plots
 from distrl.nodes import counter
 from distrl.program import bindhost, nodeenv, ports, scaling, staging, supervisor
 from distrl.program.errors import NodeFailure
 from distrl.program.topology import make_program
+from distrl.records import failures, results, rundir
 
 
 def node_envs(run_dir: str | None = None) -> dict:

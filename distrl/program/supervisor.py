@@ -38,9 +38,9 @@ import time
 
 from absl import flags
 
-from distrl import failures, rundir
 from distrl.program import bindhost, nodeproc, ports, progress, scaling, staging, zygote
 from distrl.program.ray import STOP_FILE_ENV
+from distrl.records import failures, rundir
 
 _POLL_S = 0.1
 # Stopped first, one group after another; then the rest (replay, counter): the

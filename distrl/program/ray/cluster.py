@@ -66,11 +66,12 @@ import time
 import ray
 from absl import logging
 
-from distrl import failures, files, rundir
+from distrl import files
 from distrl.config import ConfigError
 from distrl.program import nodeproc, progress, scaling, staging, supervisor
 from distrl.program.errors import LaunchError
 from distrl.program.ray import nodehost
+from distrl.records import failures, rundir
 
 PLACEMENT_FILE = "placement.json"
 NAMESPACE = "distrl"

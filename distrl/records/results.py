@@ -7,8 +7,9 @@ output and the launcher's final lines.
 
 import os
 
-from distrl import files, rundir
+from distrl import files
 from distrl.acting import evaluation
+from distrl.records import rundir
 
 
 def path(run_dir: str) -> str:
