@@ -32,7 +32,7 @@ from distrl import (
     policy,
 )
 from distrl import config as config_lib
-from distrl.acting import evaluation
+from distrl.acting import exact_check, reporting
 from distrl.analysis import compare, compare_report
 from distrl.nodes import counter
 from distrl.program import launcher as program
@@ -496,8 +496,8 @@ def test_evaluate_command_scores_the_reported_policy_or_the_learners_last(short_
     code, out = _python(warm_python, "evaluate.py", f"--run_dir={run_dir}", "--episodes=50")
     assert code == 0, out[-2000:]
     assert f"reported policy, version {result['param_version']:,}" in out
-    assert evaluation.describe_exact(result["exact"]) in out
-    arrows = evaluation.render_arrows(np.array(result["actions"]), result["map"])
+    assert reporting.describe_exact(result["exact"]) in out
+    arrows = reporting.render_arrows(np.array(result["actions"]), result["map"])
     assert arrows in out, out[-2000:]
     code, out = _python(
         warm_python, "evaluate.py", f"--run_dir={run_dir}", "--checkpoint=latest", "--json"
@@ -977,7 +977,7 @@ def test_local_mp_run_killed_with_sigkill_resumes_and_ends_at_least_as_good(tmp_
     rows_before = len(metrics.read_csv(metrics.csv_path(str(run_dir), "evaluator"))["step"])
     # The killed run kept the policy it would have reported: the best, which solved it.
     kept_policy = policy.load_policy(str(run_dir))
-    exact_before = evaluation.exact_answer(
+    exact_before = exact_check.exact_answer(
         kept_policy.env, kept_policy.agent, kept_policy.params, kept_policy.agent.config.discount
     )
     assert exact_before["success"] == 1.0, (kept_policy.version, exact_before)
