@@ -2,7 +2,7 @@
 
 Below the config (which calls `learner.validate`) and the replay package (whose
 Reverb checkpointer, `distrl.replay.checkpoints`, keeps its checkpoints through
-`replay`): imports jax, numpy and `distrl.files` only.
+`replay`): imports jax, numpy, absl, `distrl.files` and `distrl.errors` only.
 - `store`: sealed pytrees (npz + JSON manifest), written atomically, verified on load.
 - `learner`: the learner's checkpoints: directory, schedule (`Saver`), resume checks.
 - `policy`: the reported policy's params (`Keeper`); `distrl.policy` loads them to act.
