@@ -8,7 +8,7 @@ checks their values, `check_section(experiment)` (ConfigError): the agent's
 (`distrl.agents`: every field of the preset's config dataclass), env
 (`distrl.envs.section`), actor, replay and learner (`distrl.pipelines`), evaluator and
 budget (`distrl.evaluator_config`), log (`distrl.metrics`), checkpoint
-(`distrl.checkpoint`), and the launchers' restart, ray and local
+(`distrl.checkpoints.learner`), and the launchers' restart, ray and local
 (`distrl.launch_config`). The config's own fields (algorithm, seed, num_actors,
 run_dir) are here. The same config drives the distributed program (`launch/train.py`)
 and the single-process trainer (`python -m distrl.local`).
@@ -25,7 +25,7 @@ import math
 
 import ml_collections
 
-from distrl import agents, checkpoint, evaluator_config, launch_config, metrics, pipelines
+from distrl import agents, checkpoints, evaluator_config, launch_config, metrics, pipelines
 from distrl.envs import section as env_section
 from distrl.errors import ConfigError, at_least
 from distrl.errors import check as _check
@@ -39,7 +39,7 @@ OWNERS = (
     evaluator_config,  # evaluator, budget
     pipelines,  # actor, replay, learner
     metrics,  # log
-    checkpoint,  # checkpoint
+    checkpoints.learner,  # checkpoint
 )
 
 

@@ -33,12 +33,12 @@ from test_scale import _acting, _env_steps, _grows, _scale
 from test_supervise import _rows as _supervised_rows
 
 from distrl import experiment as experiment_lib
-from distrl import rundir
 from distrl.config import ConfigError
 from distrl.program import launcher, scaling, staging, stopping, topology
 from distrl.program.errors import LaunchError
 from distrl.program.ray import cluster as cluster_lib
 from distrl.program.ray import hosts, placement
+from distrl.records import rundir
 
 PLACE = ["--config.ray.replay_resource=replay_host", "--config.ray.learner_resource=learner_host"]
 

@@ -15,12 +15,13 @@ from absl import flags
 from conftest import ROOT, load_config
 from ml_collections import config_flags
 
-from distrl import agents, cli, resources, rundir
+from distrl import agents, cli, resources
 from distrl import config as config_lib
 from distrl import experiment as experiment_lib
 from distrl.agents import actor_critic, dqn, ppo
 from distrl.analysis import plots
 from distrl.pipelines import transitions
+from distrl.records import rundir
 
 CONFIG_FILES = ("dqn", "tabular_q", "a2c", "vtrace", "ppo")
 

@@ -18,7 +18,7 @@ from conftest import load_config
 from distrl import agents, envs, local, pipelines, resources
 from distrl import config as config_lib
 from distrl import experiment as experiment_lib
-from distrl.acting import evaluation, rollout
+from distrl.acting import evaluation, reporting, rollout
 from distrl.envs import LEFT, RIGHT, UP, make_env
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -116,7 +116,7 @@ def test_gridworld_meets_the_contract_and_has_every_capability(slippery):
     assert envs.success_signal(env) is not None
     assert envs.tabular_model(env) is env and envs.grid_of(env) is env
     assert envs.is_deterministic(env) is (not slippery)
-    assert evaluation.has_grids(env)
+    assert reporting.has_grids(env)
 
 
 def test_gridworld_terminated_and_truncated_are_apart():
@@ -167,7 +167,7 @@ def test_corridor_meets_the_contract_and_has_no_capability():
     _check_contract(env, steps=9)
     assert envs.success_signal(env) is None and envs.tabular_model(env) is None
     assert envs.grid_of(env) is None and not envs.is_deterministic(env)
-    assert not evaluation.has_grids(env)
+    assert not reporting.has_grids(env)
 
 
 def test_corridor_auto_reset_keeps_the_pre_reset_observation():

@@ -17,7 +17,7 @@ import pytest
 from distrl import config as config_lib
 from distrl import envs, evaluator_config, packing, pipelines
 from distrl import experiment as experiment_lib
-from distrl.acting import evaluation, host_evaluation, host_rollout
+from distrl.acting import exact_check, host_evaluation, host_rollout, reporting
 from distrl.envs import exact, factory
 from distrl.pyenv import EnvError
 
@@ -123,11 +123,11 @@ def test_the_optimal_return_target_and_the_exact_answer_on_taxi():
     c.evaluator.optimal_measure = "success"  # pi* delivers from every start: 0.98
     assert evaluator_config.targets(c, env, best) == (pytest.approx(0.98), 0.0)
     params = agent.init(jax.random.PRNGKey(0)).params
-    answer = evaluation.exact_answer(env, agent, params, agent.config.discount, best)
+    answer = exact_check.exact_answer(env, agent, params, agent.config.discount, best)
     assert answer["optimal_return"] == pytest.approx(7.93)
     assert -200 * 10 <= answer["mean_return"] < answer["optimal_return"]
     assert answer["return_ratio"] == pytest.approx(1 - (7.93 - answer["mean_return"]) / 7.93)
-    assert "mean return" in evaluation.describe_exact(answer)
+    assert "mean return" in reporting.describe_exact(answer)
 
 
 def test_the_return_target_allows_a_shortfall_of_a_fraction_of_the_optimums_size():
@@ -328,7 +328,7 @@ def test_the_exact_answer_scores_a_policy_on_gymnasiums_tables():
     experiment = experiment_lib.Experiment(c)
     env, agent = experiment.env, experiment.agent
     params = agent.init(jax.random.PRNGKey(0)).params
-    answer = evaluation.exact_answer(env, agent, params, 0.99)
+    answer = exact_check.exact_answer(env, agent, params, 0.99)
     assert 0 <= answer["success"] <= answer["max_success"] <= 1
     assert answer["optimal_success"] == pytest.approx(
         exact.optimum(env, 0.99).success[env.start_cell]

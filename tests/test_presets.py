@@ -18,14 +18,15 @@ from conftest import load_config
 pytest.importorskip("gymnax")
 
 from configs import bases  # noqa: E402
-from distrl import agents, envs, evaluator_config, local, rundir  # noqa: E402
+from distrl import agents, envs, evaluator_config, local  # noqa: E402
 from distrl import config as config_lib  # noqa: E402
 from distrl import experiment as experiment_lib  # noqa: E402
-from distrl.acting import evaluation  # noqa: E402
+from distrl.acting import evaluation, reporting  # noqa: E402
 from distrl.analysis import compare, compare_report  # noqa: E402
 from distrl.envs import exact  # noqa: E402
 from distrl.program import launcher as program  # noqa: E402
 from distrl.program import progress  # noqa: E402
+from distrl.records import rundir  # noqa: E402
 
 PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     "ppo_cartpole": ("gymnax:CartPole-v1", "ppo", 475.0, 1),
@@ -58,7 +59,7 @@ def test_each_env_preset_loads_and_validates_with_its_target(name):
     # no success signal: the default success target asks for none
     assert envs.success_signal(env) is None
     assert config.evaluator.target_success == evaluator_config.AUTO
-    assert evaluator_config.success_target(config, evaluation.has_success(env)) == 0.0
+    assert evaluator_config.success_target(config, reporting.has_success(env)) == 0.0
     if target_return:  # "greedy mean return lower bound >= 475 over 1,000 episodes"
         assert config.evaluator.confirm_envs == 1000
     if rank == 3:  # gymnax-blines' MLP for PPO (its published 28), MinAtar's conv for DQN
@@ -118,7 +119,7 @@ def test_each_gymnasium_cartpole_preset_stops_at_a_475_lower_bound(name):
     assert config.budget.env_steps == budget[name] and config.env.vector == "sync"
     env = experiment_lib.Experiment(config).env
     assert envs.success_signal(env) is None and env.spec.observation_shape == (4,)
-    assert evaluator_config.success_target(config, evaluation.has_success(env)) == 0.0
+    assert evaluator_config.success_target(config, reporting.has_success(env)) == 0.0
 
 
 def test_the_gymnasium_cartpole_dqn_learns_as_the_gymnax_one_with_a_steadier_target():

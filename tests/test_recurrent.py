@@ -25,13 +25,14 @@ from conftest import (
     wait_while_running,
 )
 
-from distrl import agents, checkpoint, local, metrics, networks, policy, replay, resources, rundir
+from distrl import agents, checkpoints, local, metrics, networks, policy, replay, resources
 from distrl import config as config_lib
 from distrl import experiment as experiment_lib
 from distrl.acting import evaluation, rollout
 from distrl.agents import recurrent
 from distrl.nodes.learner import Learner
 from distrl.program import launcher as program
+from distrl.records import rundir
 from distrl.types import CoreChunk
 
 KEY = jax.random.PRNGKey(0)
@@ -363,11 +364,13 @@ def test_a_resumed_recurrent_run_restores_its_core_and_its_policy_evaluates(
     assert first.returncode == 0, out[-3000:]
     first_result = json.loads((run_dir / "result.json").read_text())
     assert first_result["stop_reason"] == "env_step_budget"
-    before = checkpoint.read_manifest(checkpoint.directory(str(run_dir)))
+    before = checkpoints.store.read_manifest(checkpoints.learner.directory(str(run_dir)))
     assert before["version"] > 0
     config = rundir.load_config(str(run_dir))
     agent = experiment_lib.Experiment(config).agent
-    saved, _ = checkpoint.load(checkpoint.directory(str(run_dir)), algorithm, agent.init(KEY))
+    saved, _ = checkpoints.store.load(
+        checkpoints.learner.directory(str(run_dir)), algorithm, agent.init(KEY)
+    )
     restored, version, _ = Learner(
         experiment_lib.Experiment(config), None, None, str(run_dir), time.time(), restore=True
     ).initial_state(agent)

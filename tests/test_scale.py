@@ -12,9 +12,9 @@ from conftest import ROOT, assert_nothing_left, launch_train
 from test_supervise import _node_process, _rows, _stopped_by_ctrl_c, _wait_while_running
 
 from distrl import experiment as experiment_lib
-from distrl import rundir
 from distrl.nodes.actor import actor_epsilon
 from distrl.program import launcher, scaling
+from distrl.records import rundir
 
 SCALE = [sys.executable, str(ROOT / "launch" / "scale.py")]
 

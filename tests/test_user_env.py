@@ -15,8 +15,9 @@ from conftest import load_config
 
 from distrl import config as config_lib
 from distrl import experiment as experiment_lib
-from distrl import local, metrics, results
+from distrl import local, metrics
 from distrl.program import launcher as program
+from distrl.records import results
 from tests.user_envs import Contexts  # the module as its config name imports it
 
 NAME = "tests.user_envs:make_contexts"

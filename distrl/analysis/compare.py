@@ -33,9 +33,10 @@ import sys
 
 import numpy as np
 
-from distrl import cli, metrics, results, rundir
+from distrl import cli, metrics
 from distrl import config as config_lib
 from distrl import experiment as experiment_lib
+from distrl.records import results, rundir
 
 ROOT = os.path.dirname(cli.CONFIGS_DIR)  # the checkout
 

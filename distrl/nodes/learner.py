@@ -9,7 +9,7 @@ someone asks for them, so serving costs the update loop nothing.
 Every `log.every_seconds` it writes a metrics row to `logs/learner.csv` (updates,
 updates/s, samples/s, losses, parameter version, time waiting for data); every
 `checkpoint.every_seconds` and when the run ends it checkpoints its state, the
-counter's totals and Reverb's tables (`distrl.checkpoint`). A resumed run starts
+counter's totals and Reverb's tables (`distrl.checkpoints`). A resumed run starts
 from that checkpoint instead of `agent.init`.
 """
 
@@ -25,7 +25,7 @@ import jax
 import numpy as np
 from absl import logging
 
-from distrl import agents, checkpoint, metrics, pipelines, replay
+from distrl import agents, checkpoints, metrics, pipelines, replay
 from distrl.nodes import counter as counter_lib
 from distrl.nodes import lifecycle as lifecycle_lib
 from distrl.types import CoreChunk
@@ -164,8 +164,8 @@ class Learner:
         replay_checkpoint = functools.partial(
             replay.checkpoint, self._connection, keep_in=self._run_dir, keep=c.checkpoint.keep
         )
-        saver = checkpoint.Saver(
-            checkpoint.directory(self._run_dir),
+        saver = checkpoints.learner.Saver(
+            checkpoints.learner.directory(self._run_dir),
             c.checkpoint.every_seconds,
             c.algorithm,
             replay_checkpoint if c.checkpoint.replay else None,
@@ -201,10 +201,10 @@ class Learner:
         """
         state = agent.init(jax.random.PRNGKey(self._config.seed))
         restarted = lifecycle_lib.attempt() > 0
-        ckpt_dir = checkpoint.directory(self._run_dir)
+        ckpt_dir = checkpoints.learner.directory(self._run_dir)
         version, counts = 0, {}
         if self._restore or (restarted and os.path.isdir(ckpt_dir) and os.listdir(ckpt_dir)):
-            state, manifest = checkpoint.load(ckpt_dir, self._config.algorithm, state)
+            state, manifest = checkpoints.store.load(ckpt_dir, self._config.algorithm, state)
             version, counts = manifest["version"], manifest.get("counts", {})
             logging.info("learner: resumed from version %d", version)
         if self._restore or restarted:
@@ -324,7 +324,7 @@ class _Training(NamedTuple):
     pipeline: pipelines.Pipeline
     batches: Iterator
     report: "_Report"
-    saver: checkpoint.Saver
+    saver: checkpoints.learner.Saver
 
 
 # A stopping learner whose loop has not ended this long after the stop (its main

@@ -1,7 +1,7 @@
 """Stage 7 of the data flow, the launcher: prepare, launch, wait, outcome.
 
 `run` validates the config (and, when resuming, the checkpoint), locks and
-prepares the run directory (`distrl.rundir`: one live program per directory),
+prepares the run directory (`distrl.records.rundir`: one live program per directory),
 launches `topology.make_program(config)` under `local_mp` (a supervised process
 per node, `distrl.program.supervisor`: output in the run directory, one progress
 line in the terminal, restarts as the config allows), on a Ray cluster
@@ -21,7 +21,7 @@ import launchpad as lp
 from absl import logging
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 
-from distrl import checkpoint, failures, metrics, replay_checkpoint, resources, results, rundir
+from distrl import checkpoints, metrics, resources
 from distrl import config as config_lib
 from distrl import experiment as experiment_lib
 from distrl.analysis import plots
@@ -29,6 +29,7 @@ from distrl.nodes import counter
 from distrl.program import bindhost, nodeenv, ports, scaling, staging, supervisor
 from distrl.program.errors import NodeFailure
 from distrl.program.topology import make_program
+from distrl.records import failures, results, rundir
 
 
 def node_envs(run_dir: str | None = None) -> dict:
@@ -115,10 +116,10 @@ def _start_outputs(config, run_dir: str) -> None:
 def _checkpoints_to_resume(run_dir: str, experiment) -> dict:
     """The learner manifest to resume from, with "replay_checkpoint": the replay
     checkpoint to load (None: an empty table). The learner's is the newest usable;
-    the replay's the newest usable not newer than it (`replay_checkpoint.select`);
+    the replay's the newest usable not newer than it (`checkpoints.pairs.select`);
     each one skipped, and the pair chosen, are said on stderr."""
     config = experiment.config
-    restored = checkpoint.verify(run_dir, config.algorithm, experiment.agent)
+    restored = checkpoints.learner.verify(run_dir, config.algorithm, experiment.agent)
     for why in restored.get("skipped", []):
         _say(f"learner checkpoint skipped: {why}")
     _continue_counts(run_dir, restored)
@@ -129,13 +130,13 @@ def _checkpoints_to_resume(run_dir: str, experiment) -> dict:
             f"{restored['version']}) with an empty replay: checkpoint.replay is off"
         )
         return restored
-    path, skipped = replay_checkpoint.select(run_dir, restored["state_file"])
+    path, skipped = checkpoints.pairs.select(run_dir, restored["state_file"])
     for why in skipped:
         _say(f"replay checkpoint skipped: {why}")
-    _say(replay_checkpoint.pairing(restored, path, skipped))
-    replay_checkpoint.adopt(run_dir)
+    _say(checkpoints.pairs.pairing(restored, path, skipped))
+    checkpoints.replay.adopt(run_dir)
     if path is not None:  # where adopt moved it
-        path = os.path.join(replay_checkpoint.kept_dir(run_dir), os.path.basename(path))
+        path = os.path.join(checkpoints.replay.kept_dir(run_dir), os.path.basename(path))
     restored["replay_checkpoint"] = path
     return restored
 
@@ -253,7 +254,7 @@ def _outcome(run_dir: str, restarts: list):
         run_dir,
         restarts=restarts,
         failures={name: failures.summary(t) for name, t in reports.items()},
-        learner_checkpoint=checkpoint.on_disk(run_dir),  # written as the learner stopped
+        learner_checkpoint=checkpoints.learner.on_disk(run_dir),  # written as the learner stopped
     )
     if reports:
         raise NodeFailure(reports, run_dir)

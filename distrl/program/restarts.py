@@ -15,7 +15,7 @@ import os
 import time
 from typing import NamedTuple
 
-from distrl import failures
+from distrl.records import failures
 
 RESTARTED_DIR = "restarted"  # under failures/: reports of nodes that were restarted
 

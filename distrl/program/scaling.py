@@ -24,7 +24,8 @@ import uuid
 
 from distrl import config as config_lib
 from distrl import experiment as experiment_lib
-from distrl import files, resources, rundir
+from distrl import files, resources
+from distrl.records import rundir
 
 REQUEST_FILE = "scale.json"  # in the launcher's work directory, tmp/launch-<pid>/
 LAUNCH_FILE = "launch.json"  # in it too: {"launch_type": "local_mp" | "ray"}

@@ -35,7 +35,6 @@ import os
 import shutil
 import time
 
-from distrl import rundir
 from distrl.program import (
     bindhost,
     nodeproc,
@@ -48,6 +47,7 @@ from distrl.program import (
     zygote,
 )
 from distrl.program.ray import STOP_FILE_ENV
+from distrl.records import rundir
 
 _POLL_S = 0.1
 

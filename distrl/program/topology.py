@@ -12,7 +12,7 @@ import functools
 
 import launchpad as lp
 
-from distrl import files, replay, replay_checkpoint
+from distrl import checkpoints, files, replay
 from distrl.nodes import lifecycle
 from distrl.nodes.actor import Actor
 from distrl.nodes.counter import Counter, state_file
@@ -131,9 +131,9 @@ def replay_checkpointer(run_dir: str, resumed_from: str | None):
     Its first start loads `resumed_from` (a resume's replay checkpoint, chosen and
     verified by the launcher; None: an empty table). A restart during the run
     (`lifecycle.attempt() > 0`) loads the newest checkpoint that passes the same
-    checks, else an older one, else none (`replay_checkpoint.for_restart`, one log
+    checks, else an older one, else none (`checkpoints.pairs.for_restart`, one log
     line saying which and what it skipped).
     """
     if lifecycle.attempt() > 0:
-        resumed_from = replay_checkpoint.for_restart(run_dir)
-    return replay.make_checkpointer(replay_checkpoint.reverb_dir(run_dir), resumed_from)
+        resumed_from = checkpoints.pairs.for_restart(run_dir)
+    return replay.make_checkpointer(checkpoints.replay.reverb_dir(run_dir), resumed_from)

@@ -42,7 +42,6 @@ import socket
 
 import ray
 
-from distrl import rundir
 from distrl.config import ConfigError
 from distrl.program import staging
 from distrl.program.errors import LaunchError
@@ -50,6 +49,7 @@ from distrl.program.ray import placement
 from distrl.program.ray.launch import Launch
 from distrl.program.ray.nodes import Node
 from distrl.program.ray.scale import Actors
+from distrl.records import rundir
 
 NAMESPACE = "distrl"
 _START_RAY = (

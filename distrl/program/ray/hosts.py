@@ -15,11 +15,12 @@ import time
 
 import ray
 
-from distrl import files, rundir
+from distrl import files
 from distrl.program import staging
 from distrl.program.errors import LaunchError
 from distrl.program.ray import nodehost
 from distrl.program.ray.nodes import Node
+from distrl.records import rundir
 
 PLACEMENT_FILE = "placement.json"
 PLACEMENT_TIMEOUT_S = 120.0

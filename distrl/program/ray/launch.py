@@ -14,7 +14,6 @@ import time
 import ray
 from absl import logging
 
-from distrl import failures
 from distrl.program import progress, restarts, scaling, stopping
 from distrl.program.ray.follow import Follower
 from distrl.program.ray.hosts import RPC_TIMEOUT_S, Hosts
@@ -23,6 +22,7 @@ from distrl.program.ray.recovery import Recovery
 from distrl.program.ray.scale import Actors, Scale
 from distrl.program.ray.verdict import NodeTable
 from distrl.program.ray.watch import Watch
+from distrl.records import failures
 
 # How long the watch waits on Ray at a time before it looks at a stop signal.
 _SIGNAL_POLL_S = 0.2

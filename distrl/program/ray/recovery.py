@@ -18,11 +18,11 @@ import time
 
 import ray
 
-from distrl import failures
 from distrl.program import nodeproc, restarts, stopping
 from distrl.program.ray.hosts import RPC_TIMEOUT_S, Hosts
 from distrl.program.ray.nodes import Node, Run
 from distrl.program.ray.watch import Watch
+from distrl.records import failures
 
 
 class Recovery:
