@@ -124,7 +124,8 @@ def _group_section(suite, group, results) -> str:
         f"steps to the target: {to_target_cell(group)}. Rows: `{group.source}`, study "
         f"`{group.study}`."
     )
-    title = f"### {group.protocol}: {group.mode}" + (f", {group.budget}" if group.budget else "")
+    budget = f", {group.budget}" if group.budget else ""
+    title = f"### {group.protocol}: {group.mode}{budget} (`{group.study}`)"
     parts = [title, summary, _seed_table(suite, group)]
     if group.source == "at_budget.csv" and curve_runs(group, results):
         parts.append(f"![{group.suite}, {group.study}, {group.mode}]({image_name(group)})")

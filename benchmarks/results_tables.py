@@ -57,7 +57,7 @@ def suites_table(found) -> str:
         rows.append([f"`{suite.name}`", suite.env, budget, value, seeds_cell(best)])
         rows[-1] += [evidence.SHORT[best.protocol], published]
     header = ["suite", "env", "budget", "final: mean [95% CI]", "seeds, mode", "measured as"]
-    legend = "\n".join(f"[{n}] {source}" for source, n in notes.items())
+    legend = "\n".join(f"- [{n}] {source}" for source, n in notes.items())
     return table([*header, "published"], rows) + "\n\n" + legend
 
 

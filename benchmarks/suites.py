@@ -23,6 +23,7 @@ CLEANRL_PPO = (
     "mean of its training episodes at 1M"
 )
 GYMNAX = "gymnax README (gymnax-blines PPO, 10M env steps; its sampled policy)"
+GYMNAX_CHECKPOINT = "gymnax README's table (the return of gymnax-blines' PPO checkpoint)"
 MINATAR = "MinAtar paper's DQN (Young & Tian 2019, read from its figure; sticky actions)"
 # The TD3 paper's 10 seeds at 300k env steps (index 60 of its 5,000-step evaluations)
 HALFCHEETAH_300K = "7,697 [6,196-9,049]"
@@ -87,7 +88,7 @@ SUITES = (
         "tabular_gymnasium_taxi", "gymnasium:Taxi-v4", 3_000_000, OPTIMUM, EXACT, **_HOST_EXACT
     ),
     _preset("ppo_gymnasium_taxi", "gymnasium:Taxi-v4", 3_000_000, OPTIMUM, EXACT, **_HOST_EXACT),
-    _preset("ppo_cartpole", "gymnax:CartPole-v1", 1_000_000, "500", GYMNAX),
+    _preset("ppo_cartpole", "gymnax:CartPole-v1", 1_000_000, "500", GYMNAX_CHECKPOINT),
     _preset("dqn_cartpole", "gymnax:CartPole-v1", 2_500_000),
     _preset("ppo_gymnasium_cartpole", "gymnasium:CartPole-v1", 1_200_000, modes=_HOST),
     _preset("dqn_gymnasium_cartpole", "gymnasium:CartPole-v1", 1_500_000, modes=_HOST),
