@@ -51,6 +51,9 @@ CURVE_COLUMNS = ("study", "suite", "mode", "seed", "env_steps", "seconds", "mean
 CURVE_COLUMNS += ("exact_ratio", "commit")
 
 
+_RATIO = {False: "ratio", True: "return_ratio"}  # the exact answer's share, by optimal_measure
+
+
 def preset_target(config, exact: bool):
     """(column, threshold) a routine evaluation is compared with for "env steps to the
     target", read before the targets are turned off; None where the preset has none."""
@@ -95,7 +98,8 @@ def run_single(config) -> dict:
     config.local.update(dict(iterations_per_call=every, eval_every=every))
     result = local.train(config)
     exact = result.exact or {}
-    optimal = exact.get("optimal_success") or math.nan
+    on_return = config.evaluator.optimal_measure == "return"  # the history holds success only
+    optimal = math.nan if on_return else exact.get("optimal_success") or math.nan
     success_at = {steps: success for steps, _, success in result.history}
     curve = [
         dict(
@@ -107,7 +111,7 @@ def run_single(config) -> dict:
     return dict(
         curve=curve,
         final=final,
-        exact=exact.get("ratio"),
+        exact=exact.get(_RATIO[on_return]),
         env_steps=result.env_steps,
         seconds=result.wall_time,
     )
@@ -125,8 +129,10 @@ def run_distributed(config, name: str, run_dir: str, timeout_s: float) -> dict:
     if code != 0 or "evaluation" not in result:
         raise RuntimeError(f"{run_dir}: launch/train.py exit {code}, see {run_dir}/train.log")
     data = metrics.read_csv(metrics.csv_path(run_dir, "evaluator"))
-    optimal = data.get("optimal_success", [math.nan] * len(data["env_steps"]))
-    exact = data.get("exact_success", [math.nan] * len(data["env_steps"]))
+    on_return = config.evaluator.optimal_measure == "return"
+    measure = "return" if on_return else "success"
+    optimal = data.get(f"optimal_{measure}", [math.nan] * len(data["env_steps"]))
+    exact = data.get(f"exact_{measure}", [math.nan] * len(data["env_steps"]))
     curve = [
         dict(env_steps=int(s), seconds=float(t), mean_return=float(r), exact_ratio=float(e / o))
         for s, t, r, e, o in zip(
@@ -137,7 +143,7 @@ def run_distributed(config, name: str, run_dir: str, timeout_s: float) -> dict:
     return dict(
         curve=curve,
         final=(ev["mean_return"], ev["return_low"], ev["return_high"], ev["episodes"]),
-        exact=(result.get("exact") or {}).get("ratio"),
+        exact=(result.get("exact") or {}).get(_RATIO[on_return]),
         env_steps=int(result.get("counts", {}).get("env_steps", curve[-1]["env_steps"])),
         seconds=result.get("wall_seconds", math.nan),
     )
