@@ -33,6 +33,7 @@ import sys
 
 from absl import flags
 
+from benchmarks import suites
 from benchmarks.common import emit_row, load_config, several_overrides
 from distrl import cli, local
 from distrl import experiment as experiment_lib
@@ -77,8 +78,7 @@ def run_one(name: str, seed: int, env_steps: int, every: int, overrides=None) ->
     config = load_config(name, overrides or {})
     config.seed = seed
     target_return = config.evaluator.target_return  # the preset's, before it is turned off
-    config.evaluator.update(dict(target_of_optimal=0.0, target_success=0.0, target_return=0.0))
-    config.budget.update(dict(env_steps=env_steps, seconds=0.0, learner_steps=0))
+    suites.target_off(config, env_steps)
     per_iteration = config.num_actors * config.actor.num_envs * config.actor.unroll_length
     if target_return:  # the routine evaluations are the measure: a call ends on each
         calls = local.Settings.of(experiment_lib.make(config)).eval_every
