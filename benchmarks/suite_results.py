@@ -35,9 +35,10 @@ from absl import flags
 
 from benchmarks import suites
 from benchmarks.common import ROOT, load_config
-from distrl import cli, local, metrics, results, rundir
-from distrl import config as config_lib
+from distrl import cli, local, metrics
+from distrl import experiment as experiment_lib
 from distrl.analysis import compare
+from distrl.records import results, rundir
 
 ROWS_FILE = "at_budget.csv"
 CURVES_DIR = "curves"
@@ -87,14 +88,14 @@ def prepare(suite, seed: int, budget: int, overrides: dict):
     config.seed = seed
     target = preset_target(config, suite.exact)
     suites.target_off(config, budget)
-    config_lib.validate(config)
+    experiment_lib.make(config)
     return config, target
 
 
 def run_single(config) -> dict:
     """One seed in this process: `distrl.local.train`, each jitted call ending on a
     routine evaluation (the curve), the final evaluation the last policy's."""
-    every = local.Settings.of(config).eval_every
+    every = local.Settings.of(experiment_lib.make(config)).eval_every
     config.local.update(dict(iterations_per_call=every, eval_every=every))
     result = local.train(config)
     exact = result.exact or {}

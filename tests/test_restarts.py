@@ -9,8 +9,8 @@ import time
 import ml_collections
 import pytest
 
-from distrl import failures
 from distrl.program import restarts, stopping
+from distrl.records import failures
 
 
 def _policy(run_dir, max_per_node=3, backoff_seconds=0.5, began=None):
