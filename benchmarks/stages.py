@@ -77,7 +77,7 @@ def stage_program(configs, run_dir: str, warmup: float, window: float, actors_on
         colocated.append(params_node)
         node_dir = os.path.join(run_dir, algo)  # each learner's own checkpoints and logs
         known = {
-            "config": config,
+            "experiment": experiment_lib.Experiment(config),
             "actor_id": 0,
             "replay_client": replays[algo],
             "learner": params_node.create_handle(),

@@ -389,13 +389,14 @@ def test_writer_blocked_by_a_full_queue_does_not_reconnect():
 _SERVE = """
 import sys, time
 import reverb
-from distrl import config as config_lib, replay
+from distrl import config as config_lib, experiment as experiment_lib
 c = config_lib.base_config("ppo" if sys.argv[2] == "queue" else "dqn")
 c.actor.num_envs, c.actor.unroll_length = 2, 3
 c.learner.batch_chunks, c.replay.queue_size = 2, 8
 if sys.argv[2] == "prioritized":
     c.replay.sampler = "prioritized"
-tables = experiment_lib.Experiment(c).pipeline.make_tables(c, experiment_lib.Experiment(c).env)
+experiment = experiment_lib.Experiment(c)
+tables = experiment.pipeline.make_tables(c, experiment.env)
 server = reverb.Server(tables, port=int(sys.argv[1]))
 print("serving", flush=True)
 time.sleep(300)

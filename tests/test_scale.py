@@ -157,8 +157,8 @@ def test_an_added_actor_explores_as_one_of_the_new_count_from_the_runs_share(tmp
     (tmp_path / "checkpoints" / "counter.json").write_text(json.dumps({"env_steps": 40_000}))
     program = make_program(experiment_lib.make(config), str(tmp_path), time.time())
     node = program.more_actors.added(2, 4)
-    actor_config, actor_id, *_, start_steps = node._args  # Launchpad keeps them there
-    assert (actor_config.num_actors, actor_id, start_steps) == (4, 2, 10_001)
+    actor_experiment, actor_id, *_, start_steps = node._args  # Launchpad keeps them there
+    assert (actor_experiment.config.num_actors, actor_id, start_steps) == (4, 2, 10_001)
     assert config.num_actors == 2  # the program's own config is untouched
     assert actor_epsilon(0.4, 2, 4, 7.0) == pytest.approx(0.4 ** (1 + 7 * 2 / 3))
 
