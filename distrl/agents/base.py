@@ -16,8 +16,7 @@ import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
-from distrl import networks, spaces
-from distrl.types import CoreChunk
+from distrl import spaces
 
 Params = Any
 OPTIMIZERS = ("adam", "sgd")
@@ -130,27 +129,6 @@ def records_value(config) -> bool:
     return bool(getattr(config, "record_value", False) or getattr(config, "clip_value", False))
 
 
-def observing(update_impl: Callable) -> Callable:
-    """`update_impl(net, optimizer, config, state, batch)`, then the batch's observations
-    merged into the network's running observation statistics (`networks.observe`):
-    after the gradient steps, so that those saw the statistics the actors acted with.
-
-    Only where those steps moved the params: a network that no longer learns (its step
-    size decayed to 0) keeps the statistics it was trained with. Merged on, they would
-    drift to the frozen policy's own states and change what it does (seen on
-    ppo_mujoco past its 1M-step decay: greedy HalfCheetah 4,800 fell to 1,000)."""
-
-    def update(net, optimizer, config, state: TrainingState, batch):
-        new, metrics = update_impl(net, optimizer, config, state, batch)
-        steps = batch.chunk if isinstance(batch, CoreChunk) else batch
-        learned = jnp.any(ravel_pytree(new.params)[0] != ravel_pytree(state.params)[0])
-        merged = networks.observe(new.params, steps.observation)
-        params = jax.tree.map(lambda m, p: jnp.where(learned, m, p), merged, new.params)
-        return new._replace(params=params), metrics
-
-    return update
-
-
 def make_init(net: hk.Transformed, optimizer, obs_shape: tuple, with_target: bool) -> Callable:
     """Jitted `init(key) -> TrainingState` (target_params = params if with_target)."""
 
@@ -195,7 +173,7 @@ def make_optimizer(
 
 
 def optimizer_of(config) -> optax.GradientTransformation:
-    """`make_optimizer` from an agent config's optimizer fields (checks.optimizer_rules)."""
+    """`make_optimizer` from an agent config's optimizer fields (`settings.LearningFields`)."""
     return make_optimizer(
         config.learning_rate,
         config.max_grad_norm,
