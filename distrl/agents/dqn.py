@@ -57,25 +57,23 @@ RULES = {
 }
 
 
-def td_error(network, params, target_params, transition: QTransition, double_q: bool):
-    """(TD error [], the online Q of the taken action []) for ONE transition (obs [O],
-    action [], reward [], discount [])."""
-    q_tm1 = network.apply(params, transition.observation)  # [A]
-    q_t_value = network.apply(target_params, transition.next_observation)  # [A]
-    taken = q_tm1[transition.action]
+def td_error(network, params, target_params, batch: QTransition, double_q: bool):
+    """(TD errors [N], the online Q of the taken actions [N]) of a batch [N] (obs [N, O],
+    action [N], reward [N], discount [N]): rlax's `double_q_learning` (the online
+    network picks the bootstrap action, the target network values it) or `q_learning`
+    (the target's max), computed on the whole batch. Actions are selected by one-hot
+    products (`base.select_actions`): rlax's per-example indexing, vmapped, compiles to
+    a gather (and a scatter in the gradient) that a TPU runs element by element."""
+    q_tm1 = network.apply(params, batch.observation)  # [N, A]
+    q_t_value = network.apply(target_params, batch.next_observation)  # [N, A]
+    taken = base.select_actions(q_tm1, batch.action)  # [N]
     if double_q:
-        q_t_selector = network.apply(params, transition.next_observation)  # [A]
-        return rlax.double_q_learning(
-            q_tm1,
-            transition.action,
-            transition.reward,
-            transition.discount,
-            q_t_value,
-            q_t_selector,
-        ), taken
-    return rlax.q_learning(
-        q_tm1, transition.action, transition.reward, transition.discount, q_t_value
-    ), taken
+        q_t_selector = network.apply(params, batch.next_observation)  # [N, A]
+        bootstrap = base.select_actions(q_t_value, base.argmax_actions(q_t_selector))
+    else:
+        bootstrap = jnp.max(q_t_value, axis=-1)
+    target = jax.lax.stop_gradient(batch.reward + batch.discount * bootstrap)  # [N]
+    return target - taken, taken
 
 
 def loss_fn(network, config: DQNConfig, params, target_params, batch: QTransition, weights=None):
@@ -87,9 +85,7 @@ def loss_fn(network, config: DQNConfig, params, target_params, batch: QTransitio
     actions) and `terminal_frac` (the batch's share of terminal transitions, discount
     0) show a TD burst: a terminal's TD error is about Q itself (issue 37 item 5).
     """
-    td, q_taken = jax.vmap(td_error, in_axes=(None, None, None, 0, None))(
-        network, params, target_params, batch, config.double_q
-    )  # [N] each
+    td, q_taken = td_error(network, params, target_params, batch, config.double_q)  # [N] each
     if config.loss == "huber":
         losses = rlax.huber_loss(td, config.huber_delta)
     elif config.loss == "l2":

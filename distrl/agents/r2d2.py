@@ -128,10 +128,10 @@ def sequence_td(net, config: R2D2Config, params, target_params, seq: Transition,
         step_of(target_params), start, seq.observation, seq.last, seq.next_observation
     )
     selected = jnp.argmax(jax.lax.stop_gradient(q_next), axis=-1)  # double Q: online picks
-    bootstrap = jnp.take_along_axis(q_next_target[b:], selected[:, None], axis=-1)[:, 0]
+    bootstrap = base.select_actions(q_next_target[b:], selected)  # [M], no gather (dqn.td_error)
     targets = jax.lax.stop_gradient(n_step_targets(config, rest, bootstrap))  # [K]
     k = targets.shape[0]
-    taken = jnp.take_along_axis(q[:k], rest.action[:k, None].astype(jnp.int32), axis=-1)[:, 0]
+    taken = base.select_actions(q[:k], rest.action[:k])
     return targets - taken, taken
 
 
