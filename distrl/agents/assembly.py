@@ -1,8 +1,10 @@
 """How an algorithm's parts become its `base.Agent`: one helper for every `make_agent`.
 
 Each algorithm computes its network, `init`, update function and acting functions;
-`assemble` jits the update as `Agent.update` and merges the observation statistics
-after it where the config keeps them (`observing`).
+`assemble` jits the update as `Agent.update`, scans K of it in one jitted call as
+`Agent.update_many` (`scan_updates`: on an accelerator a small update is bound by its
+dispatch, so the learner runs several per call), and merges the observation
+statistics after each where the config keeps them (`observing`).
 """
 
 from collections.abc import Callable
@@ -37,6 +39,24 @@ def observing(update: Callable) -> Callable:
     return observed
 
 
+def scan_updates(update: Callable) -> Callable:
+    """K applications of `update(state, batch[, weights]) -> (state, metrics)` in one
+    `lax.scan`: (state, batches [K, ...], weights [K, N] | None) -> (state after the
+    K-th, metrics [K, ...]), update k on batches[k] (and weights[k]) from the state
+    update k - 1 left, as K calls in a row would."""
+
+    def update_many(state: base.TrainingState, batches, weights=None):
+        def step(state, inputs):
+            batch, batch_weights = inputs
+            if batch_weights is None:  # None is an empty pytree: scanned as is
+                return update(state, batch)
+            return update(state, batch, batch_weights)
+
+        return jax.lax.scan(step, state, (batches, weights))
+
+    return update_many
+
+
 def assemble(
     config,
     network,
@@ -50,8 +70,9 @@ def assemble(
     """The `Agent` of the parts an algorithm's `make_agent` computes.
 
     update: `(state, batch[, weights]) -> (state, metrics)`, not jitted: the Agent's
-      `update` is it jitted; a config that normalizes observations
-      (`normalize_observations`) has it followed by the statistics' merge (`observing`).
+      `update` is it jitted, its `update_many` K of it in one jitted scan; a config
+      that normalizes observations (`normalize_observations`) has each followed by the
+      statistics' merge (`observing`).
     acting: (policy, greedy, value) as `Agent` takes them; epsilon: the exploration
       schedule (None: `base.zero_epsilon`, the policy-gradient agents').
     """
@@ -69,4 +90,5 @@ def assemble(
         config=config,
         valued=valued,
         core=core,
+        update_many=jax.jit(scan_updates(update)),
     )

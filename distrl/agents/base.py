@@ -106,6 +106,10 @@ class Agent(NamedTuple):
       policy is recurrent (not a function of the observation alone).
     core: a recurrent agent's `agents.recurrent.Core` (acting with its state; `policy`,
       `greedy` and `value` then act from a fresh episode's state); None: feed-forward.
+    update_many: (TrainingState, batches [K, ...], weights [K, N] | None) ->
+      (TrainingState, metrics [K, ...]): K `update`s in one jitted `lax.scan`, update k
+      on batches[k] (`assembly.scan_updates`), as K calls in a row; on an accelerator,
+      K small updates per call instead of one. None only in an Agent built by hand.
     """
 
     init: Callable
@@ -118,6 +122,7 @@ class Agent(NamedTuple):
     config: Any
     valued: ValuedPolicy | None = None
     core: Any = None
+    update_many: Callable | None = None
 
 
 def records_value(config) -> bool:
