@@ -66,6 +66,16 @@ def min_q(critic, params, observations, actions) -> jnp.ndarray:
     return jnp.min(critic.apply(params, observations, actions), axis=-1)
 
 
+def greedy_value(critic, greedy):
+    """`Agent.value` of a Box agent: (params, observations [B, ...]) -> min_i Q_i(s, a)
+    [B] at the greedy action a = greedy(params, observations)."""
+
+    def value(params, observations):
+        return min_q(critic, params.critic, observations, greedy(params, observations))
+
+    return value
+
+
 def dummy_inputs(env_spec) -> tuple:
     """(observation, action) zeros of one step, to build the networks' params."""
     space = base.action_space(env_spec)

@@ -154,15 +154,11 @@ def make_agent(config: SACConfig, env_spec) -> base.Agent:
     def greedy(params, observations):
         return dist.mode(actor.apply(params.actor, observations))
 
-    def value(params, observations):
-        """min_i Q_i(s, greedy action) [B]."""
-        return critics.min_q(critic, params.critic, observations, greedy(params, observations))
-
     return assembly.assemble(
         config,
         actor,
         init,
         functools.partial(_update, nets),
-        (policy, greedy, value),
+        (policy, greedy, critics.greedy_value(critic, greedy)),
         critics.random_start(config.random_steps),
     )

@@ -123,15 +123,11 @@ def make_agent(config: TD3Config, env_spec) -> base.Agent:
     def greedy(params, observations):
         return actor.apply(params.actor, observations)
 
-    def value(params, observations):
-        """min_i Q_i(s, mu(s)) [B]."""
-        return critics.min_q(critic, params.critic, observations, greedy(params, observations))
-
     return assembly.assemble(
         config,
         actor,
         init,
         functools.partial(_update, actor, critic, optimizers, config),
-        (policy, greedy, value),
+        (policy, greedy, critics.greedy_value(critic, greedy)),
         critics.random_start(config.random_steps),
     )
