@@ -4,6 +4,8 @@
 #   make test-all  both, as CI runs them (.ci/run)
 #   make run     set up, then train the default experiment (DQN, 4x4, 2 actors, local_mp)
 #   make bench   set up, then run the benchmarks
+#   make results set up, then rewrite every results table of README.md and docs/ from
+#                benchmarks/results/*.csv (docs/results.md whole, with its curves)
 # Python 3.10 is found from $PYTHON, then python3.10 on PATH, then pyenv.
 
 VENV  ?= .venv
@@ -21,7 +23,7 @@ UV    := uv==0.13.9
 JOBS  ?= 3
 PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile
 
-.PHONY: setup lint test test-cluster test-all test-fast run bench clean
+.PHONY: setup lint test test-cluster test-all test-fast run bench results clean
 
 setup: $(STAMP)
 
@@ -61,6 +63,11 @@ run: setup
 
 bench: setup
 	$(PY) benchmarks/run.py $(ARGS)
+
+# No figure in the docs' results tables is typed by hand: they are written from the rows
+# (tests/test_docs.py fails on a committed table that differs from what this writes).
+results: setup
+	$(PY) -m benchmarks.results_tables $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache
