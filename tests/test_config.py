@@ -18,7 +18,7 @@ from ml_collections import config_flags
 from distrl import agents, cli, resources
 from distrl import config as config_lib
 from distrl import experiment as experiment_lib
-from distrl.agents import actor_critic, dqn, ppo
+from distrl.agents import actor_critic, dqn, ppo, r2d2, sac, td3
 from distrl.analysis import plots
 from distrl.pipelines import transitions
 from distrl.records import rundir
@@ -35,18 +35,24 @@ def test_agent_section_is_the_presets_dataclass(algorithm):
     experiment_lib.make(config)
 
 
-@pytest.mark.parametrize("module", [dqn, actor_critic, ppo])
+@pytest.mark.parametrize("module", [dqn, actor_critic, ppo, r2d2, sac, td3])
 def test_every_agent_field_has_a_rule_and_a_comment(module):
     cls = next(
         v for k, v in vars(module).items() if k.endswith("Config") and dataclasses.is_dataclass(v)
     )
     assert set(module.RULES) == {f.name for f in dataclasses.fields(cls)}
-    source = inspect.getsource(cls)
     for field in dataclasses.fields(cls):
-        line = next(
-            line for line in source.splitlines() if line.strip().startswith(field.name + ":")
+        # the comment stands where the field is first declared (`agents.settings` for
+        # the shared ones); a config that sets its own default repeats only the value
+        first = next(
+            c for c in reversed(cls.__mro__) if field.name in vars(c).get("__annotations__", {})
         )
-        assert "#" in line, f"{cls.__name__}.{field.name} has no comment"
+        line = next(
+            line
+            for line in inspect.getsource(first).splitlines()
+            if line.strip().startswith(field.name + ":")
+        )
+        assert "#" in line, f"{first.__name__}.{field.name} has no comment"
 
 
 def _changed(name, value, rules):
