@@ -12,6 +12,7 @@ over T x B samples, Adam with a global-norm clip. No evaluation, no logging, no
 host round trip inside a call.
 
     python -m benchmarks.fused_ppo --config=configs/ppo_breakout.py --seconds=20
+    python -m benchmarks.fused_ppo --config=configs/ppo_breakout.py --env_steps=10000000
 
 prints env steps/s (and, with --updates_return, the mean return of finished episodes
 as it trains: a check that the ceiling learns, so it bounds real training).
@@ -242,6 +243,24 @@ def measure(config, seconds: float, iterations_per_call: int = 4, log=None) -> d
     }
 
 
+def run_to(config, env_steps: int, iterations_per_call: int = 50) -> dict:
+    """Trains the fused loop for `env_steps` (whole iterations) from scratch: the wall
+    time from its build to the last step, compilation included, and the mean return of
+    the episodes that ended in the last call (sampled, as it trains)."""
+    start = time.perf_counter()
+    init, call, steps_per_call = make_call(config, iterations_per_call)
+    carry, steps = init(jax.random.PRNGKey(config.seed)), 0
+    while steps < env_steps:
+        carry, (ended, total) = call(carry)
+        steps += steps_per_call
+    ended, total = jax.device_get((ended, total))
+    return {
+        "env_steps": steps,
+        "wall_seconds": time.perf_counter() - start,
+        "last_call_return": float(total.sum() / max(ended.sum(), 1)),
+    }
+
+
 def _main():
     from absl import flags  # noqa: PLC0415
 
@@ -249,11 +268,17 @@ def _main():
 
     holder = cli.define_config("configs/ppo_breakout.py")
     seconds = flags.DEFINE_float("seconds", 20.0, "Seconds to measure after the warm-up.")
+    env_steps = flags.DEFINE_integer(
+        "env_steps", 0, "> 0: train this many env steps from scratch instead, and time it all."
+    )
 
     def run(argv):
         del argv
         config = cli.load(holder)
-        print(measure(config, seconds.value, log=print))
+        if env_steps.value:
+            print(run_to(config, env_steps.value))
+        else:
+            print(measure(config, seconds.value, log=print))
 
     cli.run(run)
 

@@ -20,83 +20,18 @@ alternating slices, so each ratio compares two figures under the same load).
   over a window of several updates against the trainer part's fused loop.
 """
 
-import functools
 import time
 
 import jax
 import jax.numpy as jnp
 
-from benchmarks import ceilings, fused_ppo, tables
+from benchmarks import ceilings, fused_ppo, tables, trainer
 from benchmarks.common import measure_rates
 from distrl import experiment as experiment_lib
-from distrl import local
 from distrl.acting import evaluation
 
 PRESETS = ("ppo_breakout", "dqn_breakout")
 TRAINER_PRESET = "ppo_breakout"
-TRAINER_ITERATIONS = 2  # iterations per call, both loops: one evaluation per call at the
-# preset's cadence (16,384 env steps = 2 iterations of [128, 64])
-
-
-def _blocking(call):
-    """call, waiting for its result: a slice of `measure_rates` then ends on time (JAX
-    returns before computing, so an unblocked loop queues calls for the final sync)."""
-    return lambda: jax.block_until_ready(call())
-
-
-def _same(x):
-    return x
-
-
-def _local_call(config, eval_every: int):
-    """distrl.local's compiled call (`local._train_call`) and its initial carry."""
-    config = config.copy_and_resolve_references()
-    config.local.iterations_per_call = TRAINER_ITERATIONS
-    config.local.eval_every = eval_every
-    cfg = local.Settings.of(experiment_lib.make(config))
-    experiment = experiment_lib.Experiment(config)
-    env, agent = experiment.env, experiment.agent
-    target = local.evaluator_config.targets(config, env, None)
-    init_key, key = jax.random.split(jax.random.PRNGKey(cfg.seed))
-    init_fn, step = local._compile(
-        functools.partial(local.init_carry, env, agent, cfg),
-        functools.partial(local._train_call, env, agent, cfg, target),
-        init_key,
-        key,
-        cfg.xla_opt_level,
-    )
-    state = {"carry": init_fn(init_key), "key": key}
-    iterations = jnp.int32(TRAINER_ITERATIONS)  # a call's length, as distrl.local passes it
-
-    def call():
-        state["key"], k = jax.random.split(state["key"])
-        state["carry"], _ = step(state["carry"], k, iterations)
-        return state["carry"].env_steps
-
-    return call
-
-
-def trainer(config, seconds: float) -> dict:
-    """Env steps/s of distrl.local's calls (with and without its evaluations) and of the
-    fused loop's, in alternating slices."""
-    fused_init, fused_call, steps = fused_ppo.make_call(config, TRAINER_ITERATIONS)
-    fused = {"carry": fused_init(jax.random.PRNGKey(config.seed))}
-
-    def fused_step():
-        fused["carry"], stats = fused_call(fused["carry"])
-        return jax.block_until_ready(stats)
-
-    never = 2**30  # local.eval_every: no evaluation within the measurement
-    rates = measure_rates(
-        {
-            "local": (_blocking(_local_call(config, 0)), _same),
-            "local_no_eval": (_blocking(_local_call(config, never)), _same),
-            "fused": (fused_step, _same),
-        },
-        seconds,
-        repeats=3,
-    )
-    return {name: {"env_steps_per_s": rate * steps} for name, rate in rates.items()}
 
 
 def actor_rollouts(configs, seconds: float) -> dict:
@@ -120,8 +55,11 @@ def ppo_updates(config, seconds: float) -> dict:
     chunk = jax.tree.map(lambda *x: jnp.concatenate(x, 1), *[work.chunk()[0]] * learner.num_actors)
     rates = measure_rates(
         {
-            "agent": (_blocking(lambda: agent.update(state, chunk)[0].params), _same),
-            "fused": (_blocking(lambda: fused_update(carry, batch, last_value).params), _same),
+            "agent": (trainer.blocking(lambda: agent.update(state, chunk)[0].params), trainer.same),
+            "fused": (
+                trainer.blocking(lambda: fused_update(carry, batch, last_value).params),
+                trainer.same,
+            ),
         },
         seconds,
         repeats=3,
@@ -165,7 +103,7 @@ def evaluation_cost(config, seconds: float) -> dict:
 def measure(configs, seconds: float, trainer_seconds: float, out: dict, save=lambda: None):
     """Every figure of the section for {name: config} of PRESETS, into `out` part by part
     (`save()` after each, so a failure keeps what was measured)."""
-    out["trainer"] = trainer(configs[TRAINER_PRESET], trainer_seconds)
+    out["trainer"] = trainer.against_fused(configs[TRAINER_PRESET], trainer_seconds)
     save()
     out["actors"] = actor_rollouts(configs, seconds)
     out["updates"] = {name: ceilings.update_ceiling(c, seconds) for name, c in configs.items()}

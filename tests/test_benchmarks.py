@@ -537,18 +537,17 @@ def test_the_minatar_trainer_row_calls_distrl_local_as_it_runs():
     """The section's trainer figure: distrl.local's compiled call at a tiny size, each
     call TRAINER_ITERATIONS iterations of T x B env steps (`local._train_call` takes the
     call's length, as `distrl.local` passes it)."""
-    from benchmarks import minatar
+    from benchmarks import trainer
     from benchmarks.common import load_config
     from distrl import local
 
     config = load_config("ppo_breakout", {"actor.num_envs": 4, "actor.unroll_length": 8})
-    envs_at_once = local.Settings.of(
-        experiment_lib.make(config)
-    ).num_envs  # the actors' envs, in one batch
-    call = minatar._local_call(config, 0)
+    # the actors' envs, in one batch
+    envs_at_once = local.Settings.of(experiment_lib.make(config)).num_envs
+    call = trainer.local_call(config, 0)
     first = int(call())
     assert envs_at_once == config.num_actors * 4
-    assert int(call()) - first == minatar.TRAINER_ITERATIONS * 8 * envs_at_once
+    assert int(call()) - first == trainer.TRAINER_ITERATIONS * 8 * envs_at_once
 
 
 @pytest.mark.parametrize("torso", ["mlp", "conv"])
