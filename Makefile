@@ -4,7 +4,12 @@
 #   make test-all  both, as CI runs them (.ci/run)
 #   make run     set up, then train the default experiment (DQN, 4x4, 2 actors, local_mp)
 #   make bench   set up, then run the benchmarks
-# Python 3.10 is found from $PYTHON, then python3.10 on PATH, then pyenv.
+#   make setup-core  the core on a current stack: .venv-core (Python 3.12, JAX 0.11, no
+#                Reverb, Launchpad or TensorFlow) from requirements-core.lock; CORE_EXTRA=tpu
+#                or gpu adds pyproject.toml's extra of that name (the accelerator's jax)
+#   make test-core   set that up, then the core's test files (CORE_TESTS) there
+# Python 3.10 is found from $PYTHON, then python3.10 on PATH, then pyenv; the core's 3.12
+# from $PYTHON_CORE, then python3.12 on PATH, then pyenv (.ci/find_python.sh).
 
 VENV  ?= .venv
 PY    := $(VENV)/bin/python
@@ -21,7 +26,7 @@ UV    := uv==0.13.9
 JOBS  ?= 3
 PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile
 
-.PHONY: setup lint test test-cluster test-all test-fast run bench clean
+.PHONY: setup lint test test-cluster test-all test-fast run bench clean setup-core test-core
 
 setup: $(STAMP)
 
@@ -62,5 +67,44 @@ run: setup
 bench: setup
 	$(PY) benchmarks/run.py $(ARGS)
 
+# The core on a current stack: a second venv, its own lock (requirements-core.lock, made
+# from requirements-core.in), distrl itself installed without its dependencies and past its
+# metadata's Python 3.10 (which is the distributed stack's).
+CORE_VENV  ?= .venv-core
+CORE_PY    := $(CORE_VENV)/bin/python
+CORE_EXTRA ?=
+CORE_STAMP := $(CORE_VENV)/.installed-$(or $(CORE_EXTRA),cpu)
+# The test files of the modules that import without Reverb, Launchpad, Courier and
+# TensorFlow (tests/test_core.py lists those modules: CORE): envs, networks, agents,
+# acting, the pipelines' single-process side, distrl.local, the learner's update.
+CORE_TESTS := tests/test_core.py tests/test_env.py tests/test_env_interface.py \
+	tests/test_exact.py tests/test_spaces.py tests/test_observation.py tests/test_host_env.py \
+	tests/test_gymnax_env.py tests/test_networks.py tests/test_agents_actor_critic.py \
+	tests/test_agents_continuous.py tests/test_agents_dqn.py tests/test_agents_episodes.py \
+	tests/test_agents_nstep.py tests/test_agents_ppo.py tests/test_agents_r2d2.py \
+	tests/test_rollout.py tests/test_evaluation.py tests/test_packing.py tests/test_local.py \
+	tests/test_pipelines.py
+
+setup-core: $(CORE_STAMP)
+
+$(CORE_STAMP): requirements-core.lock pyproject.toml .ci/find_python.sh .ci/extra.py
+	@set -e; py="$$(bash .ci/find_python.sh core)"; \
+	echo "distrl: creating $(CORE_VENV) with $$py$(if $(CORE_EXTRA), and the $(CORE_EXTRA) extra)"; \
+	rm -rf $(CORE_VENV); "$$py" -m venv $(CORE_VENV); \
+	$(CORE_PY) -m pip install -q --disable-pip-version-check $(UV); \
+	$(CORE_VENV)/bin/uv pip install -q --compile-bytecode --python $(CORE_PY) -r requirements-core.lock; \
+	if [ -n "$(CORE_EXTRA)" ]; then \
+	  extra="$$($(CORE_PY) .ci/extra.py $(CORE_EXTRA))"; \
+	  $(CORE_VENV)/bin/uv pip install -q --python $(CORE_PY) -c requirements-core.lock $$extra; \
+	fi; \
+	$(CORE_PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
+	  --ignore-requires-python -e .; \
+	touch $(CORE_STAMP)
+
+# Its tests compile and train (none waits on a node process): a worker per core.
+CORE_JOBS ?= 2
+test-core: setup-core
+	$(CORE_PY) -m pytest -n $(CORE_JOBS) --dist loadfile $(CORE_TESTS) $(ARGS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(CORE_VENV) .pytest_cache
