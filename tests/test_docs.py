@@ -53,12 +53,13 @@ def test_doc_within_its_line_limit(doc):
 
 def test_line_limit_failure_names_file_count_limit_and_place(tmp_path, monkeypatch):
     """The check itself: a doc one line over fails with a message a reader can act on."""
-    (tmp_path / "README.md").write_text("line\n" * 301, encoding="utf-8")
+    limit = LIMITS["README.md"][0]
+    (tmp_path / "README.md").write_text("line\n" * (limit + 1), encoding="utf-8")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     with pytest.raises(AssertionError) as failure:
         test_doc_within_its_line_limit("README.md")
     message = str(failure.value)
-    for part in ("README.md", "301 lines", "limit of 300", "docs/usage.md"):
+    for part in ("README.md", f"{limit + 1} lines", f"limit of {limit}", "docs/usage.md"):
         assert part in message, message
 
 
