@@ -4,6 +4,8 @@
 #   make test-all  both, as CI runs them (.ci/run)
 #   make run     set up, then train the default experiment (DQN, 4x4, 2 actors, local_mp)
 #   make bench   set up, then run the benchmarks
+#   make results set up, then rewrite every results table of README.md and docs/ from
+#                benchmarks/results/*.csv (docs/results.md whole, with its curves)
 #   make setup-core  the core on a current stack: .venv-core (Python 3.12, JAX 0.11, no
 #                Reverb, Launchpad or TensorFlow) from requirements-core.lock; CORE_EXTRA=tpu
 #                or gpu adds pyproject.toml's extra of that name (the accelerator's jax)
@@ -26,7 +28,8 @@ UV    := uv==0.13.9
 JOBS  ?= 3
 PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile
 
-.PHONY: setup lint test test-cluster test-all test-fast run bench clean setup-core test-core
+.PHONY: setup lint test test-cluster test-all test-fast run bench results clean setup-core \
+	test-core
 
 setup: $(STAMP)
 
@@ -67,6 +70,11 @@ run: setup
 bench: setup
 	$(PY) benchmarks/run.py $(ARGS)
 
+# No figure in the docs' results tables is typed by hand: they are written from the rows
+# (tests/test_docs.py fails on a committed table that differs from what this writes).
+results: setup
+	$(PY) -m benchmarks.results_tables $(ARGS)
+
 # The core on a current stack: a second venv, its own lock (requirements-core.lock, made
 # from requirements-core.in), distrl itself installed without its dependencies and past its
 # metadata's Python 3.10 (which is the distributed stack's).
@@ -74,16 +82,17 @@ CORE_VENV  ?= .venv-core
 CORE_PY    := $(CORE_VENV)/bin/python
 CORE_EXTRA ?=
 CORE_STAMP := $(CORE_VENV)/.installed-$(or $(CORE_EXTRA),cpu)
-# The test files of the modules that import without Reverb, Launchpad, Courier and
-# TensorFlow (tests/test_core.py lists those modules: CORE): envs, networks, agents,
-# acting, the pipelines' single-process side, distrl.local, the learner's update.
+# The test files of the core, the modules `distrl.CORE` names (they import without Reverb,
+# Launchpad, Courier and TensorFlow: tests/test_core.py): envs, networks, agents (their
+# configs and updates), acting, the pipelines' single-process side, the config, distrl.local.
 CORE_TESTS := tests/test_core.py tests/test_env.py tests/test_env_interface.py \
 	tests/test_exact.py tests/test_spaces.py tests/test_observation.py tests/test_host_env.py \
 	tests/test_gymnax_env.py tests/test_networks.py tests/test_agents_actor_critic.py \
-	tests/test_agents_continuous.py tests/test_agents_dqn.py tests/test_agents_episodes.py \
-	tests/test_agents_nstep.py tests/test_agents_ppo.py tests/test_agents_r2d2.py \
-	tests/test_rollout.py tests/test_evaluation.py tests/test_packing.py tests/test_local.py \
-	tests/test_pipelines.py
+	tests/test_agents_config.py tests/test_agents_continuous.py tests/test_agents_dqn.py \
+	tests/test_agents_episodes.py tests/test_agents_nstep.py tests/test_agents_ppo.py \
+	tests/test_agents_r2d2.py tests/test_agents_update_many.py tests/test_rollout.py \
+	tests/test_evaluation.py tests/test_packing.py tests/test_pipelines.py tests/test_config.py \
+	tests/test_compile_cache.py tests/test_local.py
 
 setup-core: $(CORE_STAMP)
 

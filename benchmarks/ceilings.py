@@ -24,8 +24,8 @@ import reverb
 from benchmarks import learner as learner_bench
 from benchmarks import tables
 from benchmarks.common import measure_rate, measure_rates
-from distrl import agents, replay
-from distrl import config as config_lib
+from distrl import experiment as experiment_lib
+from distrl import replay
 from distrl.acting import rollout
 from distrl.agents import recurrent
 from distrl.nodes.actor import _split_key, make_act
@@ -39,12 +39,12 @@ class ActorWork:
 
     def __init__(self, config):
         self.config = config
-        env = config_lib.make_env(config)
-        agent = agents.make_agent(config_lib.make_agent_config(config), env)
+        experiment = experiment_lib.Experiment(config)
+        env, agent = experiment.env, experiment.agent
         self.params = agent.init(jax.random.PRNGKey(config.seed)).params
         policy = rollout.policy_of(agent)  # a recurrent core's state rides in the carry
         self.unroll = rollout.make_rollout(env, policy, config.actor.unroll_length)
-        self.pipeline = config_lib.pipeline(config)
+        self.pipeline = experiment_lib.Experiment(config).pipeline
         self.act = make_act(self.unroll, self.pipeline.item_fn(agent.config, config, env))
         self.carry = rollout.init_carry(env, jax.random.PRNGKey(1), config.actor.num_envs, policy)
         self.key, self.tail = jax.random.PRNGKey(2), None
@@ -98,7 +98,7 @@ def scan_ceiling(config):
     import gymnax  # noqa: PLC0415 - the ceiling is for gymnax envs
 
     env, params = gymnax.make(config.env.name.removeprefix("gymnax:"))
-    agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
+    agent = experiment_lib.Experiment(config).agent
     net_params = agent.init(jax.random.PRNGKey(0)).params
     t, b = config.actor.unroll_length, config.actor.num_envs
     hidden = tuple(config.env.hidden_observation)
@@ -169,9 +169,9 @@ def against_scan(config, seconds: float, repeats: int = 5) -> dict:
 def update_ceiling(config, seconds: float) -> dict:
     """Updates/s and samples/s of the jitted update at the learner's batch shape: the
     pipeline's `learner_batch` of `items_per_batch` items of random content."""
-    env = config_lib.make_env(config)
-    agent = agents.make_agent(config_lib.make_agent_config(config), env)
-    pipeline = config_lib.pipeline(config)
+    experiment = experiment_lib.Experiment(config)
+    env, agent = experiment.env, experiment.agent
+    pipeline = experiment_lib.Experiment(config).pipeline
     rng = np.random.default_rng(0)
     batches = [pipeline.learner_batch(_random_items(pipeline, config, env, rng)) for _ in range(4)]
     rate = learner_bench.update_rate(agent, batches, jax.devices()[0], seconds)
@@ -213,7 +213,7 @@ def reverb_ceilings(work: ActorWork, address: str, seconds: float) -> dict:
     insert_calls = measure_rate(insert, seconds)
     writer.close()
     fill = tables.table_counts(client)
-    signature = pipeline.signature(config, config_lib.make_env(config))
+    signature = pipeline.signature(config, experiment_lib.Experiment(config).env)
     batches = replay.iterate_batches(address, signature, pipeline.reading(config), lambda: False)
     read_batches = measure_rate(lambda: pipeline.learner_batch(next(batches)[0].data.data), seconds)
     t, b = config.actor.unroll_length, config.actor.num_envs

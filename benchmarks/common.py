@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from distrl import cli, compile_cache, files
-from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -48,7 +48,7 @@ def several_overrides(args, argv, usage: str, base: Callable[[object], dict] = l
 
     def validate(overrides):
         for name in args.configs:
-            config_lib.validate(load_config(name, {**base(args), **overrides.of(name)}))
+            experiment_lib.make(load_config(name, {**base(args), **overrides.of(name)}))
 
     return cli.parse_several(
         args, argv, lambda a: configs_of(a.configs), check=validate, usage=usage
@@ -69,7 +69,7 @@ def algo_overrides(args, argv, usage: str) -> dict:
     exit 2 with one line for a bad one)."""
 
     def validate(overrides):
-        config_lib.validate(load_config(args.algo, overrides.of(args.algo)))
+        experiment_lib.make(load_config(args.algo, overrides.of(args.algo)))
 
     given = cli.parse_several(
         args, argv, lambda a: configs_of([a.algo]), check=validate, usage=usage

@@ -35,8 +35,8 @@ import jax.numpy as jnp
 from absl import flags
 
 from benchmarks.common import algo_overrides, load_config
-from distrl import agents, local
-from distrl import config as config_lib
+from distrl import experiment as experiment_lib
+from distrl import local
 from distrl.acting import rollout
 from distrl.agents import nstep
 from distrl.agents.replay_buffer import replay_add, replay_init, replay_sample
@@ -48,9 +48,9 @@ PRESET = "sac_pendulum"  # the replay preset of a JAX Box env (configs/sac_pendu
 def ceiling_program(config):
     """(init(key) -> carry, call(carry, key) -> carry): `local.iterations_per_call`
     iterations of rollout, buffer add and updates as one jitted program."""
-    env = config_lib.make_env(config)
-    agent = agents.make_agent(config_lib.make_agent_config(config), env.spec)
-    cfg = local.Settings.of(config)
+    experiment = experiment_lib.Experiment(config)
+    env, agent = experiment.env, experiment.agent
+    cfg = local.Settings.of(experiment_lib.make(config))
     if agent.config.n_step != 1:
         raise ValueError(f"the ceiling is one-step (agent.n_step={agent.config.n_step})")
 

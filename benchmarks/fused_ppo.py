@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 from distrl import networks
 
 
@@ -90,7 +90,7 @@ def build(config) -> Parts:
     env_id = config.env.name.removeprefix("gymnax:")
     env, env_params = gymnax.make(env_id)
     obs_shape = tuple(env.observation_space(env_params).shape)
-    agent_config = config_lib.make_agent_config(config)
+    agent_config = experiment_lib.Experiment(config).agent_config
     torso = networks.torso_of(agent_config, obs_shape)
     net = networks.make_actor_critic_network(
         torso, env.action_space(env_params).n, agent_config.shared_torso

@@ -102,14 +102,14 @@ def _gymnasium_vector(num_envs: int):
 
 def _actor(algo: str, num_envs: int, timeout_s: float, vector: str = "sync", env_name=ENV):
     from benchmarks.common import load_config  # noqa: PLC0415
-    from distrl import agents, pipelines  # noqa: PLC0415
-    from distrl import config as config_lib  # noqa: PLC0415
+    from distrl import experiment as experiment_lib  # noqa: PLC0415
+    from distrl import pipelines  # noqa: PLC0415
     from distrl.acting import host_rollout  # noqa: PLC0415
 
     c = load_config(algo, {"env.name": env_name, "actor.num_envs": num_envs})
     c.env.step_timeout_s, c.env.vector = timeout_s, vector
-    env = config_lib.make_env(c)
-    agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
+    experiment = experiment_lib.Experiment(c)
+    env, agent = experiment.env, experiment.agent
     to_items = pipelines.of(agent.config).item_fn(agent.config, c, env)
     act = host_rollout.make_act(env, agent.policy, c, to_items)
     params = agent.init(jax.random.PRNGKey(0)).params

@@ -30,6 +30,7 @@ from absl import flags
 
 from distrl import agents, cli, envs
 from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 from distrl.types import QTransition, Transition
 
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
@@ -246,7 +247,8 @@ def main(argv=None) -> list:
         args, argv, lambda _: configs_of(ALGOS), check=_agent_fields_only, usage=__doc__
     )
     agent_configs = {
-        algo: config_lib.make_agent_config(load_config(algo, given.of(algo))) for algo in ALGOS
+        algo: experiment_lib.Experiment(load_config(algo, given.of(algo))).agent_config
+        for algo in ALGOS
     }
     start = time.perf_counter()
     rows = sweep(

@@ -28,8 +28,8 @@ import jax.numpy as jnp
 
 from benchmarks import ceilings, fused_ppo, tables
 from benchmarks.common import measure_rates
-from distrl import agents, local
-from distrl import config as config_lib
+from distrl import experiment as experiment_lib
+from distrl import local
 from distrl.acting import evaluation
 
 PRESETS = ("ppo_breakout", "dqn_breakout")
@@ -53,9 +53,9 @@ def _local_call(config, eval_every: int):
     config = config.copy_and_resolve_references()
     config.local.iterations_per_call = TRAINER_ITERATIONS
     config.local.eval_every = eval_every
-    cfg = local.Settings.of(config)
-    env = config_lib.make_env(config)
-    agent = agents.make_agent(config_lib.make_agent_config(config), env.spec)
+    cfg = local.Settings.of(experiment_lib.make(config))
+    experiment = experiment_lib.Experiment(config)
+    env, agent = experiment.env, experiment.agent
     target = local.evaluator_config.targets(config, env, None)
     init_key, key = jax.random.split(jax.random.PRNGKey(cfg.seed))
     init_fn, step = local._compile(
@@ -114,8 +114,7 @@ def ppo_updates(config, seconds: float) -> dict:
     carry = jax.jit(parts.init)(jax.random.PRNGKey(0))
     carry, (batch, last_value, _) = jax.jit(parts.rollout)(carry)
     fused_update = jax.jit(parts.update)
-    env = config_lib.make_env(config)
-    agent = agents.make_agent(config_lib.make_agent_config(config), env)
+    agent = experiment_lib.Experiment(config).agent
     work = ceilings.ActorWork(learner.copy_and_resolve_references())
     state = agent.init(jax.random.PRNGKey(0))
     chunk = jax.tree.map(lambda *x: jnp.concatenate(x, 1), *[work.chunk()[0]] * learner.num_actors)
@@ -138,8 +137,8 @@ def evaluation_cost(config, seconds: float) -> dict:
     """Greedy episodes of evaluator.num_envs envs with the initial params: env steps/s,
     and the seconds a confirmation of confirm_envs episodes of the env's longest (its
     time limit) would take at that rate."""
-    env = config_lib.make_env(config)
-    agent = agents.make_agent(config_lib.make_agent_config(config), env)
+    experiment = experiment_lib.Experiment(config)
+    env, agent = experiment.env, experiment.agent
     params = agent.init(jax.random.PRNGKey(0)).params
     act = evaluation.make_act(agent, greedy=True)
     n = config.evaluator.num_envs

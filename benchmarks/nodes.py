@@ -15,8 +15,7 @@ import os
 import jax
 import launchpad as lp
 
-from distrl import agents
-from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 from distrl.nodes.actor import Actor
 from distrl.nodes.learner import Learner
 
@@ -57,7 +56,7 @@ class FixedParams:
         """(0, params as a numpy pytree), like `Learner.get_params`."""
         if self._params is None:
             c = self._config
-            agent = agents.make_agent(config_lib.make_agent_config(c), config_lib.make_env(c))
+            agent = experiment_lib.Experiment(c).agent
             self._params = jax.device_get(agent.init(jax.random.PRNGKey(c.seed)).params)
         return 0, self._params
 

@@ -44,7 +44,7 @@ from benchmarks.common import (
     write_json,
 )
 from distrl import cli
-from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 
 SECTIONS = (
     "ceilings",
@@ -378,7 +378,7 @@ def _validate(overrides) -> None:
     (ConfigError for one they make invalid, e.g. replay.item_steps=4 without a
     min_size of whole items)."""
     for algo in rows.CONFIGS:
-        config_lib.validate(load_config(algo, overrides.of(algo)))
+        experiment_lib.make(load_config(algo, overrides.of(algo)))
 
 
 def _flags():

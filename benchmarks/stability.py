@@ -33,8 +33,10 @@ import sys
 
 from absl import flags
 
+from benchmarks import suites
 from benchmarks.common import emit_row, load_config, several_overrides
 from distrl import cli, local
+from distrl import experiment as experiment_lib
 
 GOAL_MIN, GOAL_FINAL = 0.95, 0.98  # the issue's goal: every second-half point, the final
 GOAL_RETURN_MEAN = 0.9  # issue 37: the second half's mean return, a share of the target
@@ -76,11 +78,10 @@ def run_one(name: str, seed: int, env_steps: int, every: int, overrides=None) ->
     config = load_config(name, overrides or {})
     config.seed = seed
     target_return = config.evaluator.target_return  # the preset's, before it is turned off
-    config.evaluator.update(dict(target_of_optimal=0.0, target_success=0.0, target_return=0.0))
-    config.budget.update(dict(env_steps=env_steps, seconds=0.0, learner_steps=0))
+    suites.target_off(config, env_steps)
     per_iteration = config.num_actors * config.actor.num_envs * config.actor.unroll_length
     if target_return:  # the routine evaluations are the measure: a call ends on each
-        calls = local.Settings.of(config).eval_every
+        calls = local.Settings.of(experiment_lib.make(config)).eval_every
         config.local.update(dict(iterations_per_call=calls, eval_every=calls))
     else:  # the exact success after every call is the measure; no sampled evaluation between
         calls = max(1, round(every / per_iteration))

@@ -45,6 +45,7 @@ from benchmarks.common import (
 from benchmarks.monitor import Monitor, node_memory
 from distrl import cli, metrics
 from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 from distrl.nodes.actor import Actor
 from distrl.nodes.counter import Counter
 from distrl.nodes.learner import Learner
@@ -76,7 +77,7 @@ def stage_program(configs, run_dir: str, warmup: float, window: float, actors_on
         colocated.append(params_node)
         node_dir = os.path.join(run_dir, algo)  # each learner's own checkpoints and logs
         known = {
-            "config": config,
+            "experiment": experiment_lib.Experiment(config),
             "actor_id": 0,
             "replay_client": replays[algo],
             "learner": params_node.create_handle(),
@@ -128,7 +129,7 @@ def e2e_program(config, run_dir: str, warmup: float, window: float):
     """distrl's own program (`make_program`), timed over one window once it runs; each
     actor's and the evaluator's first log row are watched (the actor writes its first
     row after its first rollout, the evaluator after its first evaluation)."""
-    p = topology.make_program(config, run_dir, time.time())
+    p = topology.make_program(experiment_lib.make(config), run_dir, time.time())
     counter = p.groups["counter"][0].create_handle()
     replays = {"main": p.groups["replay"][0].create_handle()}
     logged = [f"actor_{i}" for i in range(config.num_actors)] + ["evaluator"]
@@ -176,7 +177,7 @@ def summarize_actor(phase, config) -> dict:
     times = [s["time"] for s in snaps]
     span = times[-1] - times[0]
     items = delta(snaps, "table_inserts") / span
-    per_item = config_lib.pipeline(config).transitions_per_item(config)
+    per_item = experiment_lib.Experiment(config).pipeline.transitions_per_item(config)
     return {
         "env_steps_per_s": rate_between_changes(times, [s.get("env_steps", 0) for s in snaps]),
         "items_per_s": items,
@@ -298,7 +299,7 @@ def bench_config(
     if fixed_params:  # the params never advance: a gated actor would only wait
         overrides["actor.chunks_per_version"] = 0
     config = load_config(algo, {**overrides, **(extra or {})})
-    config_lib.validate(config)
+    experiment_lib.make(config)
     return config
 
 

@@ -14,7 +14,7 @@ import queue
 
 import reverb
 
-from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 from distrl import replay
 
 SERVER_START_TIMEOUT_S = 60
@@ -23,7 +23,7 @@ SERVER_START_TIMEOUT_S = 60
 def unlimited_tables(config, max_items: int = 0):
     """[one reverb.Table named replay.TABLE]: uniform, FIFO removal, no limiter."""
     size = max_items or max_items_for(config)
-    pipeline = config_lib.pipeline(config)
+    pipeline = experiment_lib.Experiment(config).pipeline
     return [
         reverb.Table(
             replay.TABLE,
@@ -31,7 +31,7 @@ def unlimited_tables(config, max_items: int = 0):
             remover=reverb.selectors.Fifo(),
             max_size=size,
             rate_limiter=reverb.rate_limiters.MinSize(1),
-            signature=pipeline.signature(config, config_lib.make_env(config)),
+            signature=pipeline.signature(config, experiment_lib.Experiment(config).env),
         )
     ]
 
@@ -40,7 +40,9 @@ def max_items_for(config) -> int:
     """Table capacity: `replay.max_size` transitions in items of the config's pipeline
     (DQN: the replay's size; on-policy: 62 chunks of [16, 64] at the defaults)."""
     return max(
-        1, config.replay.max_size // config_lib.pipeline(config).transitions_per_item(config)
+        1,
+        config.replay.max_size
+        // experiment_lib.Experiment(config).pipeline.transitions_per_item(config),
     )
 
 

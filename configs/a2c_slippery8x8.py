@@ -10,7 +10,7 @@ the optimum and the final policy at 100% (benchmarks/README.md, "Issue 30: stabl
 learning at a fixed budget").
 """
 
-from distrl.config import slippery_8x8_to_optimum
+from configs.bases import slippery_8x8_to_optimum
 
 
 def get_config():

@@ -14,7 +14,7 @@ from 1 to 0.1 over the first 100k env steps; learning rate 2.5e-4 (Adam here, RM
 there); batches of 32 at 1 sample per inserted transition.
 """
 
-from distrl.config import MINATAR_NETWORK, to_return
+from configs.bases import MINATAR_NETWORK, to_return
 
 
 def get_config():

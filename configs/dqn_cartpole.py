@@ -13,7 +13,7 @@ rate of 1e-3 falling linearly to 0 over the 2.5M env-step budget (on seed 1 the 
 alone did most of it; the L2 loss's own share is not separated).
 """
 
-from distrl.config import to_return
+from configs.bases import to_return
 
 BUDGET = 2_500_000  # env steps: the run's budget, and the learning rate's decay
 SAMPLES_PER_INSERT, BATCH = 8.0, 128  # one update per 16 env steps

@@ -22,7 +22,7 @@ rate falling linearly to 0 over the budget, 1.5M env steps (twice the env steps 
 seeds above took to confirm).
 """
 
-from distrl.config import gymnasium_cartpole_to_475
+from configs.bases import gymnasium_cartpole_to_475
 
 BUDGET = 1_500_000  # env steps: the run's budget, and the learning rate's decay
 SAMPLES_PER_INSERT, BATCH = 8.0, 128  # one update per 16 env steps

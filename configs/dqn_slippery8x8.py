@@ -17,7 +17,7 @@ reached 97-100% of the optimum and the final policy 99.9-100% (benchmarks/README
 "Stable learning at a fixed budget").
 """
 
-from distrl.config import slippery_8x8_to_optimum
+from configs.bases import slippery_8x8_to_optimum
 
 
 def get_config():

@@ -23,7 +23,7 @@ env steps, distributed at 4.5-6.6M. The target stays the sampled policy's, as th
 published figure's.
 """
 
-from distrl.config import to_return
+from configs.bases import to_return
 
 
 def get_config():

@@ -12,7 +12,7 @@ in the distributed run as configs/ppo.py: one chunk per actor per params version
 both in one update.
 """
 
-from distrl.config import to_return
+from configs.bases import to_return
 
 BUDGET = 1_000_000  # env steps: the run's budget, and the learning rate's decay
 STEPS_PER_UPDATE = 2 * 16 * 128  # batch_chunks x num_envs x unroll_length

@@ -4,7 +4,7 @@ stops at a greedy mean return whose 95% lower bound over 1,000 episodes is >= 47
 acts one chunk per params version, and the learner reads none ahead.
 """
 
-from distrl.config import gymnasium_cartpole_to_475
+from configs.bases import gymnasium_cartpole_to_475
 
 
 def get_config():

@@ -27,7 +27,7 @@ confirmed, at 0.75M / 0.72M / 0.77M env steps, 76 / 68 / 72 s, greedy exact retu
 item 5").
 """
 
-from distrl.config import gymnasium_taxi_to_optimum
+from configs.bases import gymnasium_taxi_to_optimum
 
 
 def get_config():

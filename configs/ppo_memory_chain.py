@@ -8,7 +8,7 @@ configs/ppo_cartpole.py's settings with a GRU of 128 after each torso
 (docs/learning.md, "Memory tasks").
 """
 
-from distrl.config import to_return
+from configs.bases import to_return
 
 
 def get_config():

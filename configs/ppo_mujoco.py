@@ -23,7 +23,7 @@ Evaluated every 51,200 env steps (25 updates). Published return: the SB3 RL Zoo'
 with the env steps and seconds: docs/learning.md ("MuJoCo").
 """
 
-from distrl.config import mujoco
+from configs.bases import mujoco
 
 
 def get_config():

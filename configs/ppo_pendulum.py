@@ -11,7 +11,7 @@ normalisation (distrl has none). The env steps and seconds per seed are in
 docs/learning.md ("Continuous control").
 """
 
-from distrl.config import to_return
+from configs.bases import to_return
 
 
 def get_config():

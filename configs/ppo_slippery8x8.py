@@ -15,7 +15,7 @@ evaluation at 96.1-100% of the optimum, final 99.9-100% (benchmarks/README.md,
 "Issue 30: stable learning at a fixed budget").
 """
 
-from distrl.config import slippery_8x8_to_optimum
+from configs.bases import slippery_8x8_to_optimum
 
 
 def get_config():

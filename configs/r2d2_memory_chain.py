@@ -9,7 +9,7 @@ burn-in of 8 steps, and the GRU learns to keep the bit across it (a stored state
 carries only what the network already keeps).
 """
 
-from distrl.config import to_return
+from configs.bases import to_return
 
 
 def get_config():

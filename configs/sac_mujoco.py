@@ -15,7 +15,7 @@ HalfCheetah-v3 at 1M env steps. What distrl reaches, per seed, with the env step
 and seconds: docs/learning.md ("MuJoCo").
 """
 
-from distrl.config import mujoco
+from configs.bases import mujoco
 
 
 def get_config():

@@ -8,7 +8,7 @@ transitions on; the temperature is tuned to an entropy of -1 (one action element
 The env steps and seconds per seed are in docs/learning.md ("Continuous control").
 """
 
-from distrl.config import to_return
+from configs.bases import to_return
 
 
 def get_config():

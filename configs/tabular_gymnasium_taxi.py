@@ -18,7 +18,7 @@ actions are tried. Seeds 41-43 (not tuned on): 3 of 3 confirmed, at 1.29M-1.42M 
 steps, each greedy policy exactly optimal (benchmarks/README.md, "Issue 27 item 5").
 """
 
-from distrl.config import gymnasium_taxi_to_optimum
+from configs.bases import gymnasium_taxi_to_optimum
 
 
 def get_config():

@@ -17,7 +17,7 @@ curves, 3,988 at 55k env steps on HalfCheetah-v1; the SB3 RL Zoo's `benchmark.md
 gives TD3 9,656 on HalfCheetah-v3 at 1M env steps.
 """
 
-from distrl.config import mujoco
+from configs.bases import mujoco
 
 
 def get_config():

@@ -9,7 +9,7 @@ range), the actor and targets updated every second critic update.
 The env steps and seconds per seed are in docs/learning.md ("Continuous control").
 """
 
-from distrl.config import to_return
+from configs.bases import to_return
 
 
 def get_config():

@@ -4,7 +4,7 @@ never wait for new params, so data is several updates old), with A2C's slippery
 12,000 updates, discount 0.99 (README, "The pipeline study").
 """
 
-from distrl.config import slippery_8x8_to_optimum
+from configs.bases import slippery_8x8_to_optimum
 
 
 def get_config():

@@ -19,15 +19,17 @@ CORE = (
     "distrl.acting.*",
     "distrl.agents.*",
     "distrl.analysis.*",
+    "distrl.checkpoints.*",  # the package imports them all (the config checks its section)
     "distrl.envs.*",
     "distrl.pipelines.*",
-    "distrl.checkpoint",
+    "distrl.records.*",
     "distrl.cli",
     "distrl.compile_cache",
     "distrl.config",
     "distrl.errors",
     "distrl.evaluator_config",
     "distrl.exits",
+    "distrl.experiment",
     "distrl.files",
     "distrl.launch_config",
     "distrl.local",
@@ -41,8 +43,6 @@ CORE = (
     "distrl.replay",  # the package alone: the pipelines name its TABLE and Reading
     "distrl.replay.reading",
     "distrl.resources",
-    "distrl.results",
-    "distrl.rundir",
     "distrl.spaces",
     "distrl.types",
 )

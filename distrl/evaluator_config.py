@@ -2,8 +2,9 @@
 checks, and the targets a run stops at (`success_target`, `targets`).
 
 What the evaluator node (`distrl.nodes.evaluator`), the single-process trainer
-(`distrl.local`) and the progress line stop at or show. Not beside the evaluator
-node: the node modules import the config module, whose `validate` calls this one.
+(`distrl.local`) and the progress line stop at or show. Both sections are this
+module's: their fields with their defaults (`section_defaults`) and checks
+(`check_section`).
 """
 
 from distrl import envs
@@ -16,6 +17,39 @@ OPTIMAL_MEASURES = ("success", "return")
 # Episodes of one evaluation: 10**6 puts the Wilson interval within +-0.001; more only
 # fills the evaluator's memory (its envs are stepped together, in one jit).
 MAX_EVAL_EPISODES = 1_000_000
+
+EVALUATOR_FIELDS = dict(
+    num_envs=1000,  # episodes per evaluation (greedy unless sampled; 1 if deterministic)
+    every_seconds=1.0,  # between evaluations (and budget checks), when every_env_steps is 0
+    # > 0: evaluate each time the env steps pass a multiple of this instead, so how
+    # often a run is judged does not depend on how fast its pipeline is
+    every_env_steps=0,
+    # stop once the success interval's lower bound is here (0: never); -1 (AUTO): 1.0 on
+    # an env with a success signal (the gridworld), none on one without; a value 0..1
+    # set on an env without a success signal is refused
+    target_success=AUTO,
+    # > 0: the target is this fraction of the exact optimum (envs.exact's pi* for the
+    # agent's discount, expected over the env's start states) instead of
+    # target_success, in the figure optimal_measure names
+    target_of_optimal=0.0,
+    # "success": of pi*'s success probability (a success target); "return": of pi*'s
+    # undiscounted expected return, J* - (1 - fraction) |J*| (a return target in place
+    # of target_return; exact.return_target: returns can be < 0)
+    optimal_measure="success",
+    # stop once the mean return's 95% interval lower bound is here (0: never); with a
+    # success target set too, both must be reached
+    target_return=0.0,
+    confirm_envs=10_000,  # episodes of the confirming evaluation near the target
+    # a run that ends on a budget or is stopped reports (and keeps) the confirmed params
+    # with the best success lower bound rather than the last
+    keep_best=True,
+    sampled=False,  # evaluate the sampled policy instead of the greedy one
+)
+BUDGET_FIELDS = dict(
+    env_steps=2_000_000,  # env steps of all actors together; 0: no limit
+    learner_steps=0,  # learner updates; 0: no limit
+    seconds=300.0,  # wall-clock seconds of the run; 0: no limit
+)
 
 
 def success_target(config, has_success: bool) -> float:
@@ -47,14 +81,21 @@ def targets(config, env, best) -> tuple:
     return float(success), target_return
 
 
-def validate(config, env) -> None:
-    """ConfigError for an evaluator or budget value that cannot work, or that the env
-    cannot score (`distrl.envs.interface`): a success target set (0..1) needs the env's
-    success signal, a target of the optimum its tabular model (for the exact optimum)
-    as well; the default success target (AUTO) applies only where there is a signal,
-    and a run needs some target or budget to end on. The gridworld has both."""
+def section_defaults(agent_config) -> dict:
+    """The evaluator and budget sections with their defaults (any agent's)."""
+    return {"evaluator": EVALUATOR_FIELDS, "budget": BUDGET_FIELDS}
+
+
+def check_section(experiment) -> None:
+    """ConfigError for an evaluator or budget value that cannot work, or that the
+    experiment's env cannot score (`distrl.envs.interface`): a success target set (0..1)
+    needs the env's success signal, a target of the optimum its tabular model (for the
+    exact optimum) as well; the default success target (AUTO) applies only where there
+    is a signal, and a run needs some target or budget to end on. The gridworld has
+    both."""
+    config = experiment.config
     _check_ranges(config.evaluator, config.budget)
-    _check_env(config, env)
+    _check_env(config, experiment.env)
 
 
 def _check_ranges(e, bud) -> None:

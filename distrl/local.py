@@ -16,9 +16,9 @@ cheap dynamic programme in the loop) reaches a success target, else whenever a
 routine evaluation touches the targets;
 the final figures are a `confirm_envs`-episode evaluation, the exact success
 of the greedy policy against the optimum's (`envs.exact`), and the learned value
-against the exact value of the policy it estimates (`evaluation.exact_answer`).
+against the exact value of the policy it estimates (`exact_check.exact_answer`).
 The exact parts (the screen, the optimum, the exact figures) and the grids are
-taken only for an env that has them (`envs.tabular_model`, `evaluation.has_grids`:
+taken only for an env that has them (`envs.tabular_model`, `reporting.has_grids`:
 the gridworld does); `train(config, env=...)` runs any env of the interface
 (`distrl.envs.interface`).
 
@@ -72,7 +72,8 @@ import jax.numpy as jnp
 
 from distrl import agents, envs, evaluator_config, pipelines, resources
 from distrl import config as config_lib
-from distrl.acting import evaluation, rollout
+from distrl import experiment as experiment_lib
+from distrl.acting import evaluation, exact_check, intervals, reporting, rollout
 from distrl.envs import exact, host_env
 from distrl.envs import section as env_section
 from distrl.errors import check as _check
@@ -81,8 +82,8 @@ from distrl.pyenv import EnvError
 
 
 class Settings(NamedTuple):
-    """The trainer's view of an experiment config (see the module docstring); no
-    defaults of its own: `Settings.of(config)` derives every field."""
+    """The trainer's view of an experiment (see the module docstring); no defaults of
+    its own: `Settings.of(experiment)` derives every field."""
 
     num_envs: int  # B = num_actors x actor.num_envs
     rollout_length: int  # T = actor.unroll_length
@@ -107,18 +108,21 @@ class Settings(NamedTuple):
     env_name: str  # config.env.name, which a non-finite action's EnvError names
 
     @classmethod
-    def of(cls, config) -> "Settings":
-        """Validates `config` (ConfigError) and maps it onto one process."""
+    def of(cls, experiment) -> "Settings":
+        """Maps a checked experiment (`distrl.experiment.make`) onto one process;
+        ConfigError for an env stepped in Python, which this one jitted program cannot
+        step."""
+        config = experiment.config
         _check(
-            not host_env.is_host_env(config_lib.make_env(config)),
+            not host_env.is_host_env(experiment.env),
             f"config.env.name={config.env.name!r} is stepped in Python (gymnasium), and "
             f"distrl.local is one jitted program; train it with launch/train.py (its actors "
             f"step the env's copies in their own processes)",
         )
-        config_lib.validate(config)
+        pipeline = experiment.pipeline
         a, r, b = config.actor, config.replay, config.budget
         envs = config.num_actors * a.num_envs
-        updates = config_lib.pipeline(config).local_updates(config)
+        updates = pipeline.local_updates(config)
         return cls(
             num_envs=envs,
             rollout_length=a.unroll_length,
@@ -136,7 +140,7 @@ class Settings(NamedTuple):
             seed=config.seed,
             xla_opt_level=config.local.xla_opt_level,
             replay_capacity=r.max_size,
-            batch_size=config_lib.pipeline(config).local_batch(config),
+            batch_size=pipeline.local_batch(config),
             min_replay_size=r.min_size,
             sequence_length=r.sequence_length,
             updates_per_iteration=updates,
@@ -167,7 +171,7 @@ class TrainCarry(NamedTuple):
     env_steps: jnp.ndarray  # int32 []
     iterations: jnp.ndarray  # int32 []
     episodes: jnp.ndarray  # int32 [], completed while training
-    evaluation: evaluation.EvalResult  # latest greedy evaluation
+    evaluation: intervals.EvalResult  # latest greedy evaluation
     evaluated_at: jnp.ndarray  # int32 [], env steps at the latest evaluation (-1: none yet)
     # int32 [], -1 without one: the first non-finite action (diverged params) of the
     # training rollouts (t * B + b over every step since the start) and of the latest
@@ -199,7 +203,7 @@ class TrainResult(NamedTuple):
     return_high: float = 0.0
     target_return: float = 0.0  # the mean return the run had to confirm (0: none)
     has_success: bool = True  # the env has a success signal (else success_* read 0)
-    exact: dict | None = None  # evaluation.exact_answer of the final params (tabular env)
+    exact: dict | None = None  # exact_check.exact_answer of the final params (tabular env)
     history: tuple = ()  # (env steps, seconds, exact success or nan) after each jitted call
     # (env steps, seconds, mean return) of each routine greedy evaluation a call ended on
     # (a call runs at most one when iterations_per_call <= eval_every; benchmarks/stability)
@@ -230,8 +234,8 @@ def _iteration(env, agent, cfg: Settings, c: TrainCarry, key) -> TrainCarry:
 
 
 def _reached(result, target: tuple, cfg: Settings):
-    """The stop rule (`evaluation.confirmed`) for target = (success, mean return)."""
-    return evaluation.confirmed(result, target[0], cfg.confirm_envs, target[1])
+    """The stop rule (`intervals.confirmed`) for target = (success, mean return)."""
+    return intervals.confirmed(result, target[0], cfg.confirm_envs, target[1])
 
 
 def _evaluate(env, agent, cfg: Settings, target: tuple, params, key):
@@ -256,7 +260,7 @@ def _evaluate(env, agent, cfg: Settings, target: tuple, params, key):
     if model is None or target[1] or not cfg.greedy:  # the exact screen is the greedy's
         screen = run(screen_key, cfg.eval_envs)
         return jax.lax.cond(
-            evaluation.touches(screen[0], target[0], cfg.confirm_envs, target[1]),
+            intervals.touches(screen[0], target[0], cfg.confirm_envs, target[1]),
             lambda: run(confirm_key, cfg.confirm_envs),
             lambda: screen,
         )
@@ -294,9 +298,9 @@ def _train_call(env, agent, cfg: Settings, target: tuple, carry: TrainCarry, key
         return jax.lax.cond(due, lambda c_: evaluated(c_, eval_key), lambda c_: c_, c)
 
     carry = jax.lax.while_loop(running, body, carry)
-    if not evaluation.has_grids(env):
+    if not reporting.has_grids(env):
         return carry, None
-    return carry, evaluation.cell_values(agent, carry.state.params, env)
+    return carry, reporting.cell_values(agent, carry.state.params, env)
 
 
 def init_carry(env, agent, cfg: Settings, key) -> TrainCarry:
@@ -314,7 +318,7 @@ def init_carry(env, agent, cfg: Settings, key) -> TrainCarry:
         jnp.int32(env_steps),
         jnp.int32(0),
         jnp.int32(0),
-        evaluation.EvalResult(*[zero] * len(evaluation.EvalResult._fields)),
+        intervals.EvalResult(*[zero] * len(intervals.EvalResult._fields)),
         evaluated_at=jnp.int32(-1),
         nonfinite_action=jnp.int32(-1),
         nonfinite_evaluation=jnp.int32(-1),
@@ -379,7 +383,7 @@ def _loop(env, step, carry: TrainCarry, key, cfg: Settings, target, log, start: 
 
     Iterations come in blocks of `iterations_per_call`, each with its own key (the
     random stream does not depend on how a block is cut into calls); a block is cut
-    into calls sized by `_plan`. judge(params) -> `evaluation.exact_answer` or None.
+    into calls sized by `_plan`. judge(params) -> `exact_check.exact_answer` or None.
     log(row) gets the progress row once there is an evaluation: at most once every
     _SHOW_SECONDS, and the last one.
     Returns (carry, grids, history, calls, evaluations): history holds (env steps,
@@ -387,7 +391,7 @@ def _loop(env, step, carry: TrainCarry, key, cfg: Settings, target, log, start: 
     call, evaluations (env steps, seconds, mean return) of each new greedy evaluation.
     """
     history, calls, evaluations, seen = [], [], [], -1
-    success = evaluation.has_success(env)
+    success = reporting.has_success(env)
     steps, updates, done = (int(x) for x in (carry.env_steps, carry.state.step, carry.iterations))
     block_end, slowest, shown, row = done, None, -math.inf, None  # row: not yet shown
     while True:
@@ -459,13 +463,12 @@ def train(config, log=None, env=None) -> TrainResult:
     interface to train on instead of `config.env`'s gridworld.
     """
     start = time.perf_counter()
-    cfg = Settings.of(config)
-    env = config_lib.make_env(config) if env is None else env
-    config_lib.check_env(config, env)
-    warning = resources.check_memory(config, local=True, env=env)
+    experiment = experiment_lib.make(config, env)
+    cfg = Settings.of(experiment)
+    warning = resources.check_memory(experiment, local=True)
     if warning and log:
         log(warning)
-    agent = agents.make_agent(config_lib.make_agent_config(config), env.spec)
+    env, agent = experiment.env, experiment.agent
     discount = agent.config.discount
     model = envs.tabular_model(env)
     best = exact.optimum(model, discount) if model is not None else None
@@ -484,7 +487,7 @@ def train(config, log=None, env=None) -> TrainResult:
 
     def judge(params):
         return (
-            None if model is None else evaluation.exact_answer(env, agent, params, discount, best)
+            None if model is None else exact_check.exact_answer(env, agent, params, discount, best)
         )
 
     def show(row):  # the launcher's progress line (program/progress.py)
@@ -497,7 +500,7 @@ def train(config, log=None, env=None) -> TrainResult:
     ev = _final_evaluation(env, agent, cfg, carry, key)
     answer = None
     if model is not None:
-        answer = evaluation.exact_answer(env, agent, carry.state.params, discount, best)
+        answer = exact_check.exact_answer(env, agent, carry.state.params, discount, best)
     wall_time = time.perf_counter() - start
     return TrainResult(
         solved=bool(_reached(ev, target, cfg)),
@@ -511,7 +514,7 @@ def train(config, log=None, env=None) -> TrainResult:
         mean_return=float(ev.mean_return),
         mean_length=float(ev.mean_length),
         params=carry.state.params,
-        report=evaluation.report(env, grids=grids, answer=answer) if grids is not None else "",
+        report=reporting.report(env, grids=grids, answer=answer) if grids is not None else "",
         success_low=float(ev.success_low),
         success_high=float(ev.success_high),
         eval_episodes=int(ev.episodes),
@@ -520,7 +523,7 @@ def train(config, log=None, env=None) -> TrainResult:
         return_low=float(ev.return_low),
         return_high=float(ev.return_high),
         target_return=target[1],
-        has_success=evaluation.has_success(env),
+        has_success=reporting.has_success(env),
         history=tuple(history),
         evaluations=tuple(evaluations),
         calls=tuple(calls),
@@ -565,7 +568,7 @@ def main(config, quiet: bool = False) -> TrainResult:
         f"length={result.mean_length:.1f}"
     )
     if result.exact:
-        print(evaluation.describe_exact(result.exact))
+        print(reporting.describe_exact(result.exact))
     if result.report:
         print(result.report)
     return result

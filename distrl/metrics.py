@@ -25,11 +25,17 @@ from distrl.errors import check
 
 LOGS_DIR = "logs"
 TB_DIR = "tb"
+FIELDS = {"log": dict(every_seconds=2.0)}  # between a node's metric rows
 
 
-def validate(config) -> None:
+def section_defaults(agent_config) -> dict:
+    """The log section with its defaults (any agent's)."""
+    return FIELDS
+
+
+def check_section(experiment) -> None:
     """ConfigError unless config.log (each node's row period) can work."""
-    every = config.log.every_seconds
+    every = experiment.config.log.every_seconds
     check(every > 0, f"config.log.every_seconds={every}; need > 0")
 
 

@@ -1,24 +1,23 @@
 """What an experiment needs of the machine: a memory estimate, checked up front.
 
-`estimate_memory(config, local=False)` sums the big parts of a run from its config
-alone (nothing is built): the replay table or queue (size x item bytes), each
-node process's baseline and the actors' rollouts (num_actors x num_envs x T), the
-network's parameters and optimizer state, the learner's batches and activations,
+`estimate_memory(experiment, local=False)` sums the big parts of a run from its config,
+env spec and agent config (no agent is built): the replay table or queue (size x item
+bytes), each node process's baseline and the actors' rollouts (num_actors x num_envs x
+T), the network's parameters and optimizer state, the learner's batches and activations,
 and the evaluator's episodes (all of one evaluation step together). `check_memory`
-refuses (ConfigError) a config whose estimate exceeds this machine's memory and
-returns a warning line when it exceeds what is available now. The figures are
-estimates, within a factor of about two: enough to tell a run that fits from
-num_actors=10**6 or a replay of 10**15 transitions.
-"""
+refuses (ConfigError) a config whose estimate exceeds this machine's memory and returns
+a warning line when it exceeds what is available now. The figures are estimates, within
+a factor of about two: enough to tell a run that fits from num_actors=10**6 or a replay
+of 10**15 transitions."""
 
 import dataclasses
 import os
 
 import numpy as np
 
-from distrl import agents, networks, pipelines
-from distrl import config as config_lib
+from distrl import agents, networks
 from distrl.acting import evaluation
+from distrl.errors import ConfigError
 
 GB = 1024**3
 # One node process: Python, TensorFlow, Reverb, courier and JAX imported and an agent
@@ -106,14 +105,11 @@ def _mlp(sizes) -> int:
     return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
 
 
-def estimate_memory(config, local: bool = False, env=None) -> Estimate:
-    """Bytes the run needs: distributed (a process per node) or `local` (one process).
-
-    env: the env to size for (its `spec`); None: `config.env`'s.
-    """
-    agent_config = config_lib.make_agent_config(config)
-    env = config_lib.make_env(config) if env is None else env
-    pipeline = pipelines.of(agent_config)
+def estimate_memory(experiment, local: bool = False) -> Estimate:
+    """Bytes the run of `experiment` needs: distributed (a process per node) or `local`
+    (one process)."""
+    config, env = experiment.config, experiment.env
+    agent_config, pipeline = experiment.agent_config, experiment.pipeline
     spec, a = env.spec, config.actor
     obs = spec.obs_size
     obs_bytes = obs * np.dtype(spec.observation_dtype).itemsize
@@ -177,13 +173,13 @@ def machine_memory() -> tuple:
     return total, info.get("MemAvailable", total)
 
 
-def check_memory(config, local: bool = False, env=None):
+def check_memory(experiment, local: bool = False):
     """ConfigError when the estimate exceeds this machine's memory; a warning line
-    (or None) when it exceeds the memory available now. env: as `estimate_memory`."""
-    estimate = estimate_memory(config, local, env)
+    (or None) when it exceeds the memory available now."""
+    estimate = estimate_memory(experiment, local)
     total, available = machine_memory()
     if estimate.total > total:
-        raise config_lib.ConfigError(
+        raise ConfigError(
             f"this run needs an estimated {_gb(estimate.total)} of memory, more than this "
             f"machine's {_gb(total)}: {estimate.describe()}; lower those settings"
         )

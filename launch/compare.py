@@ -133,8 +133,8 @@ def _setup_lines(specs, out: str) -> list:
             f"episodes confirm {first.evaluator.target_of_optimal:.0%} of the exact optimum"
         )
     configs = "; ".join(
-        f"`{s.name}`: {s.config.algorithm}, {config_lib.pipeline(s.config).describe(s.config)}, "
-        f"learner batch {config_lib.pipeline(s.config).describe_batch(s.config)}"
+        f"`{s.name}`: {s.config.algorithm}, {s.pipeline.describe(s.config)}, "
+        f"learner batch {s.pipeline.describe_batch(s.config)}"
         for s in specs
         if s.seed == specs[0].seed
     )
@@ -247,7 +247,7 @@ def _write_report(specs, rows, out: str) -> str:
             "shortest seed's run (runs stop at their target)."
         )
         figures.append(("curves.png", caption))
-    pipelines = {s.name: config_lib.pipeline(s.config).describe(s.config) for s in specs}
+    pipelines = {s.name: s.pipeline.describe(s.config) for s in specs}
     title = f"{' vs '.join(pipelines)} on {_env_name(specs[0].config)}"
     text = compare_report.markdown(title, _setup_lines(specs, out), rows, pipelines, figures)
     with open(os.path.join(out, "report.md"), "w") as f:

@@ -32,10 +32,11 @@ import jax
 import jax.numpy as jnp
 from absl import flags
 
-from distrl import cli, envs, policy, results
+from distrl import cli, envs, policy
 from distrl import config as config_lib
-from distrl.acting import evaluation, host_evaluation, rollout
+from distrl.acting import evaluation, exact_check, host_evaluation, intervals, reporting, rollout
 from distrl.pyenv import EnvError
+from distrl.records import results
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "The run directory whose policy to evaluate.")
 _CHECKPOINT = flags.DEFINE_string(
@@ -83,8 +84,8 @@ def evaluate(loaded: policy.Policy, episodes: int, seed: int, play: str = AS_RUN
             played.first_nonfinite_action, loaded.config.env.name, evaluation.WHO, n
         )
     rate = float(played.success.mean())
-    low, high = (rate, rate) if exact else evaluation.wilson_interval(played.success.sum(), n)
-    return_low, return_high = evaluation.mean_interval(jnp.asarray(played.episode_return))
+    low, high = (rate, rate) if exact else intervals.wilson_interval(played.success.sum(), n)
+    return_low, return_high = intervals.mean_interval(jnp.asarray(played.episode_return))
     reported = results.read(loaded.run_dir)
     figures = dict(
         run_dir=loaded.run_dir,
@@ -92,7 +93,7 @@ def evaluate(loaded: policy.Policy, episodes: int, seed: int, play: str = AS_RUN
         file=os.path.relpath(loaded.file, loaded.run_dir),
         param_version=loaded.version,
         reported_version=(reported or {}).get("param_version"),  # result.json's, if any
-        evaluation=evaluation.shown(
+        evaluation=reporting.shown(
             dict(
                 policy="greedy" if greedy else "sampled",
                 episodes=n,
@@ -109,9 +110,9 @@ def evaluate(loaded: policy.Policy, episodes: int, seed: int, play: str = AS_RUN
     )
     if envs.tabular_model(env) is not None:  # the exact figures of a tabular env
         discount = agent.config.discount
-        figures.update(exact=evaluation.exact_answer(env, agent, loaded.params, discount))
-    if evaluation.has_grids(env):  # and its grids on a grid
-        values, actions = evaluation.value_grid(env, agent, loaded.params)
+        figures.update(exact=exact_check.exact_answer(env, agent, loaded.params, discount))
+    if reporting.has_grids(env):  # and its grids on a grid
+        values, actions = reporting.value_grid(env, agent, loaded.params)
         figures.update(
             map=list(envs.grid_of(env).desc), values=values.tolist(), actions=actions.tolist()
         )
@@ -137,16 +138,16 @@ def describe(figures: dict, env) -> str:
     ):
         lines.append(f"note: result.json reports version {figures['reported_version']:,}")
     if "success_rate" in ev:
-        lines.append(evaluation.describe_success(ev))
+        lines.append(reporting.describe_success(ev))
     lines.append(
         f"mean return {ev['mean_return']:+.3f} [{ev['return_low']:+.3f}, "
         f"{ev['return_high']:+.3f}] (95%)  mean length {ev['mean_length']:.1f}  ({ev['policy']})"
     )
     if "exact" in figures:
-        lines.append(evaluation.describe_exact(figures["exact"]))
+        lines.append(reporting.describe_exact(figures["exact"]))
     if "values" in figures:
         grids = (figures["values"], figures["actions"])
-        lines.append(evaluation.report(env, grids=grids, answer=figures["exact"]))
+        lines.append(reporting.report(env, grids=grids, answer=figures["exact"]))
     return "\n".join(lines)
 
 

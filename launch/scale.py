@@ -18,9 +18,10 @@ import time
 
 from absl import flags
 
-from distrl import cli, rundir
+from distrl import cli
 from distrl import config as config_lib
 from distrl.program import scaling
+from distrl.records import rundir
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "The live run's directory.")
 _ACTORS = flags.DEFINE_integer("actors", None, "The number of actors the run should have.")

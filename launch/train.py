@@ -57,9 +57,10 @@ import launchpad  # noqa: E402, F401 - defines --lp_launch_type
 from absl import flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from distrl import checkpoint, cli, results, rundir  # noqa: E402
+from distrl import checkpoints, cli  # noqa: E402
 from distrl import config as config_lib  # noqa: E402
 from distrl.program import errors, launcher  # noqa: E402
+from distrl.records import results, rundir  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -155,7 +156,7 @@ def _config():
 # What ends a launch with a message instead of a result: (error, message prefix,
 # exit status); the first that matches wins (a CheckpointError is a ConfigError).
 _EXITS = (
-    (checkpoint.CheckpointError, "cannot resume: ", cli.BAD_INPUT),
+    (checkpoints.store.CheckpointError, "cannot resume: ", cli.BAD_INPUT),
     (rundir.RunDirBusy, "", cli.BAD_INPUT),
     (config_lib.ConfigError, "bad config: ", cli.BAD_INPUT),
     (errors.LaunchError, "cannot launch: ", 1),

@@ -195,7 +195,7 @@ def _listening_in_netns(pid: int) -> set:
 _FORK_RUNNER = """
 import json, os, runpy, sys
 import jax  # noqa: F401 - imported once, before the forks
-from distrl import checkpoint, cli, config, resources  # noqa: F401
+from distrl import checkpoints, cli, config, resources  # noqa: F401
 from distrl.analysis import plots  # noqa: F401
 try:  # the distributed layer, where it is installed (not on the core's stack)
     import launchpad  # noqa: F401

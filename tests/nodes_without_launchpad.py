@@ -20,8 +20,8 @@ import courier  # noqa: E402
 import reverb  # noqa: E402
 from conftest import load_config  # noqa: E402
 
-from distrl import config as config_lib  # noqa: E402
 from distrl import exits, replay  # noqa: E402
+from distrl import experiment as experiment_lib  # noqa: E402
 from distrl.nodes.actor import Actor  # noqa: E402
 from distrl.nodes.counter import Counter  # noqa: E402
 from distrl.nodes.learner import Learner  # noqa: E402
@@ -43,13 +43,15 @@ def serve(node) -> courier.Server:
 def main(run_dir: str) -> None:
     config = load_config("dqn")
     config.replay.samples_per_insert = 1.0  # the second rollout must not wait for more updates
-    tables = config_lib.pipeline(config).make_tables(config, config_lib.make_env(config))
+    tables = experiment_lib.Experiment(config).pipeline.make_tables(
+        config, experiment_lib.Experiment(config).env
+    )
     replay_server = reverb.Server(tables)
     address = f"localhost:{replay_server.port}"
     lifecycle = InProcess()
     counter = serve(Counter())
     learner = Learner(
-        config,
+        experiment_lib.Experiment(config),
         reverb.Client(address),
         courier.Client(counter.address),
         run_dir,
@@ -58,7 +60,7 @@ def main(run_dir: str) -> None:
     )
     learner_server = serve(learner)
     actor = Actor(
-        config,
+        experiment_lib.Experiment(config),
         0,
         reverb.Client(address),
         courier.Client(learner_server.address),

@@ -19,10 +19,10 @@ import launchpad as lp
 import ml_collections
 from absl import app
 
-from distrl import failures
 from distrl.nodes import lifecycle
 from distrl.program import supervisor
 from distrl.program.lifecycle import LAUNCHPAD
+from distrl.records import failures
 
 
 def sleeper():

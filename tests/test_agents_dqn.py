@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import rlax
 
 from distrl import agents
 from distrl.agents import dqn
@@ -224,3 +225,91 @@ def test_update_applies_the_weights():
     delta_1 = alone.params["table"]["w"] - Q_ONLINE
     np.testing.assert_allclose(delta_w, 0.5 * delta_1, rtol=1e-6, atol=1e-7)
     assert metrics["priorities"].shape == (2,)
+
+
+def rlax_td_errors(network, params, target_params, batch: QTransition, double_q: bool):
+    """TD errors [N] as rlax computes them, one transition at a time (vmapped)."""
+
+    def one(t: QTransition):
+        q_tm1 = network.apply(params, t.observation)  # [A]
+        q_t_value = network.apply(target_params, t.next_observation)  # [A]
+        if double_q:
+            q_t_selector = network.apply(params, t.next_observation)  # [A]
+            return rlax.double_q_learning(
+                q_tm1, t.action, t.reward, t.discount, q_t_value, q_t_selector
+            )
+        return rlax.q_learning(q_tm1, t.action, t.reward, t.discount, q_t_value)
+
+    return jax.vmap(one)(batch)
+
+
+def random_batch(key, n=64, obs_size=4, num_actions=4) -> QTransition:
+    """Random transitions [N]: a quarter of them terminal (discount 0)."""
+    keys = jax.random.split(key, 5)
+    return QTransition(
+        observation=jax.random.normal(keys[0], (n, obs_size)),
+        action=jax.random.randint(keys[1], (n,), 0, num_actions),
+        reward=jax.random.normal(keys[2], (n,)),
+        discount=0.9 * (jax.random.uniform(keys[3], (n,)) > 0.25),
+        next_observation=jax.random.normal(keys[4], (n, obs_size)),
+    )
+
+
+def rlax_loss(network, config, params, target_params, batch, weights):
+    """DQN's weighted mean loss [] from rlax's per-example TD errors."""
+    td = rlax_td_errors(network, params, target_params, batch, config.double_q)
+    huber = config.loss == "huber"
+    per = rlax.huber_loss(td, config.huber_delta) if huber else rlax.l2_loss(td)
+    return jnp.mean(per * weights)
+
+
+def dqn_loss(network, config, params, target_params, batch, weights):
+    return dqn.loss_fn(network, config, params, target_params, batch, weights)[0]
+
+
+@pytest.mark.parametrize("double_q", [True, False])
+@pytest.mark.parametrize("loss", ["huber", "l2"])
+def test_batched_td_errors_loss_and_gradients_are_rlaxs(double_q, loss):
+    """The one-hot selections over the whole batch give rlax's per-example numbers."""
+    config = dqn.DQNConfig(hidden_sizes=(16,), double_q=double_q, loss=loss)
+    agent = dqn.make_agent(config, SPEC)
+    params = agent.init(jax.random.PRNGKey(0)).params
+    target = agent.init(jax.random.PRNGKey(1)).params
+    for seed in range(3):
+        batch = random_batch(jax.random.PRNGKey(10 + seed))
+        weights = jax.random.uniform(jax.random.PRNGKey(20 + seed), (64,))
+        td, _ = dqn.td_error(agent.network, params, target, batch, double_q)
+        want_td = rlax_td_errors(agent.network, params, target, batch, double_q)
+        np.testing.assert_allclose(td, want_td, rtol=1e-6, atol=1e-6)
+        args = (agent.network, config, params, target, batch, weights)
+        np.testing.assert_allclose(dqn_loss(*args), rlax_loss(*args), rtol=1e-6, atol=1e-6)
+        grads = jax.grad(dqn_loss, argnums=2)(*args)
+        want_grads = jax.grad(rlax_loss, argnums=2)(*args)
+        for got, want in zip(jax.tree.leaves(grads), jax.tree.leaves(want_grads)):
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_selecting_actions_by_one_hot_is_indexing():
+    """Values and gradients of `select_actions` equal take_along_axis's, exactly."""
+    values = jax.random.normal(jax.random.PRNGKey(0), (5, 7, 4))
+    actions = jax.random.randint(jax.random.PRNGKey(1), (5, 7), 0, 4)
+
+    def indexed(v):
+        return jnp.take_along_axis(v, actions[..., None], axis=-1)[..., 0]
+
+    np.testing.assert_array_equal(agents.base.select_actions(values, actions), indexed(values))
+    upstream = jax.random.normal(jax.random.PRNGKey(2), (5, 7))
+    grad_of = lambda f: jax.grad(lambda v: jnp.sum(f(v) * upstream))(values)  # noqa: E731
+    np.testing.assert_array_equal(
+        grad_of(lambda v: agents.base.select_actions(v, actions)), grad_of(indexed)
+    )
+
+
+@pytest.mark.parametrize("name", ["dqn", "tabular"])
+def test_the_update_has_no_gather_or_scatter(name):
+    """No per-example indexing is left for a TPU to run element by element: the
+    lowered update holds no gather (nor the scatter of its gradient)."""
+    agent = agents.make_agent(agents.make_config(name), SPEC)
+    state = agent.init(jax.random.PRNGKey(0))
+    text = agent.update.lower(state, random_batch(jax.random.PRNGKey(1)), jnp.ones(64)).as_text()
+    assert "stablehlo.gather" not in text and "stablehlo.scatter" not in text

@@ -75,6 +75,7 @@ def test_reinforce_and_grpo_use_only_owned_steps():
 def test_each_preset_has_one_pipeline():
     from distrl import agents
     from distrl import config as config_lib
+    from distrl import experiment as experiment_lib
 
     expected = dict(
         dqn="REPLAY",
@@ -92,6 +93,8 @@ def test_each_preset_has_one_pipeline():
     for name, pipeline in expected.items():
         assert agents.make_config(name).pipeline is agents.PipelineKind[pipeline], name
         config = config_lib.base_config(name)
-        assert config_lib.pipeline(config).kind is agents.PipelineKind[pipeline], name
+        assert experiment_lib.Experiment(config).pipeline.kind is agents.PipelineKind[pipeline], (
+            name
+        )
         long_chunks = pipeline == "EPISODES"  # whole episodes: a longer default T
         assert config.actor.unroll_length == (64 if long_chunks else 16), name

@@ -17,6 +17,7 @@ import pytest
 import benchmarks
 from benchmarks import rows, run, stages
 from benchmarks.monitor import node_memory
+from distrl import experiment as experiment_lib
 from distrl.config import ConfigError
 
 
@@ -541,7 +542,9 @@ def test_the_minatar_trainer_row_calls_distrl_local_as_it_runs():
     from distrl import local
 
     config = load_config("ppo_breakout", {"actor.num_envs": 4, "actor.unroll_length": 8})
-    envs_at_once = local.Settings.of(config).num_envs  # the actors' envs, in one batch
+    envs_at_once = local.Settings.of(
+        experiment_lib.make(config)
+    ).num_envs  # the actors' envs, in one batch
     call = minatar._local_call(config, 0)
     first = int(call())
     assert envs_at_once == config.num_actors * 4
@@ -568,3 +571,24 @@ def test_the_fused_ceiling_trains_and_counts_its_env_steps(torso):
     assert ended.shape == (2,) and returns.shape == (2,)
     changed = jax.tree.map(lambda a, b: not np.array_equal(a, b), before, carry.params)
     assert all(jax.tree.leaves(changed))  # every parameter took Adam steps
+
+
+def test_every_standard_suite_names_a_config_that_runs_on_its_env():
+    """benchmarks/suites.py: each suite's config loads with its overrides and validates,
+    its env is the one the config names, envs stepped in Python are distributed only,
+    and the protocol's settings leave no target on."""
+    from benchmarks import suite_results, suites  # noqa: PLC0415
+
+    assert len(suites.BY_NAME) == len(suites.SUITES)
+    for suite in suites.SUITES:
+        config, target = suite_results.prepare(suite, 51, suite.budget, {})
+        env = config.env.map if config.env.name == "gridworld" else config.env.name
+        assert suite.env.split(" ")[0] == env, (suite.name, env)
+        ev = config.evaluator
+        assert (ev.target_return, ev.target_success, ev.target_of_optimal) == (0, 0, 0)
+        assert not ev.keep_best and config.budget.env_steps == suite.budget > 0
+        assert config.budget.seconds == 0 and config.seed == 51
+        assert suite.exact == (target is not None and target[0] == "exact_ratio"), suite.name
+        if env.startswith("gymnasium:"):
+            assert suite.modes == ("distributed",), suite.name
+        assert suite.published == "—" or suite.source, suite.name  # a figure cites its source

@@ -21,12 +21,13 @@ import pytest
 import reverb
 from conftest import load_config
 
-from distrl import agents, checkpoint, replay, replay_checkpoint, rundir
-from distrl import config as config_lib
+from distrl import checkpoints, replay
+from distrl import experiment as experiment_lib
 from distrl.nodes import lifecycle
 from distrl.pipelines import transitions
 from distrl.program import launcher as program
 from distrl.program import topology
+from distrl.records import rundir
 
 _ROUNDS = 3
 
@@ -39,7 +40,11 @@ def _config(run_dir):
 
 def _write_items(client, config, count: int, version: int) -> None:
     """`count` items of random transitions acted with params `version`."""
-    item = config_lib.pipeline(config).example_item(config, config_lib.make_env(config)).data
+    item = (
+        experiment_lib.Experiment(config)
+        .pipeline.example_item(config, experiment_lib.Experiment(config).env)
+        .data
+    )
     rng = np.random.default_rng(version)
     items = jax.tree.map(lambda x: rng.random((count, *x.shape)).astype(x.dtype), item)
     replay.Writer(client, lambda: False).write_steps(items, version=version)
@@ -49,7 +54,9 @@ def _table(config):
     """The DQN config's table, but with inserts never held back for samples (no
     learner samples here)."""
     max_items, _ = transitions.replay_items(config)
-    signature = config_lib.pipeline(config).signature(config, config_lib.make_env(config))
+    signature = experiment_lib.Experiment(config).pipeline.signature(
+        config, experiment_lib.Experiment(config).env
+    )
     return reverb.Table(
         replay.TABLE,
         sampler=reverb.selectors.Uniform(),
@@ -67,16 +74,15 @@ def rounds(tmp_path_factory):
     Reverb server while items of the round's version arrive."""
     run_dir = tmp_path_factory.mktemp("pairs") / "run"
     config = _config(run_dir)
-    env = config_lib.make_env(config)
-    agent = agents.make_agent(config_lib.make_agent_config(config), env)
+    agent = experiment_lib.Experiment(config).agent
     state = agent.init(jax.random.PRNGKey(0))
     rundir.write_config(config, str(run_dir))
-    checkpointer = replay.make_checkpointer(replay_checkpoint.reverb_dir(str(run_dir)))
+    checkpointer = replay.make_checkpointer(checkpoints.replay.reverb_dir(str(run_dir)))
     server = reverb.Server([_table(config)], checkpointer=checkpointer)
     try:
         client = reverb.Client(f"localhost:{server.port}")
-        saver = checkpoint.Saver(
-            checkpoint.directory(str(run_dir)),
+        saver = checkpoints.learner.Saver(
+            checkpoints.learner.directory(str(run_dir)),
             0.0,
             "dqn",
             functools.partial(
@@ -103,19 +109,19 @@ def _copy(rounds, tmp_path):
 
 def _learner_files(run_dir):
     """Learner manifests, oldest first."""
-    paths = pathlib.Path(checkpoint.directory(str(run_dir))).glob("state-*.json")
-    return sorted(paths, key=checkpoint.written_ms)
+    paths = pathlib.Path(checkpoints.learner.directory(str(run_dir))).glob("state-*.json")
+    return sorted(paths, key=checkpoints.store.written_ms)
 
 
 def _replay_files(run_dir):
     """Kept replay checkpoints, oldest first."""
-    return sorted(pathlib.Path(replay_checkpoint.kept_dir(str(run_dir))).iterdir())
+    return sorted(pathlib.Path(checkpoints.replay.kept_dir(str(run_dir))).iterdir())
 
 
 def _resume(run_dir):
     """What a resume of `run_dir` continues from: the launcher's restored manifest."""
     with contextlib.ExitStack() as stack:
-        _, restored = program.prepare(_config(run_dir), True, stack)
+        _, _, restored = program.prepare(_config(run_dir), True, stack)
     return restored
 
 
@@ -127,13 +133,13 @@ def test_each_replay_checkpoint_is_sealed_with_its_rounds_learner_checkpoint(rou
     learners, replays = _learner_files(rounds), _replay_files(rounds)
     assert len(learners) == len(replays) == _ROUNDS, (learners, replays)
     for manifest, kept in zip(learners, replays, strict=True):
-        seal = json.loads((kept / replay_checkpoint.SEAL).read_text())
+        seal = json.loads((kept / checkpoints.replay.SEAL).read_text())
         assert seal["learner_checkpoint"] == _state_file(manifest)
         names = {"tables.tfrecord", "chunks.tfrecord", "items.tfrecord", "DONE"}
         assert set(seal["files"]) == names
         for name, want in seal["files"].items():
-            assert replay_checkpoint.fingerprint(str(kept / name)) == want
-        assert replay_checkpoint.problem(str(kept)) is None
+            assert checkpoints.replay.fingerprint(str(kept / name)) == want
+        assert checkpoints.replay.problem(str(kept)) is None
 
 
 @pytest.mark.parametrize("name", ["tables.tfrecord", "chunks.tfrecord", "items.tfrecord"])
@@ -144,42 +150,42 @@ def test_a_replay_file_cut_by_its_last_bytes_or_overwritten_is_refused(rounds, t
     data = file.read_bytes()
     for cut in (1, 2, 8):
         file.write_bytes(data[:-cut])
-        why = replay_checkpoint.problem(str(kept))
+        why = checkpoints.replay.problem(str(kept))
         assert why == f"{name} is {len(data) - cut} bytes, {len(data)} when sealed (cut short?)"
     garbled = bytearray(data)
     for at in (len(data) - 1, len(data) // 2, 0):
         garbled[at] ^= 0x01
         file.write_bytes(bytes(garbled))
-        assert replay_checkpoint.problem(str(kept)) == (
+        assert checkpoints.replay.problem(str(kept)) == (
             f"{name} does not match its SHA-256 in distrl.json (corrupt)"
         )
         garbled[at] ^= 0x01
     file.write_bytes(data + b"\0")
-    assert "bytes, " in replay_checkpoint.problem(str(kept))
+    assert "bytes, " in checkpoints.replay.problem(str(kept))
     file.write_bytes(data)
-    assert replay_checkpoint.problem(str(kept)) is None
+    assert checkpoints.replay.problem(str(kept)) is None
 
 
 def test_a_replay_checkpoint_without_a_whole_seal_or_done_is_refused(rounds, tmp_path):
     kept = _replay_files(_copy(rounds, tmp_path))[-1]
-    seal = kept / replay_checkpoint.SEAL
+    seal = kept / checkpoints.replay.SEAL
     text = seal.read_text()
     seal.write_text(text[:-3])
-    assert replay_checkpoint.problem(str(kept)).startswith("distrl.json is unreadable")
+    assert checkpoints.replay.problem(str(kept)).startswith("distrl.json is unreadable")
     seal.write_text(json.dumps({"format": "something else"}))
-    assert "is not a distrl replay seal" in replay_checkpoint.problem(str(kept))
+    assert "is not a distrl replay seal" in checkpoints.replay.problem(str(kept))
     # A changed character that still parses (here the round it pairs with).
     seal.write_text(text.replace('"learner_checkpoint": "state-', '"learner_checkpoint": "stat-'))
-    assert replay_checkpoint.problem(str(kept)) == (
+    assert checkpoints.replay.problem(str(kept)) == (
         "distrl.json is corrupt: its content does not match its seal_sha256"
     )
     seal.unlink()
-    assert replay_checkpoint.problem(str(kept)).startswith("not sealed (no distrl.json)")
+    assert checkpoints.replay.problem(str(kept)).startswith("not sealed (no distrl.json)")
     seal.write_text(text)
     (kept / "items.tfrecord").unlink()
-    assert replay_checkpoint.problem(str(kept)) == "items.tfrecord is missing"
+    assert checkpoints.replay.problem(str(kept)) == "items.tfrecord is missing"
     (kept / "DONE").unlink()
-    assert "no DONE marker" in replay_checkpoint.problem(str(kept))
+    assert "no DONE marker" in checkpoints.replay.problem(str(kept))
 
 
 def test_a_resume_takes_the_newest_pair_written_in_one_round(rounds, tmp_path, capfd):
@@ -250,7 +256,7 @@ def test_no_usable_replay_checkpoint_is_refused_before_anything_starts(rounds, t
     for kept in replays:
         chunks = kept / "chunks.tfrecord"
         os.truncate(chunks, chunks.stat().st_size - 1)
-    with pytest.raises(checkpoint.CheckpointError) as info:
+    with pytest.raises(checkpoints.store.CheckpointError) as info:
         _resume(run_dir)
     message = str(info.value)
     assert message.startswith(
@@ -260,7 +266,7 @@ def test_no_usable_replay_checkpoint_is_refused_before_anything_starts(rounds, t
     )
     assert "(and 2 older)" in message
     # Nothing was moved: Reverb's own directory still holds its newest checkpoint.
-    assert os.listdir(replay_checkpoint.reverb_dir(str(run_dir)))
+    assert os.listdir(checkpoints.replay.reverb_dir(str(run_dir)))
 
 
 def test_a_checkpoint_reverb_wrote_but_the_learner_never_sealed_is_kept_not_loaded(
@@ -270,16 +276,16 @@ def test_a_checkpoint_reverb_wrote_but_the_learner_never_sealed_is_kept_not_load
     holds an unsealed checkpoint newer than every kept one."""
     run_dir = _copy(rounds, tmp_path)
     newest = _replay_files(run_dir)[-1]
-    unsealed = pathlib.Path(replay_checkpoint.reverb_dir(str(run_dir))) / "9999-unsealed"
+    unsealed = pathlib.Path(checkpoints.replay.reverb_dir(str(run_dir))) / "9999-unsealed"
     shutil.copytree(newest, unsealed)
-    (unsealed / replay_checkpoint.SEAL).unlink()
+    (unsealed / checkpoints.replay.SEAL).unlink()
     restored = _resume(run_dir)
     assert restored["replay_checkpoint"] == str(newest)
     err = capfd.readouterr().err
     assert f"replay checkpoint skipped: {unsealed}: not sealed (no distrl.json)" in err
-    kept = pathlib.Path(replay_checkpoint.kept_dir(str(run_dir))) / unsealed.name
-    assert kept.is_dir() and not (kept / replay_checkpoint.SEAL).exists()
-    assert os.listdir(replay_checkpoint.reverb_dir(str(run_dir))) == []
+    kept = pathlib.Path(checkpoints.replay.kept_dir(str(run_dir))) / unsealed.name
+    assert kept.is_dir() and not (kept / checkpoints.replay.SEAL).exists()
+    assert os.listdir(checkpoints.replay.reverb_dir(str(run_dir))) == []
 
 
 def test_keep_counts_sealed_checkpoints_and_drops_older_unsealed_ones(rounds, tmp_path):
@@ -287,31 +293,35 @@ def test_keep_counts_sealed_checkpoints_and_drops_older_unsealed_ones(rounds, tm
     oldest, middle, newest = _replay_files(run_dir)
     unsealed = oldest.with_name(oldest.name + "-unsealed")  # between oldest and middle
     shutil.copytree(oldest, unsealed)
-    (unsealed / replay_checkpoint.SEAL).unlink()
+    (unsealed / checkpoints.replay.SEAL).unlink()
     source = tmp_path / "reverb" / (newest.name + "-next")
     shutil.copytree(newest, source)
-    (source / replay_checkpoint.SEAL).unlink()
-    target = replay_checkpoint.keep(str(source), str(run_dir), 2, "state-0000000040-9.npz")
-    assert replay_checkpoint.problem(target) is None
+    (source / checkpoints.replay.SEAL).unlink()
+    target = checkpoints.replay.keep(str(source), str(run_dir), 2, "state-0000000040-9.npz")
+    assert checkpoints.replay.problem(target) is None
     assert _replay_files(run_dir) == [newest, pathlib.Path(target)]
 
 
 @pytest.mark.parametrize("cut", [2, 9, 100])
 def test_a_learner_manifest_cut_or_changed_is_refused(rounds, tmp_path, cut):
     run_dir = _copy(rounds, tmp_path)
-    ckpt_dir = checkpoint.directory(str(run_dir))
+    ckpt_dir = checkpoints.learner.directory(str(run_dir))
     manifest = _learner_files(run_dir)[-1]
     text = manifest.read_text()
     manifest.write_text(text[:-cut])
-    with pytest.raises(checkpoint.CheckpointError, match="unreadable"):
-        checkpoint.read_manifest(ckpt_dir)
+    with pytest.raises(checkpoints.store.CheckpointError, match="unreadable"):
+        checkpoints.store.read_manifest(ckpt_dir)
     config = _config(run_dir)
-    restored = checkpoint.verify(str(run_dir), config.algorithm, config_lib.make_agent(config))
+    restored = checkpoints.learner.verify(
+        str(run_dir), config.algorithm, experiment_lib.Experiment(config).agent
+    )
     assert restored["version"] == 20 and "is unreadable" in restored["skipped"][0]
     # A changed digit still parses: the manifest's own checksum refuses it.
     manifest.write_text(text.replace('"version": 30', '"version": 31'))
-    with pytest.raises(checkpoint.CheckpointError, match="does not match its manifest_sha256"):
-        checkpoint.read_manifest(ckpt_dir)
+    with pytest.raises(
+        checkpoints.store.CheckpointError, match="does not match its manifest_sha256"
+    ):
+        checkpoints.store.read_manifest(ckpt_dir)
     assert _resume(run_dir)["version"] == 20  # the resume falls back to the one before
 
 
@@ -330,7 +340,9 @@ def _replay_start(run_dir, attempt: int, restored=None, monkeypatch=None) -> flo
     the launch, n: the n-th restart), served by a real Reverb server."""
     monkeypatch.setenv(lifecycle.ATTEMPT_ENV, str(attempt))
     config = _config(run_dir)
-    program_ = topology.make_program(config, str(run_dir), time.time(), restored)
+    program_ = topology.make_program(
+        experiment_lib.make(config), str(run_dir), time.time(), restored
+    )
     (node,) = program_.groups["replay"]
     server = reverb.Server(node._priority_tables_fn(), checkpointer=node._checkpoint_ctor())
     try:
@@ -349,7 +361,7 @@ def test_a_restarted_replay_loads_the_newest_verified_checkpoint(
     """Also with a write Reverb never finished (killed while checkpointing: no DONE)."""
     run_dir = _linked_copy(rounds, tmp_path)
     learners, replays = _learner_files(run_dir), _replay_files(run_dir)
-    unfinished = pathlib.Path(replay_checkpoint.reverb_dir(str(run_dir))) / "9999-unfinished"
+    unfinished = pathlib.Path(checkpoints.replay.reverb_dir(str(run_dir))) / "9999-unfinished"
     unfinished.mkdir()
     (unfinished / "chunks.tfrecord").write_bytes(b"half")
     with caplog.at_level("INFO"):
@@ -358,7 +370,7 @@ def test_a_restarted_replay_loads_the_newest_verified_checkpoint(
         f"replay restarted from checkpoint {replays[-1]} (round {_state_file(learners[-1])}), "
         "the newest usable"
     ]
-    assert os.listdir(replay_checkpoint.reverb_dir(str(run_dir))) == []  # Reverb loads the choice
+    assert os.listdir(checkpoints.replay.reverb_dir(str(run_dir))) == []  # Reverb loads the choice
     assert _replay_files(run_dir) == replays
 
 
@@ -369,7 +381,7 @@ def test_a_restarted_replay_skips_a_newest_checkpoint_cut_by_a_byte(
     run_dir = _linked_copy(rounds, tmp_path)
     learners, replays = _learner_files(run_dir), _replay_files(run_dir)
     items = replays[-1] / "items.tfrecord"
-    (reverbs,) = pathlib.Path(replay_checkpoint.reverb_dir(str(run_dir))).iterdir()
+    (reverbs,) = pathlib.Path(checkpoints.replay.reverb_dir(str(run_dir))).iterdir()
     assert (reverbs / items.name).samefile(items)
     size = items.stat().st_size
     os.truncate(items, size - 1)
@@ -394,7 +406,7 @@ def test_a_restarted_replay_with_no_usable_checkpoint_starts_empty_with_a_warnin
     replays = _replay_files(run_dir)
     os.truncate(replays[0] / "chunks.tfrecord", 3)
     (replays[1] / "tables.tfrecord").write_bytes(b"garbage")
-    (replays[2] / replay_checkpoint.SEAL).write_text("{")
+    (replays[2] / checkpoints.replay.SEAL).write_text("{")
     with caplog.at_level("WARNING"):
         assert _replay_start(run_dir, 1, monkeypatch=monkeypatch) == 0
     (line,) = _restart_lines(caplog)

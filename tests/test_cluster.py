@@ -32,11 +32,13 @@ from launchpad import address as lp_address
 from test_scale import _acting, _env_steps, _grows, _scale
 from test_supervise import _rows as _supervised_rows
 
-from distrl import rundir
+from distrl import experiment as experiment_lib
 from distrl.config import ConfigError
-from distrl.program import launcher, scaling, staging, topology
+from distrl.program import launcher, scaling, staging, stopping, topology
 from distrl.program.errors import LaunchError
 from distrl.program.ray import cluster as cluster_lib
+from distrl.program.ray import hosts, placement
+from distrl.records import rundir
 
 PLACE = ["--config.ray.replay_resource=replay_host", "--config.ray.learner_resource=learner_host"]
 
@@ -164,10 +166,10 @@ def _training(ray_cluster, args):
 def _watch(proc, run_dir, timeout_s=400):
     """Waits for the launcher; returns ({node name: listening ips}, output)."""
     listening, deadline = {}, time.time() + timeout_s
-    placement = run_dir / cluster_lib.PLACEMENT_FILE
+    placement_file = run_dir / hosts.PLACEMENT_FILE
     while proc.poll() is None and time.time() < deadline:
-        if placement.exists():
-            nodes = json.loads(placement.read_text())
+        if placement_file.exists():
+            nodes = json.loads(placement_file.read_text())
             by_pid = {v["pid"]: name for name, v in nodes.items()}
             for pid, ips in listening_addresses(_processes(by_pid)).items():
                 listening.setdefault(by_pid[pid], set()).update(ips)
@@ -249,7 +251,7 @@ def test_runs_on_several_ray_nodes_to_success(ray_cluster, tmp_path, config, num
     assert result["evaluation"]["success_rate"] == 1.0
 
     # Where each node ran, as its host actor's Ray runtime reported it.
-    where = json.loads((run_dir / cluster_lib.PLACEMENT_FILE).read_text())
+    where = json.loads((run_dir / hosts.PLACEMENT_FILE).read_text())
     actors = [f"actor/{i}" for i in range(num_actors)]
     assert set(where) == {"replay", "counter", "learner", "evaluator", *actors}
     assert where["replay"]["ray_node"] == ray_cluster.head
@@ -290,7 +292,7 @@ def _wait_for_training(run_dir, proc, timeout_s=240):
     path = run_dir / "logs" / "evaluator.csv"
     while time.time() < deadline and proc.poll() is None:
         if path.exists() and len(path.read_text().splitlines()) >= 2:
-            return json.loads((run_dir / cluster_lib.PLACEMENT_FILE).read_text())
+            return json.loads((run_dir / hosts.PLACEMENT_FILE).read_text())
         time.sleep(0.5)
     raise AssertionError(f"training did not start: {proc.communicate(timeout=60)[0][-4000:]}")
 
@@ -314,7 +316,7 @@ def _until(condition, proc, what: str, timeout_s: float = 240):
 def _started_again(run_dir, before, *names) -> bool:
     """Each of `names` runs a new process (the placement's), its restart listed, and no
     node's failure report waits outside failures/restarted/."""
-    now = json.loads((run_dir / cluster_lib.PLACEMENT_FILE).read_text())
+    now = json.loads((run_dir / hosts.PLACEMENT_FILE).read_text())
     listed = {p.name.rsplit("-", 1)[0] for p in (run_dir / "failures" / "restarted").glob("*")}
     return (
         all(now[n].get("pid") not in (None, before[n]["pid"]) for n in names)
@@ -370,7 +372,7 @@ def test_failed_nodes_start_again_on_their_host_or_elsewhere_and_the_run_goes_on
         assert (run_dir / "failures" / "restarted" / f"{name.replace('/', '_')}-1.txt").exists()
     assert not list((run_dir / "failures").glob("*.txt"))  # no failure ended the run
 
-    after = json.loads((run_dir / cluster_lib.PLACEMENT_FILE).read_text())
+    after = json.loads((run_dir / hosts.PLACEMENT_FILE).read_text())
     for name in ("learner", "actor/1"):  # the same host actor, machine and ports
         assert after[name]["host_pid"] == before[name]["host_pid"]
         assert after[name]["ports"] == before[name]["ports"]
@@ -462,7 +464,7 @@ def test_a_lost_machine_holding_the_replay_is_replaced_and_training_goes_on(ray_
     assert result["stop_reason"] == "stopped", result
     assert result["evaluation"]["success_rate"] == 1.0, result["evaluation"]
 
-    after = json.loads((run_dir / cluster_lib.PLACEMENT_FILE).read_text())
+    after = json.loads((run_dir / hosts.PLACEMENT_FILE).read_text())
     assert after["replay"]["ray_node"] == kept_up, after  # the other machine with its resource
     if ray_cluster.separate_hosts:
         assert after["replay"]["ip"] != before["replay"]["ip"], after
@@ -568,7 +570,7 @@ def test_a_network_pause_costs_no_move(ray_cluster, tmp_path):
     assert result["stop_reason"] == "stopped", result
     assert result["restarts"] == [], result["restarts"]
     assert not (run_dir / "failures").exists() or not any((run_dir / "failures").rglob("*.txt"))
-    after = json.loads((run_dir / cluster_lib.PLACEMENT_FILE).read_text())
+    after = json.loads((run_dir / hosts.PLACEMENT_FILE).read_text())
     for name, w in before.items():
         assert (after[name]["host_pid"], after[name]["pid"]) == (w["host_pid"], w["pid"]), name
     rows = _rows(run_dir / "logs" / "evaluator.csv")
@@ -663,7 +665,7 @@ def test_a_lost_head_is_named_in_the_run_directory_and_a_resume_never_counts_bac
 
 def _actors_at(run_dir) -> dict:
     """{actor name: its Ray node} as the placement file says now."""
-    where = json.loads((run_dir / cluster_lib.PLACEMENT_FILE).read_text())
+    where = json.loads((run_dir / hosts.PLACEMENT_FILE).read_text())
     return {n: w["ray_node"] for n, w in where.items() if n.startswith("actor/")}
 
 
@@ -899,16 +901,16 @@ def test_host_port_address_formats_ipv4_and_ipv6_hosts():
 def test_placement_options_follow_the_config():
     config = load_config("dqn")
     config.ray.learner_resource = "gpu_box"
-    assert cluster_lib.placement_options("actor", config, True) == dict(
+    assert placement.placement_options("actor", config, True) == dict(
         num_cpus=1.0, scheduling_strategy="SPREAD"
     )
-    assert cluster_lib.placement_options("learner", config, True) == dict(
+    assert placement.placement_options("learner", config, True) == dict(
         num_cpus=0, resources={"gpu_box": 0.001}, num_gpus=1
     )
-    assert cluster_lib.placement_options("learner", config, False)["num_gpus"] == 0
+    assert placement.placement_options("learner", config, False)["num_gpus"] == 0
     config.ray.learner_device = "cpu"
-    assert cluster_lib.placement_options("learner", config, True)["num_gpus"] == 0
-    assert cluster_lib.placement_options("evaluator", config, True) == dict(num_cpus=0)
+    assert placement.placement_options("learner", config, True)["num_gpus"] == 0
+    assert placement.placement_options("evaluator", config, True) == dict(num_cpus=0)
 
 
 def test_check_fits_counts_actors_per_node():
@@ -916,34 +918,34 @@ def test_check_fits_counts_actors_per_node():
     config.num_actors, config.ray.actor_cpus = 3, 2.0
     nodes = [{"CPU": 3.0}, {"CPU": 3.0}]  # one 2-CPU actor per node
     with pytest.raises(ConfigError, match="fits 2 such actors"):
-        cluster_lib.check_fits(config, nodes)
+        placement.check_fits(config, nodes)
     config.num_actors = 2
-    cluster_lib.check_fits(config, nodes)
+    placement.check_fits(config, nodes)
     config.ray.actor_cpus = 4.0
     with pytest.raises(ConfigError, match="largest Ray node has 3 CPUs"):
-        cluster_lib.check_fits(config, nodes)
+        placement.check_fits(config, nodes)
 
 
 def test_a_run_that_follows_the_cluster_takes_one_actor_per_slot_within_its_bounds():
     config = load_config("dqn")
     config.ray.actors, config.ray.actor_cpus = "auto", 2.0
     nodes = [{"CPU": 0.0}, {"CPU": 5.0}, {"CPU": 4.0}]  # 2 + 2 slots: 1 CPU left over
-    assert cluster_lib.actor_slots(config, nodes) == 4
-    assert cluster_lib.follow_count(config, nodes) == 4
+    assert placement.actor_slots(config, nodes) == 4
+    assert placement.follow_count(config, nodes) == 4
     config.ray.max_actors = 3
-    assert cluster_lib.follow_count(config, nodes) == 3
+    assert placement.follow_count(config, nodes) == 3
     config.ray.min_actors, config.ray.max_actors = 5, 0
     with pytest.raises(ConfigError, match="fits 4 actors .*, fewer than config.ray.min_actors=5"):
-        cluster_lib.follow_count(config, nodes)
+        placement.follow_count(config, nodes)
     config.ray.min_actors = 1
     with pytest.raises(ConfigError, match="fits 0 actors"):  # no node holds one
-        cluster_lib.follow_count(config, [{"CPU": 1.0}, {"CPU": 1.0}])
+        placement.follow_count(config, [{"CPU": 1.0}, {"CPU": 1.0}])
 
 
 def test_stop_signals_are_noted_not_raised_and_the_handlers_restored():
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     for sig in before:
-        with cluster_lib.stop_signals_noted() as signalled:
+        with stopping.stop_signals_noted() as signalled:
             assert not signalled.is_set()
             os.kill(os.getpid(), sig)  # no KeyboardInterrupt: the handler only notes it
             deadline = time.time() + 10
@@ -964,7 +966,9 @@ def test_check_address_fails_fast():
 
 def test_holders_are_the_nodes_whose_handles_point_to_a_node(tmp_path):
     """Who must restart with a moved node's new address: Launchpad's handle graph."""
-    program = topology.make_program(load_config("dqn"), str(tmp_path), time.time())
+    program = topology.make_program(
+        experiment_lib.make(load_config("dqn")), str(tmp_path), time.time()
+    )
     staged = staging.stage(program)
     holders = {s.name: [h.name for h in staging.holders(staged, s)] for s in staged}
     users = ["learner", "actor/0", "actor/1", "evaluator"]

@@ -15,11 +15,13 @@ from absl import flags
 from conftest import ROOT, load_config
 from ml_collections import config_flags
 
-from distrl import agents, cli, resources, rundir
+from distrl import agents, cli, resources
 from distrl import config as config_lib
-from distrl.agents import actor_critic, dqn, ppo
+from distrl import experiment as experiment_lib
+from distrl.agents import actor_critic, dqn, ppo, r2d2, sac, td3
 from distrl.analysis import plots
 from distrl.pipelines import transitions
+from distrl.records import rundir
 
 CONFIG_FILES = ("dqn", "tabular_q", "a2c", "vtrace", "ppo")
 
@@ -29,22 +31,28 @@ def test_agent_section_is_the_presets_dataclass(algorithm):
     config = config_lib.base_config(algorithm)
     preset = agents.make_config(algorithm)
     assert config.agent.to_dict() == dataclasses.asdict(preset)
-    assert config_lib.make_agent_config(config) == preset
-    config_lib.validate(config)
+    assert experiment_lib.Experiment(config).agent_config == preset
+    experiment_lib.make(config)
 
 
-@pytest.mark.parametrize("module", [dqn, actor_critic, ppo])
+@pytest.mark.parametrize("module", [dqn, actor_critic, ppo, r2d2, sac, td3])
 def test_every_agent_field_has_a_rule_and_a_comment(module):
     cls = next(
         v for k, v in vars(module).items() if k.endswith("Config") and dataclasses.is_dataclass(v)
     )
     assert set(module.RULES) == {f.name for f in dataclasses.fields(cls)}
-    source = inspect.getsource(cls)
     for field in dataclasses.fields(cls):
-        line = next(
-            line for line in source.splitlines() if line.strip().startswith(field.name + ":")
+        # the comment stands where the field is first declared (`agents.settings` for
+        # the shared ones); a config that sets its own default repeats only the value
+        first = next(
+            c for c in reversed(cls.__mro__) if field.name in vars(c).get("__annotations__", {})
         )
-        assert "#" in line, f"{cls.__name__}.{field.name} has no comment"
+        line = next(
+            line
+            for line in inspect.getsource(first).splitlines()
+            if line.strip().startswith(field.name + ":")
+        )
+        assert "#" in line, f"{first.__name__}.{field.name} has no comment"
 
 
 def _changed(name, value, rules):
@@ -79,7 +87,7 @@ def test_every_agent_field_overrides_from_the_command_line(config_file):
         dqn.DQNConfig: dqn.RULES,
         actor_critic.ActorCriticConfig: actor_critic.RULES,
         ppo.PPOConfig: ppo.RULES,
-    }[type(config_lib.make_agent_config(config))]
+    }[type(experiment_lib.Experiment(config).agent_config)]
     wanted = {name: _changed(name, value, rules) for name, value in config.agent.items()}
     if config.algorithm == "tabular":
         wanted["network"] = "table"  # keep the preset's table (the other choice is an MLP)
@@ -90,8 +98,8 @@ def test_every_agent_field_overrides_from_the_command_line(config_file):
         for k, v in wanted.items()
     ]
     overridden = _override(config_file, args)
-    config_lib.validate(overridden)
-    assert dataclasses.asdict(config_lib.make_agent_config(overridden)) == wanted
+    experiment_lib.make(overridden)
+    assert dataclasses.asdict(experiment_lib.Experiment(overridden).agent_config) == wanted
 
 
 BAD_VALUES = [
@@ -173,7 +181,7 @@ def test_bad_values_are_refused_by_name(key, value, message):
     config = load_config("dqn")
     config.update_from_flattened_dict({key: value})
     with pytest.raises(config_lib.ConfigError) as info:
-        config_lib.validate(config)
+        experiment_lib.make(config)
     assert message in str(info.value)
     assert "\n" not in str(info.value)
 
@@ -207,14 +215,14 @@ def test_dqn_items_of_k_steps_need_sizes_in_whole_items(fields, message):
     """k = 4: sizes and the batch are multiples of k x B = 256 transitions; the error
     buffer holds at least samples_per_insert items (dqn.py: 4 x 256 transitions)."""
     with pytest.raises(config_lib.ConfigError) as info:
-        config_lib.validate(_dqn_items_of(4, **fields))
+        experiment_lib.make(_dqn_items_of(4, **fields))
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
 def test_dqn_items_of_k_steps_count_reverb_sizes_in_items():
     config = _dqn_items_of(4, **{"replay.min_size": 1024, "replay.error_buffer": 2048.0})
-    config_lib.validate(config)
-    pipeline = config_lib.pipeline(config)
+    experiment_lib.make(config)
+    pipeline = experiment_lib.Experiment(config).pipeline
     assert pipeline.transitions_per_item(config) == 256
     assert pipeline.items_per_batch(config) == 1  # learner.batch_size 256
     assert transitions.replay_items(config) == (250, 4)  # max_size 64,000, min_size 1,024
@@ -240,7 +248,7 @@ def test_a_config_saved_before_the_conv_torso_reads_back_with_its_mlp(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(saved))
     back = rundir.load_config(str(tmp_path))
     assert back.agent.torso == "mlp" and back.agent.conv_channels == (16,)
-    params = config_lib.make_agent(back).init(np.asarray([0, 0], np.uint32)).params
+    params = experiment_lib.Experiment(back).agent.init(np.asarray([0, 0], np.uint32)).params
     assert not any("conv" in name for name in params)
 
 
@@ -249,8 +257,11 @@ def test_on_policy_configs_ignore_item_steps():
     PPO too, and changes nothing there."""
     config = load_config("ppo")
     config.replay.item_steps = 4
-    config_lib.validate(config)
-    assert config_lib.pipeline(config).items_per_batch(config) == config.learner.batch_chunks
+    experiment_lib.make(config)
+    assert (
+        experiment_lib.Experiment(config).pipeline.items_per_batch(config)
+        == config.learner.batch_chunks
+    )
 
 
 def test_a_config_saved_before_item_steps_reads_back_as_one_step_items(tmp_path):
@@ -268,7 +279,7 @@ def test_a_config_saved_before_item_steps_reads_back_as_one_step_items(tmp_path)
     back = rundir.load_config(str(tmp_path))
     assert back.replay.item_steps == 1
     assert back.learner.batches_per_read == 1 and back.evaluator.every_env_steps == 0
-    config_lib.validate(back)
+    experiment_lib.make(back)
     saved["replay"]["item_steps"] = 2
     assert config_lib.from_dict(saved).replay.item_steps == 2
     del saved["replay"]["max_size"]  # other missing fields are still refused
@@ -284,23 +295,27 @@ def test_a_saved_run_from_before_recurrent_cores_reads_back_feed_forward(tmp_pat
         saved.pop("agent.core", None), saved.pop("agent.core_size", None)
         back = config_lib.from_dict(config_lib._nest(saved))
         assert back.agent.get("core") == core, name
-        config_lib.validate(back)
+        experiment_lib.make(back)
 
 
 def test_a_saved_run_from_before_acting_without_the_critic_keeps_its_item_layout():
     """A PPO or A2C run saved before `agent.record_value` existed recorded V(s) in every
     item, and its replay checkpoints hold that signature: it reads back recording it. A
     new run without clip_value records only the log-prob; DQN gains no such field."""
-    env = config_lib.make_env(load_config("ppo"))
+    env = experiment_lib.Experiment(load_config("ppo")).env
     for name, recorded in (("ppo", True), ("a2c", True), ("dqn", None)):
         saved = config_lib.flatten(load_config(name).to_dict())
         saved.pop("agent.record_value", None)
         back = config_lib.from_dict(config_lib._nest(saved))
         assert back.agent.get("record_value") == recorded, name
-        config_lib.validate(back)
+        experiment_lib.make(back)
         if recorded:
-            old = config_lib.pipeline(back).example_item(back, env).data.extras
-            new = config_lib.pipeline(back).example_item(load_config(name), env).data.extras
+            old = experiment_lib.Experiment(back).pipeline.example_item(back, env).data.extras
+            new = (
+                experiment_lib.Experiment(back)
+                .pipeline.example_item(load_config(name), env)
+                .data.extras
+            )
             assert (set(old), set(new)) == ({"log_prob", "value"}, {"log_prob"}), name
 
 
@@ -372,7 +387,7 @@ def test_a_recurrent_core_where_it_cannot_work_is_refused_by_name(name, fields, 
     config = config_lib.base_config(name) if name in ("grpo", "reinforce") else load_config(name)
     with pytest.raises((config_lib.ConfigError, KeyError)) as info:
         config.update_from_flattened_dict(fields)
-        config_lib.validate(config)
+        experiment_lib.make(config)
     assert message in str(info.value) and "\n" not in str(info.value), str(info.value)
 
 
@@ -381,7 +396,9 @@ def test_restarts_are_on_by_default_and_a_saved_run_keeps_its_own_policy(tmp_pat
     default was 0 (fail-fast) reads back, and resumes, with its 0, and a resume may
     change it either way (restart.* is resumable)."""
     files = [
-        p.stem for p in (ROOT / "configs").glob("*.py") if p.stem not in ("from_json", "preset")
+        p.stem
+        for p in (ROOT / "configs").glob("*.py")
+        if p.stem not in ("from_json", "preset", "__init__", "bases")
     ]
     for name in files + [f"preset:{algorithm}" for algorithm in agents.PRESETS]:
         restart = load_config(name).restart.to_dict()
@@ -401,15 +418,15 @@ def test_on_policy_checks():
     config = load_config("ppo")
     config.learner.updates_in_flight = 1
     with pytest.raises(config_lib.ConfigError, match="updates_in_flight=1: only a replay"):
-        config_lib.validate(config)
+        experiment_lib.make(config)
     config.learner.updates_in_flight = 0
     config.agent.num_minibatches = 10**6
     with pytest.raises(config_lib.ConfigError, match="num_minibatches=1000000 exceeds the 2048"):
-        config_lib.validate(config)
+        experiment_lib.make(config)
     config = load_config("a2c")
     config.learner.batch_chunks = 0
     with pytest.raises(config_lib.ConfigError, match="batch_chunks=0; need >= 1"):
-        config_lib.validate(config)
+        experiment_lib.make(config)
 
 
 def test_unknown_and_missing_fields_anywhere_are_refused():
@@ -422,19 +439,19 @@ def test_unknown_and_missing_fields_anywhere_are_refused():
         r"slippery, step_timeout_s, "
         r"time_limit, vector",
     ):
-        config_lib.validate(config)
+        experiment_lib.make(config)
     config = load_config("ppo")
     config.agent.epsilon_init = 1.0  # a DQN field
     with pytest.raises(config_lib.ConfigError, match="config.agent.epsilon_init is unknown"):
-        config_lib.validate(config)
+        experiment_lib.make(config)
     config = load_config("ppo")
     del config.agent["clip_epsilon"]
     with pytest.raises(config_lib.ConfigError, match="config lacks agent.clip_epsilon"):
-        config_lib.validate(config)
+        experiment_lib.make(config)
     config = load_config("ppo")
     config.num_actors = True  # ml_collections accepts a bool in an int field
     with pytest.raises(config_lib.ConfigError, match="config.num_actors=True is a bool; need a"):
-        config_lib.validate(config)
+        experiment_lib.make(config)
 
 
 def test_saved_config_reads_back_typed_and_whole(tmp_path):
@@ -501,9 +518,9 @@ def test_resume_conflicts_list_every_difference_as_old_to_new():
 def test_runs_the_machine_cannot_hold_are_refused_with_the_estimate(key, value, part):
     config = load_config("dqn")
     config.update_from_flattened_dict({key: value})
-    config_lib.validate(config)  # valid in itself
+    experiment_lib.make(config)  # valid in itself
     with pytest.raises(config_lib.ConfigError) as info:
-        resources.check_memory(config)
+        resources.check_memory(experiment_lib.Experiment(config))
     message = str(info.value)
     assert message.startswith("this run needs an estimated ") and "of memory, more than" in message
     assert f"; {part} " in message or f": {part} " in message, message
@@ -515,20 +532,27 @@ def test_the_evaluators_episodes_count_in_the_estimate():
     config = load_config("dqn")
     config.env.update(dict(map="random:200x200:seed=0", slippery=True))
     config.evaluator.num_envs = 10**6
-    config_lib.validate(config)  # within the bound
+    experiment_lib.make(config)  # within the bound
     with pytest.raises(config_lib.ConfigError) as info:
-        resources.check_memory(config)
+        resources.check_memory(experiment_lib.Experiment(config))
     assert ": evaluator " in str(info.value) and "evaluator.num_envs=1,000,000," in str(info.value)
     config.env.slippery = False
-    assert resources.estimate_memory(config).parts["evaluator"][0] < 1024**2
+    assert (
+        resources.estimate_memory(experiment_lib.Experiment(config)).parts["evaluator"][0] < 1024**2
+    )
 
 
 def test_default_configs_fit_in_a_few_gigabytes():
     for name in CONFIG_FILES:
         config = load_config(name)
-        assert resources.estimate_memory(config).total < 4 * resources.GB
-        assert resources.estimate_memory(config, local=True).total < 1 * resources.GB
-        assert resources.check_memory(config) is None or "warning" in resources.check_memory(config)
+        assert resources.estimate_memory(experiment_lib.Experiment(config)).total < 4 * resources.GB
+        assert (
+            resources.estimate_memory(experiment_lib.Experiment(config), local=True).total
+            < 1 * resources.GB
+        )
+        assert resources.check_memory(
+            experiment_lib.Experiment(config)
+        ) is None or "warning" in resources.check_memory(experiment_lib.Experiment(config))
 
 
 def test_param_count_matches_the_network():
@@ -536,8 +560,8 @@ def test_param_count_matches_the_network():
 
     for name in ("dqn", "tabular", "ppo", "a2c"):
         config = config_lib.base_config(name)
-        env = config_lib.make_env(config)
-        agent = agents.make_agent(config_lib.make_agent_config(config), env)
+        experiment = experiment_lib.Experiment(config)
+        env, agent = experiment.env, experiment.agent
         params = agent.init(jax.random.PRNGKey(0)).params
         count = sum(x.size for x in jax.tree.leaves(params))
         assert resources.param_count(agent.config, env.obs_size) == count, name
@@ -568,7 +592,7 @@ def test_a_conv_torso_on_the_table_is_refused():
     config = load_config("tabular_q")
     config.agent.torso = "conv"
     with pytest.raises(config_lib.ConfigError, match="torso='conv'; need network='mlp'"):
-        config_lib.validate(config)
+        experiment_lib.make(config)
 
 
 def test_run_dir_that_is_a_file_or_not_writable_is_refused(tmp_path):
@@ -655,12 +679,12 @@ def test_several_configs_take_overrides_as_launch_train_does():
     }
     config = load_config("dqn")
     cli.apply_overrides(config, given.of("dqn"))
-    config_lib.validate(config)
+    experiment_lib.make(config)
     flagged = _override("dqn", args)
     for key, value in given.of("dqn").items():
         section, field = key.split(".")
         assert config[section][field] == flagged[section][field] == value, key
-    assert config_lib.make_agent_config(config).hidden_sizes == (32, 32)
+    assert experiment_lib.Experiment(config).agent_config.hidden_sizes == (32, 32)
 
 
 def test_an_override_of_one_config_leaves_the_others_alone():
@@ -720,11 +744,15 @@ def test_dqn_slippery8x8_settles_in_the_first_half_of_a_4m_budget():
     steps (benchmarks/README.md, "Stable learning at a fixed budget")."""
     config = load_config("dqn_slippery8x8")
     per_iteration = config.num_actors * config.actor.num_envs * config.actor.unroll_length
-    updates = config_lib.pipeline(config).local_updates(config) * (2_000_000 // per_iteration)
+    updates = experiment_lib.Experiment(config).pipeline.local_updates(config) * (
+        2_000_000 // per_iteration
+    )
     assert config.agent.learning_rate_decay_steps <= updates
     assert updates / config.agent.target_update_period >= 100
     config.replay.samples_per_insert, config.agent.target_update_period = 1.0, 500
-    updates = config_lib.pipeline(config).local_updates(config) * (2_000_000 // per_iteration)
+    updates = experiment_lib.Experiment(config).pipeline.local_updates(config) * (
+        2_000_000 // per_iteration
+    )
     assert config.agent.learning_rate_decay_steps > updates  # the old preset: neither held
     assert updates / config.agent.target_update_period < 100
 
@@ -737,4 +765,4 @@ def test_ppo_slippery8x8_decays_its_entropy_bonus_as_a2c_does():
     for field in ("entropy_coef", "entropy_decay_steps", "entropy_coef_final"):
         assert ppo_config.agent[field] == a2c_config.agent[field], field
     assert ppo_config.agent.entropy_coef_final < ppo_config.agent.entropy_coef
-    assert config_lib.make_agent_config(ppo_config).entropy_decay_steps == 8_000
+    assert experiment_lib.Experiment(ppo_config).agent_config.entropy_decay_steps == 8_000

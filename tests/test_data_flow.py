@@ -9,6 +9,7 @@ import time
 import pytest
 
 from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 from distrl.nodes.actor import VersionGate, actor_epsilon
 from distrl.nodes.variables import ParamsClient
 
@@ -127,7 +128,9 @@ def _gated(num_actors, batch_chunks, per_version=1):
     return (
         learner,
         params,
-        VersionGate(params, c, config_lib.pipeline(c).items_per_batch(c), wait_s=0.05),
+        VersionGate(
+            params, c, experiment_lib.Experiment(c).pipeline.items_per_batch(c), wait_s=0.05
+        ),
     )
 
 
@@ -178,14 +181,14 @@ def test_bad_on_policy_settings_are_named(field, value, message):
     section, name = field.split(".")
     c[section][name] = value
     with pytest.raises(config_lib.ConfigError, match=message):
-        config_lib.validate(c)
+        experiment_lib.make(c)
 
 
 def test_bad_importance_exponent_is_named():
     c = config_lib.base_config("dqn")
     c.replay.importance_exponent = 1.5
     with pytest.raises(config_lib.ConfigError, match="importance_exponent=1.5; need 0..1"):
-        config_lib.validate(c)
+        experiment_lib.make(c)
 
 
 @pytest.mark.parametrize("in_flight", [0, 1, 2])

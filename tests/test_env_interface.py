@@ -17,7 +17,8 @@ from conftest import load_config
 
 from distrl import agents, envs, local, pipelines, resources
 from distrl import config as config_lib
-from distrl.acting import evaluation, rollout
+from distrl import experiment as experiment_lib
+from distrl.acting import evaluation, reporting, rollout
 from distrl.envs import LEFT, RIGHT, UP, make_env
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -115,7 +116,7 @@ def test_gridworld_meets_the_contract_and_has_every_capability(slippery):
     assert envs.success_signal(env) is not None
     assert envs.tabular_model(env) is env and envs.grid_of(env) is env
     assert envs.is_deterministic(env) is (not slippery)
-    assert evaluation.has_grids(env)
+    assert reporting.has_grids(env)
 
 
 def test_gridworld_terminated_and_truncated_are_apart():
@@ -166,7 +167,7 @@ def test_corridor_meets_the_contract_and_has_no_capability():
     _check_contract(env, steps=9)
     assert envs.success_signal(env) is None and envs.tabular_model(env) is None
     assert envs.grid_of(env) is None and not envs.is_deterministic(env)
-    assert not evaluation.has_grids(env)
+    assert not reporting.has_grids(env)
 
 
 def test_corridor_auto_reset_keeps_the_pre_reset_observation():
@@ -209,8 +210,9 @@ def test_corridor_rollout_keeps_the_spec_dtype():
 
 @pytest.mark.parametrize("algorithm", ["dqn", "ppo", "grpo"])
 def test_corridor_items_take_shape_and_dtype_from_the_spec(algorithm):
+    """The example items (tests/test_replay.py checks the Reverb signature made of them)."""
     config = _corridor_config(algorithm)
-    pipeline = pipelines.of(config_lib.make_agent_config(config))
+    pipeline = pipelines.of(experiment_lib.Experiment(config).agent_config)
     grid = make_env("4x4", time_limit=Corridor().limit)  # the same GRPO episode window
     item = pipeline.example_item(config, Corridor()).data
     grid_item = pipeline.example_item(config, grid).data
@@ -219,12 +221,14 @@ def test_corridor_items_take_shape_and_dtype_from_the_spec(algorithm):
         assert obs.dtype == np.uint8 and obs.shape[-1] == 2
         assert grid_obs.dtype == np.float32 and grid_obs.shape[-1] == 16
         assert obs.shape[:-1] == grid_obs.shape[:-1]
-    signature = pipeline.signature(config, Corridor()).data
-    assert signature.observation.dtype.name == "uint8"
     shrink = 2 * obs[..., 0].size * (16 * 4 - 2)  # two observations per step, 64 B -> 2 B
     assert pipeline.item_bytes(config, grid) - pipeline.item_bytes(config, Corridor()) == shrink
-    memory = resources.estimate_memory(config, local=True, env=Corridor())
-    assert 0 < memory.total < resources.estimate_memory(config, local=True).total
+    memory = resources.estimate_memory(experiment_lib.Experiment(config, Corridor()), local=True)
+    assert (
+        0
+        < memory.total
+        < resources.estimate_memory(experiment_lib.Experiment(config), local=True).total
+    )
 
 
 def test_corridor_evaluation_counts_no_success():
@@ -255,8 +259,8 @@ def test_targets_the_env_cannot_score_are_config_errors():
     with pytest.raises(config_lib.ConfigError, match="target_of_optimal=0.98: .* no tabular"):
         local.train(config, env=Corridor())
     with pytest.raises(config_lib.ConfigError, match="not an environment"):
-        config_lib.check_env(config, object())
-    config_lib.check_env(load_config("dqn_slippery8x8"), make_env("8x8", slippery=True))
+        experiment_lib.make(config, object())
+    experiment_lib.make(load_config("dqn_slippery8x8"), make_env("8x8", slippery=True))
 
 
 # -- nothing outside distrl/envs/ names the gridworld --------------------------------

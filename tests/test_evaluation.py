@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from distrl import agents
-from distrl.acting import evaluation, host_evaluation
+from distrl.acting import evaluation, exact_check, host_evaluation, intervals, reporting
 from distrl.agents.base import Agent, ValuedPolicy
 from distrl.analysis import plots
 from distrl.envs import exact, make_env
@@ -53,23 +53,23 @@ def test_episodes_known_outcomes():
 def test_render_tiny_grid():
     desc = ("SF", "HG")
     values = np.array([[0.5, -0.25], [9.0, 9.0]])
-    assert evaluation.render_values(values, desc) == "+0.50  -0.25\n    H      G"
+    assert reporting.render_values(values, desc) == "+0.50  -0.25\n    H      G"
     actions = np.array([[2, 1], [0, 0]])
-    assert evaluation.render_arrows(actions, desc) == ">   v\nH   G"
+    assert reporting.render_arrows(actions, desc) == ">   v\nH   G"
 
 
 def test_render_arrows_as_the_series_printed():
     series = ">   >   v   v\n^   H   v   H\n^   >   v   H\nH   >   >   G"
     codes = {"<": 0, "v": 1, ">": 2, "^": 3, "H": 0, "G": 0}
     actions = np.array([[codes[c] for c in line.split()] for line in series.splitlines()])
-    assert evaluation.render_arrows(actions, ENV.desc) == series
+    assert reporting.render_arrows(actions, ENV.desc) == series
 
 
 def test_value_grid_and_report():
-    values, actions = evaluation.value_grid(ENV, table_agent(ROUTE), None)
+    values, actions = reporting.value_grid(ENV, table_agent(ROUTE), None)
     np.testing.assert_allclose(values, np.arange(16).reshape(4, 4) / 10.0, rtol=1e-6)
     np.testing.assert_array_equal(actions, ROUTE.reshape(4, 4))
-    text = evaluation.report(ENV, table_agent(ROUTE), None)
+    text = reporting.report(ENV, table_agent(ROUTE), None)
     assert text.splitlines()[1] == "+0.00  +0.10  +0.20  +0.30"
     assert text.splitlines()[-1] == "H   <   >   G"  # cell 13 is off the route: LEFT
 
@@ -77,7 +77,7 @@ def test_value_grid_and_report():
 def test_value_grid_of_a_tabular_dqn():
     agent = agents.make_agent(agents.make_config("tabular"), ENV)
     table = jnp.arange(64, dtype=jnp.float32).reshape(16, 4)[:, ::-1]  # max in column 0
-    values, actions = evaluation.value_grid(ENV, agent, {"table": {"w": table}})
+    values, actions = reporting.value_grid(ENV, agent, {"table": {"w": table}})
     np.testing.assert_allclose(values.reshape(-1), np.arange(16) * 4 + 3)
     np.testing.assert_array_equal(actions, 0)
 
@@ -94,17 +94,17 @@ def _wilson_by_hand(k, n, z=1.96):
 
 def test_wilson_interval_known_values():
     # 64 of 64: the lower bound is n / (n + z^2); 0 of n mirrors it.
-    low, high = evaluation.wilson_interval(64, 64)
+    low, high = intervals.wilson_interval(64, 64)
     assert float(low) == pytest.approx(64 / (64 + 1.96**2), abs=1e-6) and float(high) == 1.0
-    low, high = evaluation.wilson_interval(0, 64)
+    low, high = intervals.wilson_interval(0, 64)
     assert float(low) == 0.0 and float(high) == pytest.approx(1.96**2 / (64 + 1.96**2), abs=1e-6)
     for k, n in [(874, 1000), (3, 10), (8900, 10000)]:
-        low, high = evaluation.wilson_interval(k, n)
+        low, high = intervals.wilson_interval(k, n)
         want = _wilson_by_hand(k, n)
         assert (float(low), float(high)) == pytest.approx(want, abs=1e-5)
         assert float(low) < k / n < float(high)
     # Tighter with more episodes: 10,000 episodes pin 0.89 to about +-0.006.
-    low, high = evaluation.wilson_interval(8900, 10000)
+    low, high = intervals.wilson_interval(8900, 10000)
     assert float(high) - float(low) < 0.013
 
 
@@ -113,7 +113,7 @@ def test_wilson_interval_covers_the_truth():
     rng = np.random.default_rng(0)
     for p, n in [(0.74, 100), (0.89, 1000), (0.98, 64)]:
         k = rng.binomial(n, p, size=2000)
-        low, high = evaluation.wilson_interval(jnp.asarray(k), n)
+        low, high = intervals.wilson_interval(jnp.asarray(k), n)
         coverage = np.mean((np.asarray(low) <= p) & (p <= np.asarray(high)))
         assert 0.92 < coverage < 0.985, (p, n, coverage)
 
@@ -122,7 +122,7 @@ def test_deterministic_map_one_episode_is_exact():
     result = evaluate(ROUTE, num_envs=64)
     assert int(result.episodes) == 1  # every episode would be this one
     assert result.success_low == result.success_high == result.success_rate == 1.0
-    assert evaluation.confirmed(result, 1.0)
+    assert intervals.confirmed(result, 1.0)
     slippery = make_env("4x4", slippery=True)
     assert not evaluation.is_deterministic(slippery)
     assert evaluation.episodes_needed(slippery, 64) == 64
@@ -167,11 +167,11 @@ def test_a_small_evaluation_never_stops_a_run_even_when_its_bound_clears():
     policy of exact success 0.848 stopped a run). Only confirm_envs episodes count."""
     from distrl.nodes import evaluator as evaluator_node
 
-    low, high = evaluation.wilson_interval(95, 100)
-    small = evaluation.EvalResult(0.95, 0.9, 20.0, 100.0, float(low), float(high))
+    low, high = intervals.wilson_interval(95, 100)
+    small = intervals.EvalResult(0.95, 0.9, 20.0, 100.0, float(low), float(high))
     assert small.success_low >= 0.872
-    assert not evaluation.confirmed(small, 0.872, min_episodes=10_000)
-    assert evaluation.touches(small, 0.872, 10_000)
+    assert not intervals.confirmed(small, 0.872, min_episodes=10_000)
+    assert intervals.touches(small, 0.872, 10_000)
     config = ml_collections.ConfigDict(
         dict(
             evaluator=dict(target_success=0.872, target_return=0.0, confirm_envs=10_000),
@@ -179,8 +179,8 @@ def test_a_small_evaluation_never_stops_a_run_even_when_its_bound_clears():
         )
     )
     assert evaluator_node.stop_reason(config, small, {}, 0.0) is None
-    low, high = evaluation.wilson_interval(8850, 10_000)
-    large = evaluation.EvalResult(0.885, 0.8, 30.0, 10_000.0, float(low), float(high))
+    low, high = intervals.wilson_interval(8850, 10_000)
+    large = intervals.EvalResult(0.885, 0.8, 30.0, 10_000.0, float(low), float(high))
     assert evaluator_node.stop_reason(config, large, {}, 0.0) == "target_reached"
 
 
@@ -188,8 +188,8 @@ def test_keep_best_picks_the_confirmed_evaluation_with_the_best_lower_bound():
     from distrl.nodes.evaluator import better_report
 
     def result(k, n):
-        low, high = evaluation.wilson_interval(k, n)
-        return evaluation.EvalResult(k / n, 0.0, 0.0, float(n), float(low), float(high))
+        low, high = intervals.wilson_interval(k, n)
+        return intervals.EvalResult(k / n, 0.0, 0.0, float(n), float(low), float(high))
 
     good, final = (result(8760, 10_000), "good", 3), (result(8640, 10_000), "final", 9)
     lucky_small = (result(99, 100), "lucky", 5)  # too few episodes to count
@@ -205,8 +205,8 @@ def test_a_budget_or_a_stop_reports_the_kept_best_and_a_target_its_own_params():
     from distrl.nodes.evaluator import reported_at_end
 
     def result(k, n):
-        low, high = evaluation.wilson_interval(k, n)
-        return evaluation.EvalResult(k / n, 0.0, 0.0, float(n), float(low), float(high))
+        low, high = intervals.wilson_interval(k, n)
+        return intervals.EvalResult(k / n, 0.0, 0.0, float(n), float(low), float(high))
 
     best, last = (result(10_000, 10_000), "perfect", 7), (result(0, 10_000), "last", 8)
     keep = ml_collections.ConfigDict(dict(keep_best=True, confirm_envs=10_000))
@@ -251,7 +251,7 @@ def test_a_right_critic_shows_as_right_and_a_wrong_one_as_wrong():
     truth = exact.evaluate_stochastic_policy(ENV, probs, 0.9).value
     greedy_value = exact.evaluate_policy(ENV, ROUTE, 0.9).value[0]  # 0.9^5
     assert truth[0] < greedy_value - 0.2  # the two policies' values differ a lot
-    right = evaluation.exact_answer(ENV, critic_agent(probs, truth), None, 0.9)
+    right = exact_check.exact_answer(ENV, critic_agent(probs, truth), None, 0.9)
     assert right["learned_policy"] == "sampling"
     assert right["value"] == pytest.approx(greedy_value)  # the greedy figures stay
     assert right["learned_value"] == pytest.approx(truth[0], abs=1e-6)
@@ -263,16 +263,16 @@ def test_a_right_critic_shows_as_right_and_a_wrong_one_as_wrong():
     assert np.nanmax(np.abs(errors)) < 1e-6
     wrong_values = truth.copy()
     wrong_values[[0, 6]] += [0.3, -0.2]
-    wrong = evaluation.exact_answer(ENV, critic_agent(probs, wrong_values), None, 0.9)
+    wrong = exact_check.exact_answer(ENV, critic_agent(probs, wrong_values), None, 0.9)
     assert wrong["learned_error"] == pytest.approx(0.3, abs=1e-6)
     errors = np.nan_to_num(np.array(wrong["value_errors"], float)).reshape(-1)
     np.testing.assert_allclose(errors, np.eye(16)[0] * 0.3 - np.eye(16)[6] * 0.2, atol=1e-6)
-    text = evaluation.describe_exact(wrong)
+    text = reporting.describe_exact(wrong)
     assert f"V(S) learned {truth[0] + 0.3:+.3f}, exact V^pi(S) {truth[0]:+.3f}" in text
     assert "(sampling policy): error +0.300" in text
     assert f"greedy policy V(S) {greedy_value:+.3f}" in text
-    grid = evaluation.report(
-        ENV, grids=evaluation.value_grid(ENV, critic_agent(probs, truth), None), answer=wrong
+    grid = reporting.report(
+        ENV, grids=reporting.value_grid(ENV, critic_agent(probs, truth), None), answer=wrong
     )
     heading = "value error, learned - exact V^pi (sampling policy):"
     assert grid.splitlines()[-5] == heading
@@ -286,18 +286,18 @@ def test_dqn_value_is_checked_against_its_greedy_policy():
     truth = exact.evaluate_policy(ENV, ROUTE, 0.9).value
     table = np.full((16, 4), -1.0)
     table[np.arange(16), ROUTE] = truth
-    answer = evaluation.exact_answer(ENV, agent, {"table": {"w": jnp.asarray(table)}}, 0.9)
+    answer = exact_check.exact_answer(ENV, agent, {"table": {"w": jnp.asarray(table)}}, 0.9)
     assert answer["learned_policy"] == "greedy"
     assert answer["learned_policy_value"] == answer["value"] == pytest.approx(0.9**5)
     assert abs(answer["learned_error"]) < 1e-6
     assert np.nanmax(np.abs(np.array(answer["value_errors"], float))) < 1e-6
-    assert "(greedy policy): error" in evaluation.describe_exact(answer)
+    assert "(greedy policy): error" in reporting.describe_exact(answer)
 
 
 def test_ppo_value_is_checked_against_its_sampling_policy():
     agent = agents.make_agent(agents.make_config("ppo"), ENV)
     params = agent.init(jax.random.PRNGKey(0)).params
-    answer = evaluation.exact_answer(ENV, agent, params, 0.9)
+    answer = exact_check.exact_answer(ENV, agent, params, 0.9)
     obs = jnp.eye(16)
     logits, values = agent.network.apply(params, obs)
     probs = np.asarray(jax.nn.softmax(logits), np.float64)
@@ -308,18 +308,18 @@ def test_ppo_value_is_checked_against_its_sampling_policy():
     errors = np.array(answer["value_errors"], float).reshape(-1)
     live = ~np.isnan(errors)
     np.testing.assert_allclose(errors[live], (np.asarray(values) - truth)[live], atol=1e-6)
-    assert "exact V^pi(S)" in evaluation.describe_exact(answer)
+    assert "exact V^pi(S)" in reporting.describe_exact(answer)
 
 
 @pytest.mark.parametrize("preset", ["reinforce", "grpo"])
 def test_critic_free_agents_report_no_learned_value(preset):
     agent = agents.make_agent(agents.make_config(preset), ENV)
     params = agent.init(jax.random.PRNGKey(0)).params
-    answer = evaluation.exact_answer(ENV, agent, params, 0.9)
+    answer = exact_check.exact_answer(ENV, agent, params, 0.9)
     for key in ("learned_value", "learned_policy", "learned_policy_value", "value_errors"):
         assert answer[key] is None
-    assert "none learned (no critic)" in evaluation.describe_exact(answer)
-    grid = evaluation.report(ENV, agent, params, answer=answer)
+    assert "none learned (no critic)" in reporting.describe_exact(answer)
+    grid = reporting.report(ENV, agent, params, answer=answer)
     assert grid.startswith("values (no critic") and "value error" not in grid
 
 
@@ -327,12 +327,12 @@ def test_policy_plot_draws_the_value_error_panel(tmp_path):
     probs = 0.8 * np.eye(4)[ROUTE] + 0.05
     truth = exact.evaluate_stochastic_policy(ENV, probs, 0.9).value
     agent = critic_agent(probs, truth + 0.1)
-    values, actions = evaluation.value_grid(ENV, agent, None)
+    values, actions = reporting.value_grid(ENV, agent, None)
     result = dict(
         map=list(ENV.desc),
         values=values.tolist(),
         actions=actions.tolist(),
-        exact=evaluation.exact_answer(ENV, agent, None, 0.9),
+        exact=exact_check.exact_answer(ENV, agent, None, 0.9),
         evaluation=dict(success_rate=1.0),
     )
     both = plots.plot_policy(result, str(tmp_path / "both.png"))
@@ -349,21 +349,21 @@ def test_a_return_target_stops_on_the_return_interval_and_joins_a_success_target
     its lower bound, confirmed on confirm_envs episodes as success is; with a success
     target too, both must be reached; with neither, nothing stops."""
     returns = jnp.asarray(np.tile([3.0, 4.0], 500), jnp.float32)  # mean 3.5, sd 0.5
-    low, high = evaluation.mean_interval(returns)
+    low, high = intervals.mean_interval(returns)
     assert float(low) == pytest.approx(3.5 - 1.96 * 0.5 / np.sqrt(1000), abs=1e-3)
     assert float(high) == pytest.approx(3.5 + 1.96 * 0.5 / np.sqrt(1000), abs=1e-3)
-    s_low, s_high = evaluation.wilson_interval(950, 1000)
-    large = evaluation.EvalResult(0.95, 3.5, 4.0, 1000.0, s_low, s_high, low, high)
-    assert evaluation.confirmed(large, 0.0, 1000, target_return=3.4)
-    assert not evaluation.confirmed(large, 0.0, 1000, target_return=3.5)  # the bound, not the mean
-    assert not evaluation.confirmed(large, 0.0, 10_000, target_return=3.4)  # too few episodes
-    assert evaluation.touches(large, 0.0, 10_000, target_return=3.4)
-    assert evaluation.confirmed(large, 0.9, 1000, target_return=3.4)
-    assert not evaluation.confirmed(large, 0.95, 1000, target_return=3.4)  # success bound < 0.95
-    assert not evaluation.confirmed(large, 0.0, 0) and not evaluation.touches(large, 0.0, 0)
+    s_low, s_high = intervals.wilson_interval(950, 1000)
+    large = intervals.EvalResult(0.95, 3.5, 4.0, 1000.0, s_low, s_high, low, high)
+    assert intervals.confirmed(large, 0.0, 1000, target_return=3.4)
+    assert not intervals.confirmed(large, 0.0, 1000, target_return=3.5)  # the bound, not the mean
+    assert not intervals.confirmed(large, 0.0, 10_000, target_return=3.4)  # too few episodes
+    assert intervals.touches(large, 0.0, 10_000, target_return=3.4)
+    assert intervals.confirmed(large, 0.9, 1000, target_return=3.4)
+    assert not intervals.confirmed(large, 0.95, 1000, target_return=3.4)  # success bound < 0.95
+    assert not intervals.confirmed(large, 0.0, 0) and not intervals.touches(large, 0.0, 0)
     # Negative returns (costs) are targets too.
     costs = large._replace(mean_return=-80.0, return_low=-85.0, return_high=-75.0)
-    assert evaluation.confirmed(costs, 0.0, 1000, target_return=-100.0)
+    assert intervals.confirmed(costs, 0.0, 1000, target_return=-100.0)
 
 
 def test_a_log_is_split_where_an_older_resume_sent_counts_or_clock_back():

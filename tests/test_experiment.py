@@ -25,21 +25,19 @@ import pytest
 from conftest import ROOT, load_config
 
 from distrl import (
-    agents,
-    checkpoint,
+    checkpoints,
     cli,
     metrics,
     policy,
-    replay_checkpoint,
-    results,
-    rundir,
 )
 from distrl import config as config_lib
-from distrl.acting import evaluation
+from distrl import experiment as experiment_lib
+from distrl.acting import exact_check, reporting
 from distrl.analysis import compare, compare_report
 from distrl.nodes import counter
 from distrl.program import launcher as program
 from distrl.program import progress
+from distrl.records import results, rundir
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 NODES = ("actor_0", "actor_1", "learner", "evaluator", "replay")
@@ -92,7 +90,7 @@ def _assert_png(path):
 def _dqn_state(**agent_overrides):
     config = load_config("dqn")
     config.agent.update(agent_overrides)
-    agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
+    agent = experiment_lib.Experiment(config).agent
     return config, agent.init(jax.random.PRNGKey(3))
 
 
@@ -179,7 +177,7 @@ def test_resume_continues_counters_and_keeps_learning(short_run, tmp_path):
     _, run_dir, _ = short_run
     copy = tmp_path / "resumed"
     shutil.copytree(run_dir, copy)
-    before = checkpoint.read_manifest(checkpoint.directory(str(copy)))
+    before = checkpoints.store.read_manifest(checkpoints.learner.directory(str(copy)))
     rows_before = len(metrics.read_csv(metrics.csv_path(str(copy), "evaluator"))["step"])
     config = rundir.load_config(str(copy))
     config.run_dir = str(copy)
@@ -197,7 +195,7 @@ def test_resume_continues_counters_and_keeps_learning(short_run, tmp_path):
     assert resumed["param_version"].min() >= before["version"], resumed["param_version"]
     learner = metrics.read_csv(metrics.csv_path(str(copy), "learner"))
     assert learner["step"][-1] > before["version"] and np.isfinite(learner["loss"]).all()
-    after = checkpoint.read_manifest(checkpoint.directory(str(copy)))
+    after = checkpoints.store.read_manifest(checkpoints.learner.directory(str(copy)))
     assert after["version"] >= before["version"] + 60
 
 
@@ -206,11 +204,13 @@ def test_a_resumed_learner_starts_from_the_checkpointed_state(short_run):
 
     _, run_dir, _ = short_run
     config = rundir.load_config(str(run_dir))
-    agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
-    expected, manifest = checkpoint.load(
-        checkpoint.directory(str(run_dir)), "dqn", agent.init(jax.random.PRNGKey(0))
+    agent = experiment_lib.Experiment(config).agent
+    expected, manifest = checkpoints.store.load(
+        checkpoints.learner.directory(str(run_dir)), "dqn", agent.init(jax.random.PRNGKey(0))
     )
-    learner = Learner(config, None, None, str(run_dir), time.time(), restore=True)
+    learner = Learner(
+        experiment_lib.Experiment(config), None, None, str(run_dir), time.time(), restore=True
+    )
     state, version, counts = learner.initial_state(agent)
     # A clean stop's counter record holds nothing newer than its final checkpoint's
     # version: the same version, counts continued from that record.
@@ -219,7 +219,9 @@ def test_a_resumed_learner_starts_from_the_checkpointed_state(short_run):
     assert counts["env_steps"] >= manifest["counts"]["env_steps"]
     for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(state), strict=True):
         np.testing.assert_array_equal(a, np.asarray(b))
-    fresh, _, _ = Learner(config, None, None, str(run_dir), 0.0).initial_state(agent)
+    fresh, _, _ = Learner(
+        experiment_lib.Experiment(config), None, None, str(run_dir), 0.0
+    ).initial_state(agent)
     assert not np.array_equal(
         np.asarray(fresh.params["q_head"]["w"]), expected.params["q_head"]["w"]
     )
@@ -235,7 +237,7 @@ def test_resume_after_a_kill_long_after_the_checkpoint_never_counts_back(
     _, run_dir, _ = short_run
     copy = tmp_path / "killed"
     shutil.copytree(run_dir, copy)
-    before = checkpoint.read_manifest(checkpoint.directory(str(copy)))
+    before = checkpoints.store.read_manifest(checkpoints.learner.directory(str(copy)))
     record = pathlib.Path(counter.state_file(str(copy)))
     ahead = json.loads(record.read_text())  # what the counter had heard by the kill
     for name, more in dict(env_steps=50_000, episodes=7_000, items_written=12_000).items():
@@ -274,7 +276,7 @@ def test_resume_after_a_kill_long_after_the_checkpoint_never_counts_back(
     learner = metrics.read_csv(metrics.csv_path(str(copy), "learner"))
     resumed_rows = learner["step"][learner["step"] > before["version"]]
     assert resumed_rows.size and resumed_rows.min() > ahead["param_version"], learner["step"]
-    after = checkpoint.read_manifest(checkpoint.directory(str(copy)))
+    after = checkpoints.store.read_manifest(checkpoints.learner.directory(str(copy)))
     assert after["version"] > ahead["param_version"]
     assert after["counts"]["env_steps"] >= ahead["env_steps"]  # >=: as above
 
@@ -292,9 +294,9 @@ def test_a_resumed_evaluator_keeps_the_policy_an_earlier_launch_kept(short_run, 
     unbeatable = dict(success_rate=1.0, mean_return=2.0, mean_length=6.0, success_low=1.0)
     unbeatable.update(success_high=1.0, return_low=2.0, return_high=2.0)
     unbeatable.update(episodes=float(config.evaluator.confirm_envs))
-    policy.Keeper(str(copy), "dqn").offer(saved.params, 7, unbeatable, final=True)
+    checkpoints.policy.Keeper(str(copy), "dqn").offer(saved.params, 7, unbeatable, final=True)
     config.run_dir = str(copy)
-    before = checkpoint.read_manifest(checkpoint.directory(str(copy)))
+    before = checkpoints.store.read_manifest(checkpoints.learner.directory(str(copy)))
     config.budget.update(dict(learner_steps=before["version"] + 30, seconds=200.0))
     result, _ = program.run(config, "test_mt", resume=True)
     assert result["stop_reason"] == "learner_step_budget", result
@@ -348,38 +350,38 @@ def test_checkpoint_round_trip_is_exact_and_atomic(tmp_path):
     _, state = _dqn_state()
     state = state._replace(step=np.int32(17))
     ckpt_dir = str(tmp_path / "ckpt")
-    checkpoint.save(ckpt_dir, state, 17, dict(algorithm="dqn", counts={"env_steps": 5.0}))
+    checkpoints.store.save(ckpt_dir, state, 17, dict(algorithm="dqn", counts={"env_steps": 5.0}))
     # A write killed before its manifest: a temp file, and the old checkpoint in force.
     pathlib.Path(ckpt_dir, "state-0000000099.npz.tmp").write_bytes(b"half a file")
-    loaded, manifest = checkpoint.load(ckpt_dir, "dqn", state)
+    loaded, manifest = checkpoints.store.load(ckpt_dir, "dqn", state)
     assert manifest["version"] == 17 and manifest["counts"] == {"env_steps": 5.0}
     for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(loaded), strict=True):
         np.testing.assert_array_equal(np.asarray(a), b)
     assert jax.tree.structure(loaded) == jax.tree.structure(state)
     for version in (18, 18, 19, 20):  # 18 twice: the same version again
-        checkpoint.save(ckpt_dir, state, version, dict(algorithm="dqn"), keep=3)
+        checkpoints.store.save(ckpt_dir, state, version, dict(algorithm="dqn"), keep=3)
     files = sorted(os.listdir(ckpt_dir))  # the newest 3 pairs, the killed write's temp gone
     assert "manifest.json" in files and len(files) == 7, files
-    newest = checkpoint.read_manifest(ckpt_dir)
+    newest = checkpoints.store.read_manifest(ckpt_dir)
     assert newest["version"] == 20 and newest["state_file"] in files
     assert [f for f in files if f.endswith(".npz")][0].startswith("state-0000000018-")
-    assert checkpoint.load(ckpt_dir, "dqn", state)[1]["version"] == 20
+    assert checkpoints.store.load(ckpt_dir, "dqn", state)[1]["version"] == 20
 
 
 def test_a_corrupt_newest_learner_checkpoint_falls_back_to_the_previous(tmp_path):
     _, state = _dqn_state()
     ckpt_dir = tmp_path / "ckpt"
     for version in (5, 6, 7):
-        checkpoint.save(str(ckpt_dir), state, version, dict(algorithm="dqn"), keep=3)
-    newest = checkpoint.read_manifest(str(ckpt_dir))
+        checkpoints.store.save(str(ckpt_dir), state, version, dict(algorithm="dqn"), keep=3)
+    newest = checkpoints.store.read_manifest(str(ckpt_dir))
     npz = ckpt_dir / newest["state_file"]
     npz.write_bytes(npz.read_bytes()[:-100])  # truncated after the fact
-    loaded, manifest = checkpoint.load(str(ckpt_dir), "dqn", state)
+    loaded, manifest = checkpoints.store.load(str(ckpt_dir), "dqn", state)
     assert manifest["version"] == 6, manifest
     assert len(manifest["skipped"]) == 1 and "corrupt" in manifest["skipped"][0]
     # Checkpoints written after the fall back are newer than the corrupt one.
-    checkpoint.save(str(ckpt_dir), loaded, 6, dict(algorithm="dqn"), keep=3)
-    assert checkpoint.load(str(ckpt_dir), "dqn", state)[1]["skipped"] == []
+    checkpoints.store.save(str(ckpt_dir), loaded, 6, dict(algorithm="dqn"), keep=3)
+    assert checkpoints.store.load(str(ckpt_dir), "dqn", state)[1]["skipped"] == []
 
 
 def test_incomplete_and_corrupt_checkpoints_are_refused(tmp_path):
@@ -387,36 +389,45 @@ def test_incomplete_and_corrupt_checkpoints_are_refused(tmp_path):
     ckpt_dir = tmp_path / "ckpt"
     ckpt_dir.mkdir()
     (ckpt_dir / "state-0000000005.npz.tmp").write_bytes(b"killed mid-write")
-    with pytest.raises(checkpoint.CheckpointError, match="no complete .* unfinished write"):
-        checkpoint.load(str(ckpt_dir), "dqn", state)
-    checkpoint.save(str(ckpt_dir), state, 5, dict(algorithm="dqn"))
-    npz = ckpt_dir / checkpoint.read_manifest(str(ckpt_dir))["state_file"]
+    with pytest.raises(checkpoints.store.CheckpointError, match="no complete .* unfinished write"):
+        checkpoints.store.load(str(ckpt_dir), "dqn", state)
+    checkpoints.store.save(str(ckpt_dir), state, 5, dict(algorithm="dqn"))
+    npz = ckpt_dir / checkpoints.store.read_manifest(str(ckpt_dir))["state_file"]
     data = bytearray(npz.read_bytes())
     data[len(data) // 2] ^= 0xFF
     npz.write_bytes(bytes(data))
-    with pytest.raises(checkpoint.CheckpointError, match="corrupt: its SHA-256 does not match"):
-        checkpoint.load(str(ckpt_dir), "dqn", state)
+    with pytest.raises(
+        checkpoints.store.CheckpointError, match="corrupt: its SHA-256 does not match"
+    ):
+        checkpoints.store.load(str(ckpt_dir), "dqn", state)
     (ckpt_dir / npz.name.replace(".npz", ".json")).write_text('{"format": "distrl-learn')
-    with pytest.raises(checkpoint.CheckpointError, match="unreadable"):
-        checkpoint.read_manifest(str(ckpt_dir))
+    with pytest.raises(checkpoints.store.CheckpointError, match="unreadable"):
+        checkpoints.store.read_manifest(str(ckpt_dir))
 
 
 def test_checkpoints_of_another_algorithm_or_shape_are_refused(tmp_path):
     _, dqn_state = _dqn_state()
-    ckpt_dir = checkpoint.directory(str(tmp_path))
-    checkpoint.save(ckpt_dir, dqn_state, 1, dict(algorithm="dqn"))
-    with pytest.raises(checkpoint.CheckpointError, match="written by algorithm 'dqn'.* runs 'ppo'"):
+    ckpt_dir = checkpoints.learner.directory(str(tmp_path))
+    checkpoints.store.save(ckpt_dir, dqn_state, 1, dict(algorithm="dqn"))
+    with pytest.raises(
+        checkpoints.store.CheckpointError, match="written by algorithm 'dqn'.* runs 'ppo'"
+    ):
         ppo = load_config("ppo")
-        checkpoint.verify(str(tmp_path), ppo.algorithm, config_lib.make_agent(ppo))
+        checkpoints.learner.verify(
+            str(tmp_path), ppo.algorithm, experiment_lib.Experiment(ppo).agent
+        )
     _, small_state = _dqn_state(hidden_sizes=(32,))
-    with pytest.raises(checkpoint.CheckpointError, match="does not fit") as info:
-        checkpoint.load(ckpt_dir, "dqn", small_state)
+    with pytest.raises(checkpoints.store.CheckpointError, match="does not fit") as info:
+        checkpoints.store.load(ckpt_dir, "dqn", small_state)
     assert "checkpoint (16, 64) float32, config (16, 32) float32" in str(info.value)
 
 
 def test_the_policy_keeper_writes_each_version_once_and_keeps_only_the_newest(tmp_path):
     _, state = _dqn_state()
-    keeper, ckpt_dir = policy.Keeper(str(tmp_path), "dqn"), policy.directory(str(tmp_path))
+    keeper, ckpt_dir = (
+        checkpoints.policy.Keeper(str(tmp_path), "dqn"),
+        checkpoints.policy.directory(str(tmp_path)),
+    )
     keeper.offer(state.params, 5, dict(success_rate=np.float32(0.25)))
     first, names = keeper.on_disk(), sorted(os.listdir(ckpt_dir))
     assert first["version"] == 5 and first["file"].startswith(
@@ -437,18 +448,23 @@ def test_the_policy_keeper_writes_each_version_once_and_keeps_only_the_newest(tm
     assert durable != written and durable["version"] == 9
     keeper.offer(changed, 9, final=True)
     assert keeper.on_disk() == durable and len(os.listdir(ckpt_dir)) == 3  # npz, json, copy
-    manifest, leaves = checkpoint.read_newest(ckpt_dir, policy.POLICY)
+    manifest, leaves = checkpoints.store.read_newest(ckpt_dir, checkpoints.policy.POLICY)
     assert manifest["format"] == "distrl-policy/1" and manifest["algorithm"] == "dqn"
     for a, b in zip(jax.tree.leaves(changed), leaves, strict=True):
         np.testing.assert_array_equal(np.asarray(a), b)
     # One kind is never read as the other.
-    with pytest.raises(checkpoint.CheckpointError, match="is not a distrl learner checkpoint"):
-        checkpoint.read_manifest(ckpt_dir)
+    with pytest.raises(
+        checkpoints.store.CheckpointError, match="is not a distrl learner checkpoint"
+    ):
+        checkpoints.store.read_manifest(ckpt_dir)
 
 
 def test_result_and_summary_name_the_reported_policy_and_the_learners_last(short_run):
     result, run_dir, _ = short_run
-    saved, last = result["policy"], checkpoint.read_manifest(checkpoint.directory(str(run_dir)))
+    saved, last = (
+        result["policy"],
+        checkpoints.store.read_manifest(checkpoints.learner.directory(str(run_dir))),
+    )
     assert saved["version"] == result["param_version"]
     assert [p.name for p in (run_dir / "checkpoints/policy").glob("*.npz")] == [
         os.path.basename(saved["file"])
@@ -486,8 +502,8 @@ def test_evaluate_command_scores_the_reported_policy_or_the_learners_last(short_
     code, out = _python(warm_python, "evaluate.py", f"--run_dir={run_dir}", "--episodes=50")
     assert code == 0, out[-2000:]
     assert f"reported policy, version {result['param_version']:,}" in out
-    assert evaluation.describe_exact(result["exact"]) in out
-    arrows = evaluation.render_arrows(np.array(result["actions"]), result["map"])
+    assert reporting.describe_exact(result["exact"]) in out
+    arrows = reporting.render_arrows(np.array(result["actions"]), result["map"])
     assert arrows in out, out[-2000:]
     code, out = _python(
         warm_python, "evaluate.py", f"--run_dir={run_dir}", "--checkpoint=latest", "--json"
@@ -574,11 +590,10 @@ def test_evaluate_command_names_a_diverged_policy_in_one_line(preset, tmp_path, 
     config = load_config(preset)
     run_dir = str(tmp_path / "run")
     rundir.write_config(config, run_dir)
-    env = config_lib.make_env(config)
-    agent = agents.make_agent(config_lib.make_agent_config(config), env.spec)
+    agent = experiment_lib.Experiment(config).agent
     params = agent.init(jax.random.PRNGKey(0)).params
     diverged = jax.tree.map(lambda x: x * np.nan, params)
-    policy.Keeper(run_dir, config.algorithm).offer(diverged, 7, final=True)
+    checkpoints.policy.Keeper(run_dir, config.algorithm).offer(diverged, 7, final=True)
     code, out = _python(warm_python, "evaluate.py", f"--run_dir={run_dir}", "--episodes=20")
     file = os.path.relpath(policy.load_policy(run_dir).file, run_dir)
     assert code == 1 and "Traceback" not in out, out[-2000:]
@@ -603,7 +618,7 @@ def test_resume_from_a_bad_checkpoint_exits_2_before_any_process(short_run, tmp_
     _, run_dir, _ = short_run
     corrupt, other = tmp_path / "corrupt", tmp_path / "other_shape"
     shutil.copytree(run_dir, corrupt)
-    for npz in pathlib.Path(checkpoint.directory(str(corrupt))).glob("*.npz"):
+    for npz in pathlib.Path(checkpoints.learner.directory(str(corrupt))).glob("*.npz"):
         npz.write_bytes(npz.read_bytes()[:-100])  # every one truncated after the fact
     code, out = _python(warm_python, "train.py", f"--resume={corrupt}", timeout=120)
     assert code == 2, out[-2000:]
@@ -617,18 +632,18 @@ def test_resume_from_a_bad_checkpoint_exits_2_before_any_process(short_run, tmp_
     (other / "config.json").write_text(json.dumps(saved))
     config = rundir.load_config(str(other))
     config.run_dir = str(other)
-    with pytest.raises(checkpoint.CheckpointError, match="does not fit this config's dqn"):
+    with pytest.raises(checkpoints.store.CheckpointError, match="does not fit this config's dqn"):
         program.run(config, "test_mt", resume=True)
 
 
 def _manifests(ckpt_dir):
     """Every learner manifest of a checkpoint directory, oldest first."""
-    paths = sorted(pathlib.Path(ckpt_dir).glob("state-*.json"), key=checkpoint.written_ms)
+    paths = sorted(pathlib.Path(ckpt_dir).glob("state-*.json"), key=checkpoints.store.written_ms)
     return [json.loads(path.read_text()) for path in paths]
 
 
 def _replay_checkpoints(run_dir):
-    kept = pathlib.Path(replay_checkpoint.kept_dir(str(run_dir)))
+    kept = pathlib.Path(checkpoints.replay.kept_dir(str(run_dir)))
     return sorted(kept.iterdir()) if kept.is_dir() else []
 
 
@@ -638,8 +653,8 @@ def test_resume_falls_back_to_the_previous_learner_and_replay_checkpoints(
     _, run_dir, _ = short_run
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
-    ckpt_dir = checkpoint.directory(str(copy))
-    newest = checkpoint.read_manifest(ckpt_dir)
+    ckpt_dir = checkpoints.learner.directory(str(copy))
+    newest = checkpoints.store.read_manifest(ckpt_dir)
     (pathlib.Path(ckpt_dir) / newest["state_file"]).write_bytes(b"garbage")
     older = _manifests(ckpt_dir)[-2]  # resumed with the replay checkpoint of its own round
     kept = _replay_checkpoints(copy)
@@ -668,7 +683,7 @@ def test_replay_checkpoints_that_cannot_load_are_refused_before_start(
     shutil.copytree(run_dir, copy)
     kept = _replay_checkpoints(copy)
     (kept[-1] / "DONE").unlink()  # an unfinished write is never used
-    assert "no DONE marker" in replay_checkpoint.problem(str(kept[-1]))
+    assert "no DONE marker" in checkpoints.replay.problem(str(kept[-1]))
     for path in kept[:-1]:
         (path / "chunks.tfrecord").write_bytes((path / "chunks.tfrecord").read_bytes()[:40])
     code, out = _python(warm_python, "train.py", f"--resume={copy}", timeout=120)
@@ -686,7 +701,7 @@ def test_one_run_directory_one_live_launch(short_run, tmp_path, warm_python):
         [
             sys.executable,
             "-c",
-            "import sys, time\nfrom distrl import rundir\n"
+            "import sys, time\nfrom distrl.records import rundir\n"
             "with rundir.locked(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(300)",
             str(copy),
         ],
@@ -891,8 +906,8 @@ def _wait_for_checkpoint_after_success(run_dir, timeout_s: float) -> None:
     seconds apart), and two replay checkpoints are kept (a run that solves 4x4 within
     its first checkpoint period has only one when the first checkpoint after the
     success lands)."""
-    ckpt_dir = checkpoint.directory(str(run_dir))
-    policy_dir = policy.directory(str(run_dir))
+    ckpt_dir = checkpoints.learner.directory(str(run_dir))
+    policy_dir = checkpoints.policy.directory(str(run_dir))
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         time.sleep(1)
@@ -905,9 +920,10 @@ def _wait_for_checkpoint_after_success(run_dir, timeout_s: float) -> None:
         has_policy = os.path.exists(os.path.join(policy_dir, "manifest.json"))
         if (
             has_checkpoint
-            and checkpoint.read_manifest(ckpt_dir)["version"] > version
+            and checkpoints.store.read_manifest(ckpt_dir)["version"] > version
             and has_policy
-            and checkpoint.read_manifest(policy_dir, policy.POLICY)["version"] >= version
+            and checkpoints.store.read_manifest(policy_dir, checkpoints.policy.POLICY)["version"]
+            >= version
             and len(_replay_checkpoints(run_dir)) >= 2
         ):
             return
@@ -954,19 +970,19 @@ def test_local_mp_run_killed_with_sigkill_resumes_and_ends_at_least_as_good(tmp_
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    ckpt_dir = checkpoint.directory(str(run_dir))
+    ckpt_dir = checkpoints.learner.directory(str(run_dir))
     try:
         _wait_for_checkpoint_after_success(run_dir, timeout_s=240)
     finally:
         _kill_session(proc)
-    before = checkpoint.read_manifest(ckpt_dir)
+    before = checkpoints.store.read_manifest(ckpt_dir)
     success_before = metrics.last_row(metrics.csv_path(str(run_dir), "evaluator"))["success_rate"]
     assert not (run_dir / "result.json").exists()  # it really was killed, not finished
     heard = json.loads(pathlib.Path(counter.state_file(str(run_dir))).read_text())
     rows_before = len(metrics.read_csv(metrics.csv_path(str(run_dir), "evaluator"))["step"])
     # The killed run kept the policy it would have reported: the best, which solved it.
     kept_policy = policy.load_policy(str(run_dir))
-    exact_before = evaluation.exact_answer(
+    exact_before = exact_check.exact_answer(
         kept_policy.env, kept_policy.agent, kept_policy.params, kept_policy.agent.config.discount
     )
     assert exact_before["success"] == 1.0, (kept_policy.version, exact_before)

@@ -18,6 +18,7 @@ pytest.importorskip("gymnax")
 
 from distrl import config as config_lib  # noqa: E402
 from distrl import envs, local  # noqa: E402
+from distrl import experiment as experiment_lib  # noqa: E402
 from distrl.acting import evaluation, rollout  # noqa: E402
 from distrl.envs import gymnax_env  # noqa: E402
 
@@ -70,13 +71,15 @@ def test_rollout_resets_each_cartpole_episode_once():
 def test_by_name_from_the_config_and_bad_ids_are_config_errors():
     config = load_config("ppo")
     config.env.update(dict(name="gymnax:CartPole-v1", kwargs='{"max_steps_in_episode": 200}'))
-    assert config_lib.make_env(config) == gymnax_env.make("CartPole-v1", max_steps_in_episode=200)
+    assert experiment_lib.Experiment(config).env == gymnax_env.make(
+        "CartPole-v1", max_steps_in_episode=200
+    )
     config.env.name = "gymnax:CartPole-v9"
     with pytest.raises(config_lib.ConfigError, match="gymnax has no env 'CartPole-v9'; valid: "):
-        config_lib.make_env(config)
+        experiment_lib.make(config)
     config.env.update(dict(name="gymnax:CartPole-v1", kwargs='{"gravity_x": 1}'))
     with pytest.raises(config_lib.ConfigError, match="params have no"):
-        config_lib.make_env(config)
+        experiment_lib.make(config)
 
 
 def test_ppo_on_cartpole_learns_in_the_single_process_trainer():
@@ -91,8 +94,8 @@ def test_ppo_on_cartpole_learns_in_the_single_process_trainer():
     assert result.env_steps > 0 and not result.has_success and result.exact is None
     assert result.solved and result.return_low >= 150.0, result._replace(params=None)
     # learned, not given: the untrained greedy policy balances far shorter
-    env = config_lib.make_env(config)
-    agent = config_lib.make_agent(config)
+    env = experiment_lib.Experiment(config).env
+    agent = experiment_lib.Experiment(config).agent
     untrained = evaluation.make_evaluator(env, agent, 256)(agent.init(KEY).params, KEY)
     assert float(untrained.mean_return) < 100.0
 
@@ -120,7 +123,7 @@ def test_a_conv_torso_on_cartpole_vectors_is_a_config_error():
     config.evaluator.target_success = 0.0
     config.agent.torso = "conv"
     with pytest.raises(config_lib.ConfigError, match=r"torso='conv' needs .* shape is \(4,\)"):
-        config_lib.validate(config)
+        experiment_lib.make(config)
 
 
 # A user's own gymnax-style env (tests/gymnax_user_envs.py) through `module:factory`.
@@ -146,8 +149,8 @@ def _user_config(factory: str, kwargs: str = "{}"):
 )
 def test_a_users_gymnax_env_or_pair_is_adopted_by_name(factory, kwargs, limit):
     config = _user_config(factory, kwargs)
-    env = config_lib.make_env(config)
-    assert isinstance(env, gymnax_env.GymnaxEnv) and env == config_lib.make_env(config)
+    env = experiment_lib.Experiment(config).env
+    assert isinstance(env, gymnax_env.GymnaxEnv) and env == experiment_lib.Experiment(config).env
     assert env.spec.time_limit == limit and env.spec.observation_shape == (3,)
     assert env.spec.num_actions == 3
     _check_contract(env, batch=2, steps=limit + 2)
@@ -172,7 +175,7 @@ def test_a_users_gymnax_env_or_pair_is_adopted_by_name(factory, kwargs, limit):
 def test_a_bad_gymnax_style_answer_is_a_config_error_naming_what_is_valid(factory, message):
     config = _user_config(factory)
     with pytest.raises(config_lib.ConfigError, match=f"config.env.name='{USER}:{factory}'") as err:
-        config_lib.validate(config)
+        experiment_lib.make(config)
     assert message in str(err.value)
     if factory == "two_numbers":
         assert "a gymnax Environment or the (env, params) pair gymnax.make returns" in str(

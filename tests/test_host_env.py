@@ -14,9 +14,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from distrl import agents, envs, evaluator_config, packing, pipelines
 from distrl import config as config_lib
-from distrl.acting import evaluation, host_evaluation, host_rollout
+from distrl import envs, evaluator_config, packing, pipelines
+from distrl import experiment as experiment_lib
+from distrl.acting import exact_check, host_evaluation, host_rollout, reporting
 from distrl.envs import exact, factory
 from distrl.pyenv import EnvError
 
@@ -112,21 +113,21 @@ def test_taxi_starts_anywhere_and_its_exact_return_is_the_mean_of_its_episodes()
 def test_the_optimal_return_target_and_the_exact_answer_on_taxi():
     c = _config("gymnasium:Taxi-v4", algorithm="dqn")
     c.evaluator.update(dict(target_success=evaluator_config.AUTO, target_of_optimal=0.98))
-    env = config_lib.make_env(c)
-    agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
+    experiment = experiment_lib.Experiment(c)
+    env, agent = experiment.env, experiment.agent
     best = exact.optimum(env, agent.config.discount)
     c.evaluator.optimal_measure = "return"
-    config_lib.validate(c)
+    experiment_lib.make(c)
     # 98% of +7.93: a shortfall of 2% of its magnitude, and no success target beside it
     assert evaluator_config.targets(c, env, best) == (0.0, pytest.approx(7.93 - 0.02 * 7.93))
     c.evaluator.optimal_measure = "success"  # pi* delivers from every start: 0.98
     assert evaluator_config.targets(c, env, best) == (pytest.approx(0.98), 0.0)
     params = agent.init(jax.random.PRNGKey(0)).params
-    answer = evaluation.exact_answer(env, agent, params, agent.config.discount, best)
+    answer = exact_check.exact_answer(env, agent, params, agent.config.discount, best)
     assert answer["optimal_return"] == pytest.approx(7.93)
     assert -200 * 10 <= answer["mean_return"] < answer["optimal_return"]
     assert answer["return_ratio"] == pytest.approx(1 - (7.93 - answer["mean_return"]) / 7.93)
-    assert "mean return" in evaluation.describe_exact(answer)
+    assert "mean return" in reporting.describe_exact(answer)
 
 
 def test_the_return_target_allows_a_shortfall_of_a_fraction_of_the_optimums_size():
@@ -149,22 +150,22 @@ def test_the_return_target_allows_a_shortfall_of_a_fraction_of_the_optimums_size
 )
 def test_an_env_the_networks_cannot_take_is_a_config_error(name, kwargs, message):
     with pytest.raises(config_lib.ConfigError, match="config.env.name=") as err:
-        config_lib.validate(_config(name, kwargs))
+        experiment_lib.make(_config(name, kwargs))
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
 def test_box_actions_are_taken_by_the_agents_that_act_in_them():
-    config_lib.validate(_config("gymnasium:Pendulum-v1", algorithm="ppo"))
+    experiment_lib.make(_config("gymnasium:Pendulum-v1", algorithm="ppo"))
     with pytest.raises(config_lib.ConfigError, match="acts in Discrete action spaces"):
-        config_lib.validate(_config("gymnasium:Pendulum-v1", algorithm="dqn"))
+        experiment_lib.make(_config("gymnasium:Pendulum-v1", algorithm="dqn"))
 
 
 def test_async_copies_only_for_an_env_stepped_in_python():
     with pytest.raises(config_lib.ConfigError, match="only an env stepped in Python"):
-        config_lib.validate(_config("gridworld", vector="async"))
+        experiment_lib.make(_config("gridworld", vector="async"))
     with pytest.raises(config_lib.ConfigError, match="need 'sync' or 'async'"):
-        config_lib.validate(_config(vector="threads"))
-    config_lib.validate(_config(vector="async"))
+        experiment_lib.make(_config(vector="threads"))
+    experiment_lib.make(_config(vector="async"))
 
 
 def _first_actions(params, key, obs, epsilon):
@@ -217,8 +218,8 @@ def test_a_chunk_becomes_the_pipelines_items_with_the_tables_signature():
     for algorithm in ("dqn", "ppo", "reinforce"):
         c = _config("gymnasium:CartPole-v1", algorithm=algorithm)
         c.actor.num_envs, c.actor.unroll_length = 4, 8
-        env = config_lib.make_env(c)
-        agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
+        experiment = experiment_lib.Experiment(c)
+        env, agent = experiment.env, experiment.agent
         pipeline = pipelines.of(agent.config)
         act = host_rollout.make_act(env, agent.policy, c, pipeline.item_fn(agent.config, c, env))
         carry, tail = act.init_carry(1), None
@@ -242,8 +243,7 @@ def test_straight_line_threefry_draws_the_same_bits_without_a_loop():
     rolled loop, and compiles with no loop (whose small independent thunks XLA:CPU
     ran on other threads)."""
     c = _config("gymnasium:CartPole-v1", algorithm="ppo")
-    env = config_lib.make_env(c)
-    agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
+    agent = experiment_lib.Experiment(c).agent
     params = agent.init(jax.random.PRNGKey(0)).params
     obs = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
 
@@ -268,8 +268,8 @@ def test_the_evaluator_plays_exactly_its_episodes_and_scores_success():
     """Guess(3) with the greedy policy of a Q table that knows the answer: 1000
     one-step episodes, every one a success; an agent acting 0 scores about 1/3."""
     c = _config("tests.gym_envs:guess", algorithm="tabular")
-    env = config_lib.make_env(c)
-    agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
+    experiment = experiment_lib.Experiment(c)
+    env, agent = experiment.env, experiment.agent
     params = agent.init(jax.random.PRNGKey(0)).params
     evaluate = host_evaluation.make_evaluator(env, agent, 1000, True, c)
     result = jax.device_get(evaluate(params, jax.random.PRNGKey(3)))
@@ -289,8 +289,8 @@ def test_a_nonfinite_action_in_a_host_evaluation_is_named_with_its_copy_and_step
         return jnp.where(bad[:, None], jnp.nan, 0.25) * jnp.ones((obs.shape[0], 1))
 
     c = _config("gymnasium:Pendulum-v1", algorithm="sac")
-    env = config_lib.make_env(c)
-    agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)._replace(greedy=greedy)
+    experiment = experiment_lib.Experiment(c)
+    env, agent = experiment.env, experiment.agent._replace(greedy=greedy)
     evaluate = host_evaluation.make_evaluator(env, agent, 3, True, c)
     try:
         with pytest.raises(EnvError) as err:
@@ -325,10 +325,10 @@ def test_frozenlake_tables_give_the_gridworlds_optimum_on_the_same_map():
 
 def test_the_exact_answer_scores_a_policy_on_gymnasiums_tables():
     c = _config("gymnasium:FrozenLake-v1", algorithm="tabular")
-    env = config_lib.make_env(c)
-    agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
+    experiment = experiment_lib.Experiment(c)
+    env, agent = experiment.env, experiment.agent
     params = agent.init(jax.random.PRNGKey(0)).params
-    answer = evaluation.exact_answer(env, agent, params, 0.99)
+    answer = exact_check.exact_answer(env, agent, params, 0.99)
     assert 0 <= answer["success"] <= answer["max_success"] <= 1
     assert answer["optimal_success"] == pytest.approx(
         exact.optimum(env, 0.99).success[env.start_cell]

@@ -118,7 +118,7 @@ def test_the_graph_sees_every_kind_of_import():
     graph = unit_graph()
     assert {"agents", "envs", "nodes", "program", "analysis", "config"} <= set(graph)
     assert "nodes" in graph["program"]  # topology: from distrl.nodes.actor import Actor
-    assert "config" in graph["nodes"]  # from distrl import config as config_lib
+    assert "experiment" in graph["program"]  # from distrl import experiment as experiment_lib
     assert "cli" in graph["local"]  # a function-level import
 
 

@@ -1,12 +1,12 @@
 """A node's lifecycle outside Launchpad (`distrl.nodes.lifecycle.InProcess`) and the
-failure reports both lifecycles write (`distrl.failures`)."""
+failure reports both lifecycles write (`distrl.records.failures`)."""
 
 import threading
 
 import pytest
 
-from distrl import failures
 from distrl.nodes.lifecycle import InProcess
+from distrl.records import failures
 
 
 def test_a_failing_body_is_reported_stops_the_nodes_sharing_it_and_raises(tmp_path):

@@ -14,6 +14,7 @@ from conftest import load_config
 
 from distrl import config as config_lib
 from distrl import evaluator_config, local
+from distrl import experiment as experiment_lib
 from distrl.agents import replay_buffer
 from distrl.pyenv import EnvError
 from distrl.types import QTransition
@@ -85,25 +86,25 @@ def test_solves_4x4(algo, budget):
 
 def test_settings_map_the_experiment_config():
     config = load_config("dqn")  # 2 actors x 64 envs, T=16, batch 256, 4 samples per insert
-    s = local.Settings.of(config)
+    s = local.Settings.of(experiment_lib.make(config))
     assert (s.num_envs, s.rollout_length, s.batch_size) == (128, 16, 256)
     assert (s.replay_capacity, s.min_replay_size) == (64_000, 640)
     assert s.updates_per_iteration == 4 * 16 * 128 // 256
     assert (s.max_env_steps, s.target_success) == (2_000_000, evaluator_config.AUTO)  # 1.0 here
     assert (s.eval_envs, s.confirm_envs) == (config.evaluator.num_envs, 10_000)
     config.evaluator.target_success, config.budget.env_steps = 0.0, 0
-    s = local.Settings.of(config)
+    s = local.Settings.of(experiment_lib.make(config))
     assert (s.target_success, s.target_return) == (0.0, 0.0) and s.max_env_steps == 2**31 - 1
     ppo = load_config("ppo")  # batch_chunks=2, 2 actors: one update of [T, 128]
-    assert local.Settings.of(ppo).updates_per_iteration == 1
+    assert local.Settings.of(experiment_lib.make(ppo)).updates_per_iteration == 1
     a2c = load_config("a2c")  # batch_chunks=1, 2 actors: two updates of [T, 64]
-    assert local.Settings.of(a2c).updates_per_iteration == 2
+    assert local.Settings.of(experiment_lib.make(a2c)).updates_per_iteration == 2
     a2c.num_actors, a2c.learner.batch_chunks = 3, 2
     with pytest.raises(config_lib.ConfigError, match="num_actors=3 must be a multiple"):
-        local.Settings.of(a2c)
+        local.Settings.of(experiment_lib.make(a2c))
     a2c.num_actors, a2c.agent.learning_rate = 2, float("nan")
     with pytest.raises(config_lib.ConfigError, match="learning_rate=nan"):
-        local.Settings.of(a2c)
+        local.Settings.of(experiment_lib.make(a2c))
 
 
 def test_evaluations_follow_the_evaluators_env_step_cadence_by_default():
@@ -111,13 +112,17 @@ def test_evaluations_follow_the_evaluators_env_step_cadence_by_default():
     both modes judge a preset as often in env steps; every iteration without one."""
     config = load_config("ppo_slippery8x8")  # every 100k env steps; [T, B] = [16, 32]
     assert config.local.eval_every == 0 and config.evaluator.every_env_steps == 100_000
-    assert local.Settings.of(config).eval_every == round(100_000 / (16 * 32)) == 195
+    assert (
+        local.Settings.of(experiment_lib.make(config)).eval_every
+        == round(100_000 / (16 * 32))
+        == 195
+    )
     config.evaluator.every_env_steps = 100  # less than one iteration: every iteration
-    assert local.Settings.of(config).eval_every == 1
+    assert local.Settings.of(experiment_lib.make(config)).eval_every == 1
     config.evaluator.every_env_steps = 0  # the evaluator judges on wall time
-    assert local.Settings.of(config).eval_every == 1
+    assert local.Settings.of(experiment_lib.make(config)).eval_every == 1
     config.local.eval_every = 7  # set: as given
-    assert local.Settings.of(config).eval_every == 7
+    assert local.Settings.of(experiment_lib.make(config)).eval_every == 7
 
 
 def test_n_step_dqn_runs_and_counts_warmup():

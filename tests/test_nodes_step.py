@@ -12,7 +12,7 @@ import pytest
 import reverb
 from conftest import load_config
 
-from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 from distrl import metrics, replay
 from distrl.nodes import lifecycle
 from distrl.nodes.actor import Actor
@@ -43,7 +43,7 @@ def stepped(tmp_path):
 
     def launch(config):
         config.run_dir = str(tmp_path / "run")
-        program = topology.make_program(config, config.run_dir, time.time())
+        program = topology.make_program(experiment_lib.make(config), config.run_dir, time.time())
         for group in ("learner", "actor", "evaluator"):
             for node in program.groups[group]:
                 node.disable_run()
@@ -142,7 +142,12 @@ def test_a_restarted_recurrent_actor_starts_from_the_initial_state(stepped):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(lifecycle.ATTEMPT_ENV, "1")
         restarted = Actor(
-            config, 0, reverb.Client(replay_client.server_address), learner, counter, config.run_dir
+            experiment_lib.Experiment(config),
+            0,
+            reverb.Client(replay_client.server_address),
+            learner,
+            counter,
+            config.run_dir,
         )
         for steps in (32, 64):  # its own count from 0: [8, 4] chunks
             assert restarted.step() == dict(env_steps=steps, items_written=1, param_version=1)
@@ -151,8 +156,8 @@ def test_a_restarted_recurrent_actor_starts_from_the_initial_state(stepped):
     time.sleep(1.0)
     held = replay_client.server_info(timeout=5)[replay.TABLE].current_size
     assert held in (2, 3), held
-    env = config_lib.make_env(config)
-    pipeline = config_lib.pipeline(config)
+    env = experiment_lib.Experiment(config).env
+    pipeline = experiment_lib.Experiment(config).pipeline
     read = replay.iterate_batches(
         replay_client.server_address,
         pipeline.signature(config, env),
@@ -160,7 +165,7 @@ def test_a_restarted_recurrent_actor_starts_from_the_initial_state(stepped):
         lambda: False,
     )
     samples = [next(read)[0].data for _ in range(held)]
-    initial = config_lib.make_agent(config).core.initial_state(4)
+    initial = experiment_lib.Experiment(config).agent.core.initial_state(4)
     first, second = samples[-2:]
     assert first.version.tolist() == second.version.tolist() == [1]
     for sample, fresh in ((first, True), (second, False)):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 from distrl import local
 from distrl.envs import gymnax_env, observation
 
@@ -18,7 +19,7 @@ def masked_cartpole():
 
 
 def test_the_agent_sees_only_the_kept_elements_at_reset_step_and_observe():
-    env = config_lib.make_env(masked_cartpole())
+    env = experiment_lib.Experiment(masked_cartpole()).env
     inner = gymnax_env.make("CartPole-v1")
     assert env.spec.observation_shape == (2,) and env.spec.obs_size == 2
     assert env.spec._replace(observation_shape=(4,)) == inner.spec  # nothing else changes
@@ -41,7 +42,7 @@ def test_the_agent_sees_only_the_kept_elements_at_reset_step_and_observe():
 
 
 def test_the_wrapper_is_a_static_jit_argument_equal_across_builds():
-    a, b = (config_lib.make_env(masked_cartpole()) for _ in range(2))
+    a, b = (experiment_lib.Experiment(masked_cartpole()).env for _ in range(2))
     assert a == b and hash(a) == hash(b)
     assert a.hidden == (1, 3)
 

@@ -11,6 +11,7 @@ import pytest
 
 from distrl import agents, packing
 from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 from distrl.acting import rollout
 from distrl.nodes.actor import make_act
 
@@ -63,12 +64,12 @@ def test_a_packed_function_keeps_one_layout_per_input_structure():
 def test_the_actors_packed_rollout_equals_the_unpacked_one(algorithm):
     c = config_lib.base_config(algorithm)
     c.actor.num_envs, c.actor.unroll_length = 8, 4
-    env = config_lib.make_env(c)
-    agent_config = config_lib.make_agent_config(c)
+    env = experiment_lib.Experiment(c).env
+    agent_config = experiment_lib.Experiment(c).agent_config
     agent = agents.make_agent(agent_config, env)
     params = agent.init(jax.random.PRNGKey(0)).params
     unroll = rollout.make_rollout(env, agent.policy, c.actor.unroll_length)
-    to_items = config_lib.pipeline(c).item_fn(agent_config, c, env)
+    to_items = experiment_lib.Experiment(c).pipeline.item_fn(agent_config, c, env)
     act = make_act(unroll, to_items)
     carry = rollout.init_carry(env, jax.random.PRNGKey(1), c.actor.num_envs)
     packed_state = plain_state = (carry, None)

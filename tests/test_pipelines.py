@@ -14,6 +14,7 @@ import pytest
 
 from distrl import agents, pipelines, resources
 from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -21,9 +22,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("algorithm", sorted(agents.PRESETS))
 def test_every_preset_has_its_kinds_pipeline(algorithm):
     config = config_lib.base_config(algorithm)
-    pipeline = config_lib.pipeline(config)
+    pipeline = experiment_lib.Experiment(config).pipeline
     assert pipeline in pipelines.ALL
-    assert pipeline.kind is config_lib.make_agent_config(config).pipeline
+    assert pipeline.kind is experiment_lib.Experiment(config).agent_config.pipeline
     assert config.actor.unroll_length == pipeline.unroll_length
 
 
@@ -44,11 +45,11 @@ def test_queues_read_item_by_item_and_replay_reads_whole_batches():
     """A queue removes what it samples, so its reads lose none (one by one, one batch in
     flight); replay items stay in the table, so reads are 8 batches at once."""
     dqn, ppo, grpo = (config_lib.base_config(a) for a in ("dqn", "ppo", "grpo"))
-    replay_plan = config_lib.pipeline(dqn).reading(dqn)
+    replay_plan = experiment_lib.Experiment(dqn).pipeline.reading(dqn)
     assert not replay_plan.consumed and replay_plan.batches_per_read == 8
     assert replay_plan.items_per_batch == 256 // (2 * 64)  # batch_size / (k x B)
     for config in (ppo, grpo):
-        plan = config_lib.pipeline(config).reading(config)
+        plan = experiment_lib.Experiment(config).pipeline.reading(config)
         assert plan.consumed and plan.batches_per_read == 1
         assert plan.in_flight == plan.items_per_batch == config.learner.batch_chunks
 
@@ -57,16 +58,16 @@ def test_item_sizes_come_from_the_example_item():
     """DQN: k x B transitions of 2 observations and 3 scalars; whole episodes: W x T
     steps (the window derived from the time limit: 100 steps of 4x4 in chunks of 64)."""
     dqn, grpo = config_lib.base_config("dqn"), config_lib.base_config("grpo")
-    env = config_lib.make_env(dqn)
+    env = experiment_lib.Experiment(dqn).env
     per_transition = 8 * env.obs_size + 12
-    transitions = config_lib.pipeline(dqn)
+    transitions = experiment_lib.Experiment(dqn).pipeline
     assert transitions.item_bytes(dqn, env) == 2 * 64 * per_transition + 4  # + version
-    episodes = config_lib.pipeline(grpo)
+    episodes = experiment_lib.Experiment(grpo).pipeline
     window = episodes.example_item(grpo, env).data
     assert window.action.shape == (3 * 64, 64)  # ceil(100 / 64) + 1 chunks
     assert set(window.extras) == {"log_prob", "owned"}  # no V(s): GRPO has no critic
     ppo = config_lib.base_config("ppo")
-    chunks = config_lib.pipeline(ppo)
+    chunks = experiment_lib.Experiment(ppo).pipeline
     assert set(chunks.example_item(ppo, env).data.extras) == {"log_prob"}
     ppo.agent.clip_value = True  # the one reader of V(s) at acting time
     assert set(chunks.example_item(ppo, env).data.extras) == {"log_prob", "value"}
@@ -76,11 +77,13 @@ def test_a_huge_config_is_sized_without_allocating_its_items():
     """The memory estimate refuses 10**9 envs per actor; its example item takes no memory."""
     config = config_lib.base_config("ppo")
     config.actor.num_envs = 10**9
-    item = config_lib.pipeline(config).example_item(config, config_lib.make_env(config))
+    item = experiment_lib.Experiment(config).pipeline.example_item(
+        config, experiment_lib.Experiment(config).env
+    )
     assert item.data.observation.strides[:2] == (0, 0)  # a broadcast zero
     assert np.asarray(item.data.observation).nbytes > 10**12
     with pytest.raises(config_lib.ConfigError, match="replay.queue_size=4 chunks"):
-        resources.check_memory(config)
+        resources.check_memory(experiment_lib.Experiment(config))
 
 
 def _kind_references(path: pathlib.Path) -> list:

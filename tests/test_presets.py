@@ -17,13 +17,16 @@ from conftest import load_config
 
 pytest.importorskip("gymnax")
 
-from distrl import agents, envs, evaluator_config, local, rundir  # noqa: E402
+from configs import bases  # noqa: E402
+from distrl import agents, envs, evaluator_config, local  # noqa: E402
 from distrl import config as config_lib  # noqa: E402
-from distrl.acting import evaluation  # noqa: E402
+from distrl import experiment as experiment_lib  # noqa: E402
+from distrl.acting import evaluation, reporting  # noqa: E402
 from distrl.analysis import compare, compare_report  # noqa: E402
 from distrl.envs import exact  # noqa: E402
 from distrl.program import launcher as program  # noqa: E402
 from distrl.program import progress  # noqa: E402
+from distrl.records import rundir  # noqa: E402
 
 PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     "ppo_cartpole": ("gymnax:CartPole-v1", "ppo", 475.0, 1),
@@ -48,22 +51,25 @@ IMAGE_TORSOS = {"ppo_breakout": "mlp", "dqn_breakout": "conv", "ppo_spaceinvader
 def test_each_env_preset_loads_and_validates_with_its_target(name):
     env_name, algorithm, target_return, rank = PRESETS[name]
     config = load_config(name)
-    config_lib.validate(config)
+    experiment_lib.make(config)
     assert (config.env.name, config.algorithm) == (env_name, algorithm)
     assert config.evaluator.target_return == target_return
-    env = config_lib.make_env(config)
+    env = experiment_lib.Experiment(config).env
     assert len(env.spec.observation_shape) == rank
     # no success signal: the default success target asks for none
     assert envs.success_signal(env) is None
     assert config.evaluator.target_success == evaluator_config.AUTO
-    assert evaluator_config.success_target(config, evaluation.has_success(env)) == 0.0
+    assert evaluator_config.success_target(config, reporting.has_success(env)) == 0.0
     if target_return:  # "greedy mean return lower bound >= 475 over 1,000 episodes"
         assert config.evaluator.confirm_envs == 1000
     if rank == 3:  # gymnax-blines' MLP for PPO (its published 28), MinAtar's conv for DQN
         assert config.agent.torso == IMAGE_TORSOS[name]
     # the two modes judge at the same env-step cadence
     iteration = config.num_actors * config.actor.num_envs * config.actor.unroll_length
-    assert local.Settings.of(config).eval_every * iteration == config.evaluator.every_env_steps
+    assert (
+        local.Settings.of(experiment_lib.make(config)).eval_every * iteration
+        == config.evaluator.every_env_steps
+    )
 
 
 TOY_TEXT = {  # name: (env, algorithm, what target_of_optimal is a fraction of, targets)
@@ -85,12 +91,12 @@ def test_each_gymnasium_toy_text_preset_stops_at_98_percent_of_its_exact_optimum
     the agent's discount 0.99, confirmed on 10,000 greedy episodes; sync copies."""
     env_name, algorithm, measure, targets = TOY_TEXT[name]
     config = load_config(name)
-    config_lib.validate(config)
+    experiment_lib.make(config)
     assert (config.env.name, config.algorithm, config.num_actors) == (env_name, algorithm, 2)
     e = config.evaluator
     assert (e.target_of_optimal, e.optimal_measure, e.confirm_envs) == (0.98, measure, 10_000)
     assert config.agent.discount == 0.99 and config.env.vector == "sync"
-    env = config_lib.make_env(config)
+    env = experiment_lib.Experiment(config).env
     best = exact.optimum(envs.tabular_model(env), config.agent.discount)
     assert evaluator_config.targets(config, env, best) == pytest.approx(targets)
 
@@ -101,7 +107,7 @@ def test_each_gymnasium_cartpole_preset_stops_at_a_475_lower_bound(name):
     per actor, 2 actors), a greedy mean return whose lower bound over 1,000 episodes
     is >= 475, judged every 50k env steps, within 2M env steps (DQN's 1.5M)."""
     config = load_config(name)
-    config_lib.validate(config)
+    experiment_lib.make(config)
     assert (config.env.name, config.num_actors, config.actor.num_envs) == (
         "gymnasium:CartPole-v1",
         2,
@@ -111,9 +117,9 @@ def test_each_gymnasium_cartpole_preset_stops_at_a_475_lower_bound(name):
     assert (e.target_return, e.confirm_envs, e.every_env_steps) == (475.0, 1000, 50_000)
     budget = {"ppo_gymnasium_cartpole": 2_000_000, "dqn_gymnasium_cartpole": 1_500_000}
     assert config.budget.env_steps == budget[name] and config.env.vector == "sync"
-    env = config_lib.make_env(config)
+    env = experiment_lib.Experiment(config).env
     assert envs.success_signal(env) is None and env.spec.observation_shape == (4,)
-    assert evaluator_config.success_target(config, evaluation.has_success(env)) == 0.0
+    assert evaluator_config.success_target(config, reporting.has_success(env)) == 0.0
 
 
 def test_the_gymnasium_cartpole_dqn_learns_as_the_gymnax_one_with_a_steadier_target():
@@ -154,10 +160,10 @@ def test_the_gymnasium_pendulum_preset_is_sac_pendulum_but_for_the_env():
     """sac_gymnasium_pendulum trains as sac_pendulum does: gymnasium's Pendulum-v1 has
     gymnax's dynamics, reward, Box [-2, 2] and 200-step limit, stepped in Python."""
     ours, gymnax = load_config("sac_gymnasium_pendulum"), load_config("sac_pendulum")
-    config_lib.validate(ours)
+    experiment_lib.make(ours)
     for section in ("agent", "actor", "learner", "replay", "evaluator", "budget"):
         assert ours[section].to_dict() == gymnax[section].to_dict(), section
-    env, twin = config_lib.make_env(ours), config_lib.make_env(gymnax)
+    env, twin = experiment_lib.Experiment(ours).env, experiment_lib.Experiment(gymnax).env
     assert envs.is_host_env(env) and ours.num_actors == 2
     assert (env.spec.actions, env.spec.time_limit) == (twin.spec.actions, twin.spec.time_limit)
 
@@ -174,19 +180,19 @@ def test_each_mujoco_preset_trains_on_halfcheetah_or_hopper_for_the_references_b
     TD3 paper), PPO on 2,048 env steps per update with its step size decayed over the 1M."""
     pytest.importorskip("mujoco")
     config = load_config(name)
-    config_lib.validate(config)
+    experiment_lib.make(config)
     assert (config.env.name, config.algorithm) == ("gymnasium:HalfCheetah-v5", MUJOCO[name])
     assert (config.num_actors, config.actor.num_envs, config.env.vector) == (2, 4, "sync")
     e = config.evaluator
     assert (e.target_return, e.num_envs, e.confirm_envs, e.keep_best) == (0.0, 10, 10, True)
     assert evaluator_config.success_target(config, False) == 0.0  # no target at all
     assert config.budget.env_steps == 1_000_000 and config.agent.discount == 0.99
-    env = config_lib.make_env(config)
+    env = experiment_lib.Experiment(config).env
     assert envs.is_host_env(env) and env.spec.observation_shape == (17,)
     assert env.spec.action_space.shape == (6,) and env.spec.time_limit == 1000
     per_update = config.num_actors * config.actor.num_envs * config.actor.unroll_length
     assert e.every_env_steps % per_update == 0  # evaluations fall between updates
-    if config_lib.make_agent_config(config).pipeline == agents.PipelineKind.REPLAY:
+    if experiment_lib.Experiment(config).agent_config.pipeline == agents.PipelineKind.REPLAY:
         # SAC as CleanRL; TD3 as its paper: layers of 400 and 300, batch 100 rounded up
         # to whole items of 8 transitions, step sizes 1e-3
         batch, hidden = {"sac": (256, (256, 256)), "td3": (104, (400, 300))}[config.algorithm]
@@ -200,8 +206,8 @@ def test_each_mujoco_preset_trains_on_halfcheetah_or_hopper_for_the_references_b
         # observations standardised; V not clipped on raw rewards (the docstring's runs)
         assert config.agent.normalize_observations and not config.agent.clip_value
     config.env.name = "gymnasium:Hopper-v5"
-    config_lib.validate(config)
-    hopper = config_lib.make_env(config)
+    experiment_lib.make(config)
+    hopper = experiment_lib.Experiment(config).env
     assert hopper.spec.observation_shape == (11,) and hopper.spec.action_space.shape == (3,)
 
 
@@ -211,7 +217,7 @@ def test_the_ppo_taxi_preset_is_ppo_slippery8x8_with_4x_the_env_steps_per_update
     before it delivered), its decays a quarter as many updates and optimizer steps, so
     they end at the same env steps (entropy 2M, learning rate 3M), and Taxi's base."""
     ours, slippery = load_config("ppo_gymnasium_taxi"), load_config("ppo_slippery8x8")
-    taxi = config_lib.gymnasium_taxi_to_optimum("ppo")
+    taxi = bases.gymnasium_taxi_to_optimum("ppo")
     paced = ("entropy_decay_steps", "learning_rate_decay_steps")
     for field, value in slippery.agent.items():
         if field not in paced:
@@ -248,7 +254,7 @@ def test_a_success_target_set_on_a_return_env_is_refused():
     config = load_config("ppo_cartpole")
     config.evaluator.target_success = 1.0
     with pytest.raises(config_lib.ConfigError, match="target_success=1.0: .* no success signal"):
-        config_lib.validate(config)
+        experiment_lib.make(config)
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +276,7 @@ def test_a_cartpole_pipeline_improves_the_greedy_return(cartpole_run):
     assert result["evaluation"]["return_low"] >= 250.0
     assert "success_rate" not in result["evaluation"] and result["exact"] is None
     config = rundir.load_config(run_dir)
-    env, agent = config_lib.make_env(config), config_lib.make_agent(config)
+    env, agent = experiment_lib.Experiment(config).env, experiment_lib.Experiment(config).agent
     key = jax.random.PRNGKey(0)
     initial = agent.init(jax.random.PRNGKey(config.seed)).params  # the learner's (seed)
     untrained = evaluation.make_evaluator(env, agent, 256)(initial, key)

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 from conftest import load_config
 
-from distrl import metrics, pipelines, policy, results
-from distrl.acting import evaluation
+from distrl import metrics, pipelines, policy
+from distrl.acting import exact_check
 from distrl.nodes.evaluator import next_mark
 from distrl.program import errors, ports
 from distrl.program import launcher as program
+from distrl.records import results
 
 
 def _run(config_name: str, run_dir: str, **budget):
@@ -112,7 +113,7 @@ def test_slippery_result_carries_interval_and_exact_answers(run_dir):
     # The reported policy is the one on disk, with the same exact figures.
     loaded = policy.load_policy(out_dir)
     assert loaded.version == result["param_version"] == result["policy"]["version"]
-    again = evaluation.exact_answer(loaded.env, loaded.agent, loaded.params, answer["discount"])
+    again = exact_check.exact_answer(loaded.env, loaded.agent, loaded.params, answer["discount"])
     assert again["success"] == answer["success"], (again, answer)
     assert os.path.exists(os.path.join(out_dir, "plots", "curves.png"))
 

@@ -9,6 +9,7 @@ import numpy as np
 from conftest import load_config
 
 from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 from distrl import local, metrics, pipelines, resources
 from distrl.program import launcher as program
 from distrl.types import CoreChunk, Transition
@@ -30,7 +31,9 @@ def test_sequences_start_every_period_with_their_first_steps_state():
     two chunks back, with that chunk's stored state."""
     config = config_lib.base_config("r2d2")
     config.actor.unroll_length, config.replay.sequence_length = 4, 10
-    items = pipelines.Sequences().item_fn(config_lib.make_agent_config(config), config, None)
+    items = pipelines.Sequences().item_fn(
+        experiment_lib.Experiment(config).agent_config, config, None
+    )
     tail, written = None, []
     for i in range(4):
         out, tail = items(tail, _chunk(i))
@@ -51,15 +54,15 @@ def test_the_memory_estimate_counts_sequences_and_the_network():
     twice, action, reward, discount, last) with the GRU state and the version; the
     parameters: torso, GRU and Q head, exactly."""
     config = load_config("r2d2_memory_chain")
-    env = config_lib.make_env(config)
-    pipeline = config_lib.pipeline(config)
+    env = experiment_lib.Experiment(config).env
+    pipeline = experiment_lib.Experiment(config).pipeline
     length, period, size = 32, 16, config.agent.core_size
     obs_bytes = env.spec.obs_size * np.dtype(env.spec.observation_dtype).itemsize
     per_item = length * (2 * obs_bytes + 4 + 4 + 4 + 1) + 4 * size + 4
     assert pipeline.item_bytes(config, env) == per_item
-    stored, _ = resources.estimate_memory(config).parts["replay"]
+    stored, _ = resources.estimate_memory(experiment_lib.Experiment(config)).parts["replay"]
     assert stored == config.replay.max_size // period * per_item
-    agent = config_lib.make_agent(config)
+    agent = experiment_lib.Experiment(config).agent
     count = sum(x.size for x in jax.tree.leaves(agent.init(jax.random.PRNGKey(0)).params))
     assert resources.param_count(agent.config, env.spec.observation_shape, 2) == count
 

@@ -25,12 +25,14 @@ from conftest import (
     wait_while_running,
 )
 
-from distrl import agents, checkpoint, local, metrics, networks, policy, replay, resources, rundir
+from distrl import agents, checkpoints, local, metrics, networks, policy, replay, resources
 from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 from distrl.acting import evaluation, rollout
 from distrl.agents import recurrent
 from distrl.nodes.learner import Learner
 from distrl.program import launcher as program
+from distrl.records import rundir
 from distrl.types import CoreChunk
 
 KEY = jax.random.PRNGKey(0)
@@ -64,7 +66,7 @@ def test_the_state_resets_where_an_episode_ends_inside_the_scan():
     """Episodes of 4 steps (memory 3): the count each step acted from is its step in
     the episode, 0 1 2 3 0 1 ..., across rollouts too; each chunk stores the state its
     first step acted from, [1, B, ...]."""
-    env = config_lib.make_env(_memory_chain(3))
+    env = experiment_lib.Experiment(_memory_chain(3)).env
     core = _counting_core()
     run = rollout.make_rollout(env, core, 6)
     carry = rollout.init_carry(env, KEY, 2, core)
@@ -84,8 +86,8 @@ def test_the_state_resets_where_an_episode_ends_inside_the_scan():
 
 def test_a_feed_forward_rollout_carries_no_state_and_writes_plain_chunks():
     config = load_config("ppo")
-    env = config_lib.make_env(config)
-    agent = config_lib.make_agent(config)
+    env = experiment_lib.Experiment(config).env
+    agent = experiment_lib.Experiment(config).agent
     assert agent.core is None and rollout.policy_of(agent) is agent.policy
     carry = rollout.init_carry(env, KEY, 2, rollout.policy_of(agent))
     assert carry.core_state == ()
@@ -97,8 +99,8 @@ def test_a_feed_forward_rollout_carries_no_state_and_writes_plain_chunks():
 
 def _acted(config, num_envs: int = 3, steps: int = 9):
     """A recurrent agent, its params, and two consecutive chunks it acted."""
-    env = config_lib.make_env(config)
-    agent = config_lib.make_agent(config)
+    env = experiment_lib.Experiment(config).env
+    agent = experiment_lib.Experiment(config).agent
     params = agent.init(KEY).params
     run = rollout.make_rollout(env, rollout.policy_of(agent), steps)
     carry = rollout.init_carry(env, KEY, num_envs, rollout.policy_of(agent))
@@ -134,7 +136,7 @@ def test_the_memory_estimate_counts_the_cores_parameters(shared_torso):
     """`resources.param_count` (what refuses a network too big for the machine) counts
     each torso's GRU and the heads on its output."""
     config = _memory_chain(10, shared_torso=shared_torso, core_size=24)
-    agent, env = config_lib.make_agent(config), config_lib.make_env(config)
+    agent, env = experiment_lib.Experiment(config).agent, experiment_lib.Experiment(config).env
     count = sum(x.size for x in jax.tree.leaves(agent.init(KEY).params))
     assert resources.param_count(agent.config, env.spec.observation_shape, 2) == count
 
@@ -164,13 +166,13 @@ def test_a_chunk_and_its_start_state_travel_through_reverb():
     config = _memory_chain(3)
     config.actor.update(dict(num_envs=4, unroll_length=8))
     config.agent.num_minibatches = 2
-    env = config_lib.make_env(config)
-    pipeline = config_lib.pipeline(config)
+    env = experiment_lib.Experiment(config).env
+    pipeline = experiment_lib.Experiment(config).pipeline
     server = reverb.Server(pipeline.make_tables(config, env))
     try:
         client = reverb.Client(f"localhost:{server.port}")
         writer = replay.Writer(client, lambda: False)
-        agent = config_lib.make_agent(config)
+        agent = experiment_lib.Experiment(config).agent
         state = agent.init(KEY)
         run = rollout.make_rollout(env, rollout.policy_of(agent), 8)
         carry = rollout.init_carry(env, KEY, 4, rollout.policy_of(agent))
@@ -217,12 +219,12 @@ def test_the_evaluator_carries_the_state_through_each_episode():
     """A policy that answers MemoryChain from its state scores +1 in every episode only
     if the evaluator carries that state from the first step to the query; the evaluator
     of a recurrent agent acts through its core (a `StatefulAct`)."""
-    env = config_lib.make_env(_memory_chain(3))
+    env = experiment_lib.Experiment(_memory_chain(3)).env
     play = jax.jit(lambda key: evaluation.play_episodes(env, _remembering_act(), None, key, 64))
     episodes = play(KEY)
     np.testing.assert_array_equal(episodes.length, [4] * 64)
     np.testing.assert_array_equal(episodes.episode_return, [1.0] * 64)
-    agent = config_lib.make_agent(_memory_chain(3))
+    agent = experiment_lib.Experiment(_memory_chain(3)).agent
     assert isinstance(evaluation.make_act(agent), evaluation.StatefulAct)
     result = evaluation.make_evaluator(env, agent, 8)(agent.init(KEY).params, KEY)
     assert float(result.episodes) == 8 and float(result.mean_length) == 4.0
@@ -362,13 +364,15 @@ def test_a_resumed_recurrent_run_restores_its_core_and_its_policy_evaluates(
     assert first.returncode == 0, out[-3000:]
     first_result = json.loads((run_dir / "result.json").read_text())
     assert first_result["stop_reason"] == "env_step_budget"
-    before = checkpoint.read_manifest(checkpoint.directory(str(run_dir)))
+    before = checkpoints.store.read_manifest(checkpoints.learner.directory(str(run_dir)))
     assert before["version"] > 0
     config = rundir.load_config(str(run_dir))
-    agent = config_lib.make_agent(config)
-    saved, _ = checkpoint.load(checkpoint.directory(str(run_dir)), algorithm, agent.init(KEY))
+    agent = experiment_lib.Experiment(config).agent
+    saved, _ = checkpoints.store.load(
+        checkpoints.learner.directory(str(run_dir)), algorithm, agent.init(KEY)
+    )
     restored, version, _ = Learner(
-        config, None, None, str(run_dir), time.time(), restore=True
+        experiment_lib.Experiment(config), None, None, str(run_dir), time.time(), restore=True
     ).initial_state(agent)
     assert version == before["version"]
     cores = [k for k in saved.params if "gru" in k]

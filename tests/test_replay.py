@@ -15,9 +15,11 @@ import jax
 import numpy as np
 import pytest
 import reverb
+from test_env_interface import Corridor, _corridor_config
 
 from distrl import agents, pipelines, replay, spaces
 from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 from distrl.acting import rollout
 from distrl.agents import nstep
 from distrl.types import Transition
@@ -27,25 +29,27 @@ ALGORITHMS = sorted(agents.PRESETS)
 
 def _tables(c) -> list:
     """The Reverb tables of config `c`'s pipeline, as the replay node makes them."""
-    return config_lib.pipeline(c).make_tables(c, config_lib.make_env(c))
+    return experiment_lib.Experiment(c).pipeline.make_tables(c, experiment_lib.Experiment(c).env)
 
 
 def _example(c):
     """A zero item of config `c`'s pipeline."""
-    return config_lib.pipeline(c).example_item(c, config_lib.make_env(c))
+    return experiment_lib.Experiment(c).pipeline.example_item(c, experiment_lib.Experiment(c).env)
 
 
 def _batches(address: str, c, should_stop, **kwargs):
     """The learner's reads of config `c`'s items (`replay.iterate_batches`)."""
-    pipeline = config_lib.pipeline(c)
-    signature = pipeline.signature(c, config_lib.make_env(c))
+    pipeline = experiment_lib.Experiment(c).pipeline
+    signature = pipeline.signature(c, experiment_lib.Experiment(c).env)
     return replay.iterate_batches(address, signature, pipeline.reading(c), should_stop, **kwargs)
 
 
 def _item_fn(c):
     """The actor's item function of config `c`."""
-    agent_config = config_lib.make_agent_config(c)
-    return config_lib.pipeline(c).item_fn(agent_config, c, config_lib.make_env(c))
+    agent_config = experiment_lib.Experiment(c).agent_config
+    return experiment_lib.Experiment(c).pipeline.item_fn(
+        agent_config, c, experiment_lib.Experiment(c).env
+    )
 
 
 def _small_config(algorithm: str):
@@ -83,8 +87,8 @@ def server_for():
 def _acting(c, server_for):
     """What an actor of config `c` needs, against a fresh server of its tables: (env,
     agent config, agent, client, initial training state, rollout, carry)."""
-    env = config_lib.make_env(c)
-    agent_config = config_lib.make_agent_config(c)
+    env = experiment_lib.Experiment(c).env
+    agent_config = experiment_lib.Experiment(c).agent_config
     agent = agents.make_agent(agent_config, env)
     client = server_for(c)
     state = agent.init(jax.random.PRNGKey(0))
@@ -98,7 +102,7 @@ def _acting(c, server_for):
 def test_actor_items_match_learner_batches(algorithm, server_for):
     c = _small_config(algorithm)
     env, agent_config, agent, client, state, unroll, carry = _acting(c, server_for)
-    pipeline = config_lib.pipeline(c)
+    pipeline = experiment_lib.Experiment(c).pipeline
     is_replay = agent_config.pipeline is agents.PipelineKind.REPLAY
     is_sequences = agent_config.pipeline is agents.PipelineKind.SEQUENCES
     writer = replay.Writer(client, lambda: False)
@@ -144,6 +148,16 @@ def test_actor_items_match_learner_batches(algorithm, server_for):
     writer.close()
 
 
+@pytest.mark.parametrize("algorithm", ["dqn", "ppo", "grpo"])
+def test_corridor_signature_takes_its_dtype_from_the_spec(algorithm):
+    """The table's signature of a uint8 env (tests/test_env_interface.py's Corridor, whose
+    example items that file checks) keeps uint8 observations."""
+    config = _corridor_config(algorithm)
+    pipeline = pipelines.of(experiment_lib.Experiment(config).agent_config)
+    signature = pipeline.signature(config, Corridor()).data
+    assert signature.observation.dtype.name == "uint8"
+
+
 def test_a_read_of_several_batches_is_yielded_batch_by_batch(server_for):
     """DQN reads `learner.batches_per_read` batches at once (one tf.data call) and yields
     them one by one as views of that read; a stop request is seen between them."""
@@ -153,7 +167,7 @@ def test_a_read_of_several_batches_is_yielded_batch_by_batch(server_for):
     env, agent_config, _, client, state, unroll, carry = _acting(c, server_for)
     writer = replay.Writer(client, lambda: False)
     carry, chunk, _ = unroll(state.params, carry, jax.random.PRNGKey(0), 0.5)
-    pipeline = config_lib.pipeline(c)
+    pipeline = experiment_lib.Experiment(c).pipeline
     pipeline.write(writer, jax.device_get(_item_fn(c)(None, chunk)[0]), 0)
     k = pipeline.items_per_batch(c)
     for stop_after in (6, 3):
@@ -165,7 +179,9 @@ def test_a_read_of_several_batches_is_yielded_batch_by_batch(server_for):
     bases = [s.info.key.base for s in _take(client.server_address, c, 5)]
     assert all(b is bases[0] for b in bases[:4]) and bases[4] is not bases[0]  # a new read
     ppo = _small_config("ppo")
-    assert config_lib.pipeline(ppo).reading(ppo).batches_per_read == 1  # item by item
+    assert (
+        experiment_lib.Experiment(ppo).pipeline.reading(ppo).batches_per_read == 1
+    )  # item by item
     writer.close()
 
 
@@ -204,7 +220,7 @@ def test_writer_items_hold_each_written_step_once(algorithm):
     try:
         client = reverb.Client(f"localhost:{server.port}")
         writer = replay.Writer(client, lambda: False)
-        is_replay = config_lib.pipeline(c).kind is agents.PipelineKind.REPLAY
+        is_replay = experiment_lib.Experiment(c).pipeline.kind is agents.PipelineKind.REPLAY
         k = c.actor.unroll_length if is_replay else 1
         written, start = [], 0
         for version in (5, 6):
@@ -384,13 +400,14 @@ def test_writer_blocked_by_a_full_queue_does_not_reconnect():
 _SERVE = """
 import sys, time
 import reverb
-from distrl import config as config_lib, replay
+from distrl import config as config_lib, experiment as experiment_lib
 c = config_lib.base_config("ppo" if sys.argv[2] == "queue" else "dqn")
 c.actor.num_envs, c.actor.unroll_length = 2, 3
 c.learner.batch_chunks, c.replay.queue_size = 2, 8
 if sys.argv[2] == "prioritized":
     c.replay.sampler = "prioritized"
-tables = config_lib.pipeline(c).make_tables(c, config_lib.make_env(c))
+experiment = experiment_lib.Experiment(c)
+tables = experiment.pipeline.make_tables(c, experiment.env)
 server = reverb.Server(tables, port=int(sys.argv[1]))
 print("serving", flush=True)
 time.sleep(300)
@@ -675,7 +692,9 @@ def _fifo_server(config, max_size: int) -> reverb.Server:
         max_size=max_size,
         rate_limiter=reverb.rate_limiters.MinSize(1),
         max_times_sampled=1,
-        signature=config_lib.pipeline(config).signature(config, config_lib.make_env(config)),
+        signature=experiment_lib.Experiment(config).pipeline.signature(
+            config, experiment_lib.Experiment(config).env
+        ),
     )
     return reverb.Server([table])
 
@@ -710,7 +729,7 @@ def test_dqn_items_of_k_steps_through_reverb(k, server_for):
     c.agent.n_step = 3
     c.learner.batch_size = 2 * k * c.actor.num_envs  # 2 items
     c.replay.min_size = k * c.actor.num_envs
-    config_lib.validate(c)
+    experiment_lib.make(c)
     env, agent_config, agent, client, state, unroll, carry = _acting(c, server_for)
     writer = replay.Writer(client, lambda: False)
     to_items = _item_fn(c)
@@ -722,7 +741,7 @@ def test_dqn_items_of_k_steps_through_reverb(k, server_for):
         items, tail = to_items(tail, chunk)
         assert items.action.shape[1:] == (k, b)
         calls.append(jax.device_get(items))
-        config_lib.pipeline(c).write(writer, calls[-1], version=7 + i)
+        experiment_lib.Experiment(c).pipeline.write(writer, calls[-1], version=7 + i)
     written = (3 * t - 2 - (t - 2) % k) // k  # n - 1 + r steps wait in the tail
     assert writer.pop_written() == written
     assert client.server_info()[replay.TABLE].current_size == written
@@ -742,7 +761,7 @@ def test_dqn_items_of_k_steps_through_reverb(k, server_for):
     data = taken[0].data
     assert data.data.observation.shape == (2, k, b, env.obs_size)
     assert data.version.shape == (2,) and set(data.version.tolist()) <= {7, 8, 9}
-    batch = config_lib.pipeline(c).learner_batch(data.data)
+    batch = experiment_lib.Experiment(c).pipeline.learner_batch(data.data)
     assert batch.action.shape == (2 * k * b,)
     np.testing.assert_array_equal(batch.observation[k * b : k * b + b], data.data.observation[1, 0])
     new_state, metrics = agent.update(state, batch)
@@ -758,7 +777,7 @@ def test_prioritized_items_of_k_steps_weight_and_prioritize_whole_items(server_f
     c.replay.item_steps = 2
     c.learner.batch_size = 4 * 2 * c.actor.num_envs  # 4 items of [2, 2]
     c.replay.min_size = 2 * c.actor.num_envs
-    config_lib.validate(c)
+    experiment_lib.make(c)
     client = server_for(c)
     writer = replay.Writer(client, lambda: False)
     example = _example(c).data
@@ -772,7 +791,7 @@ def test_prioritized_items_of_k_steps_weight_and_prioritize_whole_items(server_f
         taken.append(sample)
     per_item = 2 * c.actor.num_envs
     for sample in taken:
-        batch = config_lib.pipeline(c).learner_batch(sample.data.data)
+        batch = experiment_lib.Experiment(c).pipeline.learner_batch(sample.data.data)
         weights = replay.transition_weights(sample.info, 0.7, per_item)
         of_item = replay.importance_weights(sample.info, 0.7)
         item_weight = dict(zip(sample.data.version.tolist(), of_item.tolist()))
@@ -800,7 +819,7 @@ def test_replay_samples_in_flight_are_the_same_transitions_at_any_item_steps():
     4 batches, whichever is more, so larger items do not sample further ahead (each
     in-flight batch adds an update to the data age); a set value is kept."""
     c = config_lib.base_config("dqn")
-    in_flight = lambda: config_lib.pipeline(c).reading(c).in_flight  # noqa: E731
+    in_flight = lambda: experiment_lib.Experiment(c).pipeline.reading(c).in_flight  # noqa: E731
     for k, want in ((1, 64), (2, 32), (4, 16)):
         c.replay.item_steps = k
         assert in_flight() == want

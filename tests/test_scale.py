@@ -11,9 +11,10 @@ import pytest
 from conftest import ROOT, assert_nothing_left, launch_train
 from test_supervise import _node_process, _rows, _stopped_by_ctrl_c, _wait_while_running
 
-from distrl import rundir
+from distrl import experiment as experiment_lib
 from distrl.nodes.actor import actor_epsilon
 from distrl.program import launcher, scaling
+from distrl.records import rundir
 
 SCALE = [sys.executable, str(ROOT / "launch" / "scale.py")]
 
@@ -154,10 +155,10 @@ def test_an_added_actor_explores_as_one_of_the_new_count_from_the_runs_share(tmp
     config = config_lib.base_config("dqn")
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "counter.json").write_text(json.dumps({"env_steps": 40_000}))
-    program = make_program(config, str(tmp_path), time.time())
+    program = make_program(experiment_lib.make(config), str(tmp_path), time.time())
     node = program.more_actors.added(2, 4)
-    actor_config, actor_id, *_, start_steps = node._args  # Launchpad keeps them there
-    assert (actor_config.num_actors, actor_id, start_steps) == (4, 2, 10_001)
+    actor_experiment, actor_id, *_, start_steps = node._args  # Launchpad keeps them there
+    assert (actor_experiment.config.num_actors, actor_id, start_steps) == (4, 2, 10_001)
     assert config.num_actors == 2  # the program's own config is untouched
     assert actor_epsilon(0.4, 2, 4, 7.0) == pytest.approx(0.4 ** (1 + 7 * 2 / 3))
 

@@ -353,21 +353,21 @@ def test_a_restarted_learner_loads_the_newest_checkpoint_and_publishes_newer_ver
     import jax
     from conftest import load_config
 
-    from distrl import agents, checkpoint
-    from distrl import config as config_lib
+    from distrl import checkpoints
+    from distrl import experiment as experiment_lib
     from distrl.nodes import lifecycle
     from distrl.nodes.counter import Counter, state_file
     from distrl.nodes.learner import Learner
 
     config = load_config("dqn")
-    agent = agents.make_agent(config_lib.make_agent_config(config), config_lib.make_env(config))
+    agent = experiment_lib.Experiment(config).agent
     saved = agent.init(jax.random.PRNGKey(11))
     run_dir = str(tmp_path)
-    checkpoint.save(checkpoint.directory(run_dir), saved, 40, {"algorithm": "dqn"})
+    checkpoints.store.save(checkpoints.learner.directory(run_dir), saved, 40, {"algorithm": "dqn"})
     counter = Counter(None, state_file(run_dir))  # the run's counter, keeping its record
     counter.set(param_version=95)  # what it served before it died
     monkeypatch.setenv(lifecycle.ATTEMPT_ENV, "1")
-    learner = Learner(config, None, counter, run_dir, time.time())
+    learner = Learner(experiment_lib.Experiment(config), None, counter, run_dir, time.time())
     state, version, _ = learner.initial_state(agent)
     assert version == 96
     for a, b in zip(jax.tree.leaves(saved), jax.tree.leaves(state), strict=True):

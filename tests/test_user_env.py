@@ -15,8 +15,10 @@ from conftest import load_config
 from test_gymnax_env import _user_config as _gymnax_user_config
 
 from distrl import config as config_lib
-from distrl import local, metrics, results
+from distrl import experiment as experiment_lib
+from distrl import local, metrics
 from distrl.program import launcher as program
+from distrl.records import results
 from tests.user_envs import Contexts  # the module as its config name imports it
 
 NAME = "tests.user_envs:make_contexts"
@@ -36,20 +38,20 @@ def _contexts_config(algorithm: str = "ppo", target_return: float = 3.5):
 
 def test_the_factory_builds_the_env_and_its_name_survives_config_json():
     config = _contexts_config()
-    assert config_lib.make_env(config) == Contexts(3, 4)
+    assert experiment_lib.Experiment(config).env == Contexts(3, 4)
     saved = json.loads(json.dumps(config.to_dict()))  # as config.json holds it
     again = config_lib.from_dict(saved)
     assert (again.env.name, again.env.kwargs) == (NAME, '{"contexts": 3, "length": 4}')
     assert again.evaluator.target_return == 3.5
-    assert config_lib.make_env(again) == Contexts(3, 4)
-    config_lib.validate(again)
+    assert experiment_lib.Experiment(again).env == Contexts(3, 4)
+    experiment_lib.make(again)
     # A config saved before these fields existed is a gridworld run without a return target.
     flat = config_lib.flatten(load_config("dqn").to_dict())
     for key in ("env.name", "env.kwargs", "evaluator.target_return"):
         del flat[key]
     older = config_lib.from_dict(config_lib._nest(flat))
     assert older.env.name == "gridworld" and older.evaluator.target_return == 0.0
-    assert config_lib.make_env(older).spec.observation_shape == (16,)
+    assert experiment_lib.Experiment(older).env.spec.observation_shape == (16,)
 
 
 @pytest.mark.parametrize(
@@ -71,7 +73,7 @@ def test_a_bad_env_name_is_a_config_error_naming_it(name, kwargs, message):
     config = _contexts_config()
     config.env.update(dict(name=name, kwargs=kwargs))
     with pytest.raises(config_lib.ConfigError, match=f"config.env.name='{name}'") as err:
-        config_lib.validate(config)
+        experiment_lib.make(config)
     assert message in str(err.value)
 
 
@@ -82,18 +84,18 @@ def test_kwargs_for_the_gridworld_are_refused(kwargs):
     config = config_lib.base_config("ppo")
     config.env.kwargs = kwargs
     with pytest.raises(config_lib.ConfigError, match="config.env.kwargs=.*the gridworld takes"):
-        config_lib.validate(config)
+        experiment_lib.make(config)
 
 
 def test_a_target_the_env_cannot_score_names_the_return_target_as_the_way():
     config = _contexts_config()
     config.evaluator.target_success = 1.0
     with pytest.raises(config_lib.ConfigError, match="no success signal"):
-        config_lib.validate(config)
+        experiment_lib.make(config)
     config.evaluator.update(dict(target_success=0.0, target_return=0.0))
     config.budget.update(dict(env_steps=0, seconds=0.0))
     with pytest.raises(config_lib.ConfigError, match="sets no target: the run would never stop"):
-        config_lib.validate(config)
+        experiment_lib.make(config)
 
 
 def test_the_single_process_trainer_stops_on_a_confirmed_return():

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from distrl import envs
-from distrl.acting import evaluation, host_rollout, rollout
+from distrl.acting import evaluation, host_rollout, intervals, rollout
 
 WIDTH = 256  # copies in an evaluator's vector env, at most
 
@@ -35,7 +35,7 @@ class HostEvaluator:
         self._success = envs.success_signal(env)
         self._env_name = config.env.name
 
-    def __call__(self, params, key, epsilon=0.0) -> evaluation.EvalResult:
+    def __call__(self, params, key, epsilon=0.0) -> intervals.EvalResult:
         return evaluation.summarize(self.play(params, key, epsilon))
 
     def play(self, params, key, epsilon=0.0) -> evaluation.Episodes:

@@ -4,9 +4,12 @@ One module per algorithm (`dqn`, `actor_critic`, `ppo`, `r2d2`, and for Box acti
 `sac`, `td3`), each with a frozen config
 dataclass and `make_agent(config, env_spec) -> Agent`. `make_config(name)` gives
 the named presets the series used (tabular Q, REINFORCE, GRPO are configs of the
-three agents); `make_agent` dispatches on the config type.
+three agents); `make_agent` dispatches on the config type. The experiment config's
+`agent` section is this package's (`section_defaults`: the preset's fields;
+`check_section`: their values, and the agent on the experiment's env).
 """
 
+import dataclasses
 from typing import Any
 
 from distrl import networks, spaces
@@ -18,6 +21,7 @@ from distrl.agents.ppo import PPOConfig
 from distrl.agents.r2d2 import R2D2Config
 from distrl.agents.sac import SACConfig
 from distrl.agents.td3 import TD3Config
+from distrl.errors import ConfigError
 
 # name -> (config class, preset overrides of its defaults)
 PRESETS: dict[str, tuple] = {
@@ -95,6 +99,38 @@ def _spec(env_spec):
     return getattr(env_spec, "spec", env_spec)
 
 
+def config_of(algorithm: str, fields: dict | None = None):
+    """The config dataclass of preset `algorithm` with the experiment config's agent
+    `fields`; ConfigError naming an unknown algorithm or the field that cannot work."""
+    if algorithm not in PRESETS:
+        raise ConfigError(
+            f"config.algorithm={algorithm!r} is unknown; valid: {', '.join(sorted(PRESETS))}"
+        )
+    try:
+        return make_config(algorithm, **(fields or {}))
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"config.agent.{err}") from None
+
+
+def section_defaults(agent_config) -> dict:
+    """The agent section: every field of the preset's config dataclass."""
+    return {"agent": dataclasses.asdict(agent_config)}
+
+
+def check_section(experiment) -> None:
+    """The agent section's values (as its dataclass checks them), and the agent on the
+    experiment's env: its observations (`check_env`) and actions (`check_actions`)."""
+    agent_config, env = experiment.agent_config, experiment.env
+    try:
+        check_env(agent_config, env)
+    except ValueError as err:
+        raise ConfigError(f"config.agent.{err}") from None
+    try:  # the algorithm, not a field of it, is what cannot act in these actions
+        check_actions(agent_config, env)
+    except ValueError as err:
+        raise ConfigError(f"config.algorithm={experiment.config.algorithm!r}: {err}") from None
+
+
 __all__ = [
     "PRESETS",
     "ActorCriticConfig",
@@ -110,9 +146,12 @@ __all__ = [
     "actor_critic",
     "check_actions",
     "check_env",
+    "check_section",
+    "config_of",
     "dqn",
     "make_agent",
     "make_config",
+    "section_defaults",
     "ppo",
     "r2d2",
     "sac",

@@ -17,54 +17,25 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from distrl import networks, spaces
+from distrl import networks
 from distrl.agents import advantages as adv_lib
-from distrl.agents import base, checks, recurrent
+from distrl.agents import assembly, base, checks, recurrent, settings
 from distrl.agents import distributions as dist
 from distrl.types import CoreChunk, Transition
 
 
-@dataclasses.dataclass(frozen=True)
-class ActorCriticConfig:
-    """A2C settings; the defaults solve the non-slippery 4x4 map.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ActorCriticConfig(settings.PolicyGradientFields):
+    """A2C's (and REINFORCE's, V-trace's) settings, its defaults solve the non-slippery
+    4x4 map: the fields of `settings.PolicyGradientFields` (what they mean, what it
+    sets here) and its own; `RULES` below says what each accepts."""
 
-    Every field is a setting of the experiment config's `agent` section
-    (`--config.agent.<field>=`); `RULES` below says what each accepts.
-    """
-
-    ACTION_SPACES = (spaces.Discrete, spaces.Box)  # what it acts in (checks.check_action_space)
-
-    hidden_sizes: tuple[int, ...] = (64,)  # hidden layer widths (policy and value torsos)
-    shared_torso: bool = False  # one torso for policy and value, else one each
-    activation: str = "tanh"  # nonlinearity: "relu" | "tanh" | "elu"
-    torso: str = "auto"  # "mlp" | "conv" (Conv2D layers, then the MLP) | "auto": conv on
-    # image observations [H, W, C] (MinAtar's 10x10xC), the MLP on any other shape
-    conv_channels: tuple[int, ...] = (16,)  # conv torso: output channels of each Conv2D layer
-    conv_kernel: int = 3  # conv torso: square kernel side of every Conv2D layer, in pixels
-    optimizer: str = "adam"  # "adam" | "sgd"
-    learning_rate: float = 1e-2  # optimizer step size (per update)
-    learning_rate_decay_steps: int = 0  # updates of linear decay to learning_rate_final; 0: none
-    learning_rate_final: float = 0.0  # the step size after the decay
-    max_grad_norm: float = 1.0  # global-norm gradient clip; <= 0 disables
-    discount: float = 0.99  # gamma per env step; 0.9 is steadier later but reached the goal
-    # 3-10x slower
-    gae_lambda: float = 0.95  # GAE / V-trace lambda (1: Monte-Carlo returns in the chunk)
+    max_grad_norm: float = 1.0
+    discount: float = 0.99  # 0.9 is steadier later but reached the goal 3-10x slower
     use_critic: bool = True  # False (with gae_lambda=1): REINFORCE, no baseline
-    value_coef: float = 0.5  # weight of the value loss in the total loss
-    entropy_coef: float = 0.05  # weight of the entropy bonus in the total loss
-    entropy_decay_steps: int = 0  # updates of linear decay to entropy_coef_final; 0: none
-    entropy_coef_final: float = 0.0  # the entropy bonus's weight after the decay
-    normalize_advantages: bool = False  # advantages to zero mean, unit std over the batch
-    record_value: bool = False  # actors record V(s) in extras['value'] (PPO's clip_value
-    # does anyway; else no learner reads it, and acting without it is faster)
-    normalize_observations: bool = False  # standardise observations by running statistics
-    # the learner keeps in the params (`networks.ObservationNorm`; MuJoCo's, as VecNormalize)
     vtrace: bool = False  # off-policy correction with the behaviour's extras['log_prob']
     clip_rho_threshold: float = 1.0  # V-trace: importance weights clipped at this, for values
     clip_pg_rho_threshold: float = 1.0  # V-trace: likewise for the policy gradient
-    core: str = "none"  # "none" (feed-forward) | "gru": a GRU after each torso, its state
-    # carried by the actors and stored at each chunk's start (`agents.recurrent`)
-    core_size: int = 128  # the GRU's width (core "gru")
 
     def __post_init__(self):
         base.freeze_sequences(self)
@@ -81,33 +52,12 @@ class ActorCriticConfig:
         return base.PipelineKind.CHUNKS if self.use_critic else base.PipelineKind.EPISODES
 
 
-# The network's fields, shared with PPO (same actor-critic network).
-TORSO_RULES = {
-    "hidden_sizes": checks.SIZES,
-    "shared_torso": checks.FLAG,
-    "activation": checks.one_of(*networks.ACTIVATIONS),
-    **checks.torso_rules(networks.TORSOS),
-}
-
-# A recurrent core's fields, shared with PPO.
-CORE_RULES = {"core": checks.one_of(*networks.CORES), "core_size": checks.at_least(1)}
-
 RULES = {
-    **TORSO_RULES,
-    **checks.optimizer_rules(base.OPTIMIZERS),
-    "gae_lambda": checks.FRACTION,
+    **settings.POLICY_GRADIENT_RULES,
     "use_critic": checks.FLAG,
-    "value_coef": checks.NONNEGATIVE,
-    "entropy_coef": checks.NONNEGATIVE,
-    "entropy_decay_steps": checks.at_least(0),
-    "entropy_coef_final": checks.NONNEGATIVE,
-    "normalize_advantages": checks.FLAG,
-    "record_value": checks.FLAG,
-    "normalize_observations": checks.FLAG,
     "vtrace": checks.FLAG,
     "clip_rho_threshold": checks.POSITIVE,
     "clip_pg_rho_threshold": checks.POSITIVE,
-    **CORE_RULES,
 }
 
 
@@ -256,19 +206,12 @@ def make_policy_gradient_agent(config, env_spec, update_impl) -> base.Agent:
         torso, base.action_space(env_spec), config.shared_torso
     )
     optimizer = base.optimizer_of(config)
-    init = base.make_init(net, optimizer, obs_shape, with_target=False)
-    if config.normalize_observations:
-        update_impl = base.observing(update_impl)
-    update = jax.jit(functools.partial(update_impl, net, optimizer, config))
     policy, greedy, value, probs = make_policy_fns(net, base.records_value(config))
-    return base.Agent(
-        init=init,
-        update=update,
-        policy=policy,
-        greedy=greedy,
-        value=value,
-        epsilon=base.zero_epsilon,
-        network=net,
-        config=config,
+    return assembly.assemble(
+        config,
+        net,
+        base.make_init(net, optimizer, obs_shape, with_target=False),
+        functools.partial(update_impl, net, optimizer, config),
+        (policy, greedy, value),
         valued=base.ValuedPolicy("sampling", probs) if config.has_critic else None,
     )

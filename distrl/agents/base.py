@@ -16,8 +16,7 @@ import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
-from distrl import networks, spaces
-from distrl.types import CoreChunk
+from distrl import spaces
 
 Params = Any
 OPTIMIZERS = ("adam", "sgd")
@@ -107,6 +106,10 @@ class Agent(NamedTuple):
       policy is recurrent (not a function of the observation alone).
     core: a recurrent agent's `agents.recurrent.Core` (acting with its state; `policy`,
       `greedy` and `value` then act from a fresh episode's state); None: feed-forward.
+    update_many: (TrainingState, batches [K, ...], weights [K, N] | None) ->
+      (TrainingState, metrics [K, ...]): K `update`s in one jitted `lax.scan`, update k
+      on batches[k] (`assembly.scan_updates`), as K calls in a row; on an accelerator,
+      K small updates per call instead of one. None only in an Agent built by hand.
     """
 
     init: Callable
@@ -119,6 +122,7 @@ class Agent(NamedTuple):
     config: Any
     valued: ValuedPolicy | None = None
     core: Any = None
+    update_many: Callable | None = None
 
 
 def records_value(config) -> bool:
@@ -128,27 +132,6 @@ def records_value(config) -> bool:
     Acting without it halved ppo_breakout's actor rollout (issue 37). `config`: the
     agent's dataclass or the experiment config's `agent` section."""
     return bool(getattr(config, "record_value", False) or getattr(config, "clip_value", False))
-
-
-def observing(update_impl: Callable) -> Callable:
-    """`update_impl(net, optimizer, config, state, batch)`, then the batch's observations
-    merged into the network's running observation statistics (`networks.observe`):
-    after the gradient steps, so that those saw the statistics the actors acted with.
-
-    Only where those steps moved the params: a network that no longer learns (its step
-    size decayed to 0) keeps the statistics it was trained with. Merged on, they would
-    drift to the frozen policy's own states and change what it does (seen on
-    ppo_mujoco past its 1M-step decay: greedy HalfCheetah 4,800 fell to 1,000)."""
-
-    def update(net, optimizer, config, state: TrainingState, batch):
-        new, metrics = update_impl(net, optimizer, config, state, batch)
-        steps = batch.chunk if isinstance(batch, CoreChunk) else batch
-        learned = jnp.any(ravel_pytree(new.params)[0] != ravel_pytree(state.params)[0])
-        merged = networks.observe(new.params, steps.observation)
-        params = jax.tree.map(lambda m, p: jnp.where(learned, m, p), merged, new.params)
-        return new._replace(params=params), metrics
-
-    return update
 
 
 def make_init(net: hk.Transformed, optimizer, obs_shape: tuple, with_target: bool) -> Callable:
@@ -195,7 +178,7 @@ def make_optimizer(
 
 
 def optimizer_of(config) -> optax.GradientTransformation:
-    """`make_optimizer` from an agent config's optimizer fields (checks.optimizer_rules)."""
+    """`make_optimizer` from an agent config's optimizer fields (`settings.LearningFields`)."""
     return make_optimizer(
         config.learning_rate,
         config.max_grad_norm,
@@ -266,6 +249,14 @@ def entropy(logits: jnp.ndarray) -> jnp.ndarray:
     """Entropy of softmax(logits) [..., A] -> [...] (lighter to compile than distrax)."""
     log_pi = jax.nn.log_softmax(logits, axis=-1)
     return -jnp.sum(jnp.exp(log_pi) * log_pi, axis=-1)
+
+
+def select_actions(values: jnp.ndarray, actions: jnp.ndarray) -> jnp.ndarray:
+    """values[..., a] of the actions [...] (int) from values [..., A] -> [...], as a
+    one-hot product summed over A: the same numbers and gradient as indexing, with no
+    gather (nor scatter in the gradient), which TPUs run one element at a time."""
+    one_hot = jax.nn.one_hot(actions, values.shape[-1], dtype=values.dtype)
+    return jnp.sum(values * one_hot, axis=-1)
 
 
 def argmax_actions(values: jnp.ndarray) -> jnp.ndarray:

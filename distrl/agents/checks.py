@@ -1,8 +1,9 @@
 """Range checks for the agents' config dataclasses (pure Python, no JAX).
 
-Each config dataclass lists one rule per field (`RULES`) and calls `check` from
-`__post_init__`, so a config that cannot train (a NaN learning rate, an unknown
-optimizer) is refused when it is built, wherever that happens. A rule is
+Each config dataclass lists one rule per field (`RULES`, the shared fields' rules
+from `agents.settings`) and calls `check` from `__post_init__`, so a config that
+cannot train (a NaN learning rate, an unknown optimizer) is refused when it is
+built, wherever that happens. A rule is
 (predicate, what is valid); the error names the field, its value and the rule.
 `check_action_space` refuses an env whose actions the agent cannot take.
 """
@@ -33,6 +34,10 @@ SIZES = (
     lambda v: isinstance(v, tuple) and all(_integer(s) and s >= 1 for s in v),
     "a tuple of layer widths >= 1, e.g. (64, 64), or () for none",
 )
+CHANNELS = (
+    lambda v: isinstance(v, tuple) and len(v) >= 1 and all(_integer(c) and c >= 1 for c in v),
+    "a tuple of one or more channel counts >= 1, e.g. (16,) or (16, 32)",
+)
 
 
 def at_least(low: int):
@@ -41,32 +46,6 @@ def at_least(low: int):
 
 def one_of(*names: str):
     return (lambda v: v in names, f"one of {', '.join(map(repr, names))}")
-
-
-def optimizer_rules(optimizers) -> dict:
-    """The rules of the fields every agent's optimizer reads (base.optimizer_of)."""
-    return {
-        "optimizer": one_of(*optimizers),
-        "learning_rate": POSITIVE,
-        "learning_rate_decay_steps": at_least(0),
-        "learning_rate_final": NONNEGATIVE,
-        "max_grad_norm": FINITE,
-        "discount": FRACTION,
-    }
-
-
-def torso_rules(torsos) -> dict:
-    """The rules of the torso fields every agent's network reads (networks.torso_kind)."""
-    return {
-        "torso": one_of(*torsos),
-        "conv_channels": (
-            lambda v: (
-                isinstance(v, tuple) and len(v) >= 1 and all(_integer(c) and c >= 1 for c in v)
-            ),
-            "a tuple of one or more channel counts >= 1, e.g. (16,) or (16, 32)",
-        ),
-        "conv_kernel": at_least(1),
-    }
 
 
 def check(config, rules: dict) -> None:

@@ -1,5 +1,6 @@
-"""Shared parts of the actor-critic agents for Box actions (SAC, TD3): their config
-fields, twin Q critics trained on n-step replay samples, Polyak-averaged targets.
+"""Shared parts of the actor-critic agents for Box actions (SAC, TD3): twin Q critics
+trained on n-step replay samples, Polyak-averaged targets (their shared config fields
+are `settings.CriticFields`).
 
 Batch: `QTransition` [N] from the replay pipeline, as DQN's (`discount` is the full
 bootstrap multiplier, gamma**k times the env's). The critic's loss is the squared
@@ -17,22 +18,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from distrl import networks, spaces
-from distrl.agents import base, checks
+from distrl.agents import base
 from distrl.types import QTransition
-
-# The fields both agents have, with their rules (each config lists its defaults).
-RULES = {
-    "hidden_sizes": checks.SIZES,
-    "activation": checks.one_of(*networks.ACTIVATIONS),
-    **checks.torso_rules(networks.TORSOS),
-    **checks.optimizer_rules(base.OPTIMIZERS),
-    "critic_learning_rate": checks.POSITIVE,
-    "n_step": checks.at_least(1),
-    "tau": checks.OPEN_FRACTION,
-    "random_steps": checks.at_least(0),
-}
-ACTION_SPACES = (spaces.Box,)
 
 
 def critic_optimizer(config) -> optax.GradientTransformation:
@@ -77,6 +64,16 @@ def polyak(params, target, tau: float):
 def min_q(critic, params, observations, actions) -> jnp.ndarray:
     """min over the two heads [...]: the pessimistic Q both agents act on and bootstrap."""
     return jnp.min(critic.apply(params, observations, actions), axis=-1)
+
+
+def greedy_value(critic, greedy):
+    """`Agent.value` of a Box agent: (params, observations [B, ...]) -> min_i Q_i(s, a)
+    [B] at the greedy action a = greedy(params, observations)."""
+
+    def value(params, observations):
+        return min_q(critic, params.critic, observations, greedy(params, observations))
+
+    return value
 
 
 def dummy_inputs(env_spec) -> tuple:

@@ -13,45 +13,30 @@ import jax.numpy as jnp
 import optax
 import rlax
 
-from distrl import networks, spaces
-from distrl.agents import base, checks
+from distrl import networks
+from distrl.agents import assembly, base, checks, settings
 from distrl.agents.nstep import concat_tail, n_step_transitions, tail  # noqa: F401
 from distrl.types import QTransition
 
 
-@dataclasses.dataclass(frozen=True)
-class DQNConfig:
-    """DQN settings; the defaults solve the non-slippery 4x4 map.
-
-    Every field is a setting of the experiment config's `agent` section
-    (`--config.agent.<field>=`); `RULES` below says what each accepts.
-    """
-
-    ACTION_SPACES = (spaces.Discrete,)  # what it acts in (checks.check_action_space)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DQNConfig(settings.QLearningFields):
+    """DQN's settings, its defaults solve the non-slippery 4x4 map: the fields of
+    `settings.QLearningFields` (what they mean, what it sets here) and its own;
+    `RULES` below says what each accepts."""
 
     network: str = "mlp"  # Q-network: "mlp" (hidden_sizes) | "table" (tabular Q-learning)
-    hidden_sizes: tuple[int, ...] = (64, 64)  # MLP hidden layer widths, in units
-    activation: str = "relu"  # MLP nonlinearity: "relu" | "tanh" | "elu"
-    torso: str = "auto"  # "mlp" | "conv" (Conv2D layers, then the MLP) | "auto": conv on
-    # image observations [H, W, C] (MinAtar's 10x10xC), the MLP on any other shape
-    conv_channels: tuple[int, ...] = (16,)  # conv torso: output channels of each Conv2D layer
-    conv_kernel: int = 3  # conv torso: square kernel side of every Conv2D layer, in pixels
-    optimizer: str = "adam"  # "adam" | "sgd"
-    learning_rate: float = 1e-2  # optimizer step size (per update)
-    learning_rate_decay_steps: int = 0  # updates of linear decay to learning_rate_final; 0: none
-    learning_rate_final: float = 0.0  # the step size after the decay
-    max_grad_norm: float = 10.0  # global-norm gradient clip; <= 0 disables
-    discount: float = 0.9  # gamma per env step (also for the n-step writer); 0.99 leaves a
-    # 1% gap between moving and bumping a wall, which approximation noise can flip for good
-    n_step: int = 1  # env steps summed into one return before bootstrapping (the writer's)
-    double_q: bool = True  # rlax.double_q_learning, else rlax.q_learning
-    loss: str = "huber"  # TD loss: "huber" | "l2"
-    huber_delta: float = 1.0  # TD error (return units) where the Huber loss turns linear
-    target_update_period: int = 25  # learner updates between target refreshes
-    target_update_tau: float = 1.0  # fraction moved at a refresh: 1 hard copy, < 1 Polyak
-    epsilon_init: float = 1.0  # exploration probability at env step 0
-    epsilon_final: float = 0.1  # exploration probability after the decay
-    epsilon_decay_steps: int = 2_000  # env steps (all actors together) of linear decay
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    learning_rate: float = 1e-2
+    discount: float = 0.9  # 0.99 leaves a 1% gap between moving and bumping a wall, which
+    # approximation noise can flip for good
+    n_step: int = 1
+    double_q: bool = True  # double Q-learning's target (the online network picks the
+    # bootstrap action, the target network values it), else Q-learning's max
+    loss: str = "huber"
+    target_update_period: int = 25
+    epsilon_final: float = 0.1
+    epsilon_decay_steps: int = 2_000
 
     def __post_init__(self):
         base.freeze_sequences(self)
@@ -66,42 +51,29 @@ class DQNConfig:
 
 
 RULES = {
+    **settings.Q_LEARNING_RULES,
     "network": checks.one_of("mlp", "table"),
-    "hidden_sizes": checks.SIZES,
-    "activation": checks.one_of(*networks.ACTIVATIONS),
-    **checks.torso_rules(networks.TORSOS),
-    **checks.optimizer_rules(base.OPTIMIZERS),
-    "n_step": checks.at_least(1),
     "double_q": checks.FLAG,
-    "loss": checks.one_of("huber", "l2"),
-    "huber_delta": checks.POSITIVE,
-    "target_update_period": checks.at_least(1),
-    "target_update_tau": checks.OPEN_FRACTION,
-    "epsilon_init": checks.FRACTION,
-    "epsilon_final": checks.FRACTION,
-    "epsilon_decay_steps": checks.at_least(1),
 }
 
 
-def td_error(network, params, target_params, transition: QTransition, double_q: bool):
-    """(TD error [], the online Q of the taken action []) for ONE transition (obs [O],
-    action [], reward [], discount [])."""
-    q_tm1 = network.apply(params, transition.observation)  # [A]
-    q_t_value = network.apply(target_params, transition.next_observation)  # [A]
-    taken = q_tm1[transition.action]
+def td_error(network, params, target_params, batch: QTransition, double_q: bool):
+    """(TD errors [N], the online Q of the taken actions [N]) of a batch [N] (obs [N, O],
+    action [N], reward [N], discount [N]): rlax's `double_q_learning` (the online
+    network picks the bootstrap action, the target network values it) or `q_learning`
+    (the target's max), computed on the whole batch. Actions are selected by one-hot
+    products (`base.select_actions`): rlax's per-example indexing, vmapped, compiles to
+    a gather (and a scatter in the gradient) that a TPU runs element by element."""
+    q_tm1 = network.apply(params, batch.observation)  # [N, A]
+    q_t_value = network.apply(target_params, batch.next_observation)  # [N, A]
+    taken = base.select_actions(q_tm1, batch.action)  # [N]
     if double_q:
-        q_t_selector = network.apply(params, transition.next_observation)  # [A]
-        return rlax.double_q_learning(
-            q_tm1,
-            transition.action,
-            transition.reward,
-            transition.discount,
-            q_t_value,
-            q_t_selector,
-        ), taken
-    return rlax.q_learning(
-        q_tm1, transition.action, transition.reward, transition.discount, q_t_value
-    ), taken
+        q_t_selector = network.apply(params, batch.next_observation)  # [N, A]
+        bootstrap = base.select_actions(q_t_value, base.argmax_actions(q_t_selector))
+    else:
+        bootstrap = jnp.max(q_t_value, axis=-1)
+    target = jax.lax.stop_gradient(batch.reward + batch.discount * bootstrap)  # [N]
+    return target - taken, taken
 
 
 def loss_fn(network, config: DQNConfig, params, target_params, batch: QTransition, weights=None):
@@ -113,9 +85,7 @@ def loss_fn(network, config: DQNConfig, params, target_params, batch: QTransitio
     actions) and `terminal_frac` (the batch's share of terminal transitions, discount
     0) show a TD burst: a terminal's TD error is about Q itself (issue 37 item 5).
     """
-    td, q_taken = jax.vmap(td_error, in_axes=(None, None, None, 0, None))(
-        network, params, target_params, batch, config.double_q
-    )  # [N] each
+    td, q_taken = td_error(network, params, target_params, batch, config.double_q)  # [N] each
     if config.loss == "huber":
         losses = rlax.huber_loss(td, config.huber_delta)
     elif config.loss == "l2":
@@ -155,17 +125,21 @@ def _update(
     return base.TrainingState(params, target_params, opt_state, state.key, step), metrics
 
 
+def epsilon_schedule(config: settings.QLearningFields):
+    """env steps -> [] exploration probability: epsilon_init, decayed linearly to
+    epsilon_final over epsilon_decay_steps (DQN's and R2D2's actors)."""
+    return optax.linear_schedule(
+        config.epsilon_init, config.epsilon_final, config.epsilon_decay_steps
+    )
+
+
 def make_agent(config: DQNConfig, env_spec) -> base.Agent:
     """Builds the DQN agent for an env spec (`base.EnvSpec` or the env's)."""
     obs_shape = base.observation_shape(env_spec)
     torso = networks.torso_of(config, obs_shape)
     net = networks.make_dqn_network(config.network, torso, env_spec.num_actions)
     optimizer = base.optimizer_of(config)
-    epsilon_fn = optax.linear_schedule(
-        config.epsilon_init, config.epsilon_final, config.epsilon_decay_steps
-    )
     init = base.make_init(net, optimizer, obs_shape, with_target=True)
-    update = jax.jit(functools.partial(_update, net, optimizer, config))
 
     def policy(params, key, observations, epsilon):
         """Epsilon-greedy: obs [B, O] -> (actions [B] int32, {}) (no extras on purpose)."""
@@ -183,14 +157,12 @@ def make_agent(config: DQNConfig, env_spec) -> base.Agent:
         policy's value, whatever epsilon the actors explore with."""
         return jax.nn.one_hot(greedy(params, observations), env_spec.num_actions)
 
-    return base.Agent(
-        init=init,
-        update=update,
-        policy=policy,
-        greedy=greedy,
-        value=value,
-        epsilon=epsilon_fn,
-        network=net,
-        config=config,
-        valued=base.ValuedPolicy("greedy", greedy_probs),
+    return assembly.assemble(
+        config,
+        net,
+        init,
+        functools.partial(_update, net, optimizer, config),
+        (policy, greedy, value),
+        epsilon_schedule(config),
+        base.ValuedPolicy("greedy", greedy_probs),
     )

@@ -21,55 +21,26 @@ import jax.numpy as jnp
 import optax
 import rlax
 
-from distrl import spaces
-from distrl.agents import actor_critic, base, checks, recurrent
+from distrl.agents import actor_critic, base, checks, recurrent, settings
 from distrl.agents import advantages as adv_lib
 from distrl.agents import distributions as dist
 from distrl.types import CoreChunk, Transition
 
 
-@dataclasses.dataclass(frozen=True)
-class PPOConfig:
-    """PPO settings; the defaults solve the non-slippery 4x4 map.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PPOConfig(settings.PolicyGradientFields):
+    """PPO's (and GRPO's) settings, its defaults solve the non-slippery 4x4 map: the
+    fields of `settings.PolicyGradientFields` (what they mean, what it sets here)
+    and its own; `RULES` below says what each accepts."""
 
-    Every field is a setting of the experiment config's `agent` section
-    (`--config.agent.<field>=`); `RULES` below says what each accepts.
-    """
-
-    ACTION_SPACES = (spaces.Discrete, spaces.Box)  # what it acts in (checks.check_action_space)
-
-    hidden_sizes: tuple[int, ...] = (64,)  # hidden layer widths (policy and value torsos)
-    shared_torso: bool = False  # one torso for policy and value, else one each
-    activation: str = "tanh"  # nonlinearity: "relu" | "tanh" | "elu"
-    torso: str = "auto"  # "mlp" | "conv" (Conv2D layers, then the MLP) | "auto": conv on
-    # image observations [H, W, C] (MinAtar's 10x10xC), the MLP on any other shape
-    conv_channels: tuple[int, ...] = (16,)  # conv torso: output channels of each Conv2D layer
-    conv_kernel: int = 3  # conv torso: square kernel side of every Conv2D layer, in pixels
-    optimizer: str = "adam"  # "adam" | "sgd"
-    learning_rate: float = 1e-2  # optimizer step size (per minibatch step)
-    learning_rate_decay_steps: int = 0  # optimizer steps (update x epoch x minibatch) of decay
-    learning_rate_final: float = 0.0  # the step size after the decay
-    max_grad_norm: float = 0.5  # global-norm gradient clip; <= 0 disables
-    discount: float = 0.9  # gamma per env step; 0.99 reaches the goal too, but its greedy
-    # policy later flips to wall bumps in ~20% of evaluations (a 1% value gap); 0.9 stays put
-    gae_lambda: float = 0.95  # GAE lambda
+    max_grad_norm: float = 0.5
+    discount: float = 0.9  # 0.99 reaches the goal too, but its greedy policy later flips
+    # to wall bumps in ~20% of evaluations (a 1% value gap); 0.9 stays put
     clip_epsilon: float = 0.2  # probability ratio clipped to [1 - eps, 1 + eps]
-    value_coef: float = 0.5  # weight of the value loss in the total loss
-    entropy_coef: float = 0.05  # weight of the entropy bonus in the total loss
-    entropy_decay_steps: int = 0  # updates of linear decay to entropy_coef_final; 0: none
-    entropy_coef_final: float = 0.0  # the entropy bonus's weight after the decay
     clip_value: bool = False  # clip V around extras['value'] by clip_epsilon
-    record_value: bool = False  # actors record V(s) in extras['value'] (PPO's clip_value
-    # does anyway; else no learner reads it, and acting without it is faster)
-    normalize_observations: bool = False  # standardise observations by running statistics
-    # the learner keeps in the params (`networks.ObservationNorm`; MuJoCo's, as VecNormalize)
-    normalize_advantages: bool = False  # over the whole batch (True hurt on 4x4)
     num_epochs: int = 4  # passes over each batch per update
     num_minibatches: int = 4  # minibatches (of time steps) per epoch
     advantage: str = "gae"  # "gae" | "grpo" (group-relative, no critic)
-    core: str = "none"  # "none" (feed-forward) | "gru": a GRU after each torso, its state
-    # carried by the actors and stored at each chunk's start (`agents.recurrent`)
-    core_size: int = 128  # the GRU's width (core "gru")
 
     def __post_init__(self):
         base.freeze_sequences(self)
@@ -87,22 +58,12 @@ class PPOConfig:
 
 
 RULES = {
-    **actor_critic.TORSO_RULES,
-    **checks.optimizer_rules(base.OPTIMIZERS),
-    "gae_lambda": checks.FRACTION,
+    **settings.POLICY_GRADIENT_RULES,
     "clip_epsilon": checks.POSITIVE,
-    "value_coef": checks.NONNEGATIVE,
-    "entropy_coef": checks.NONNEGATIVE,
-    "entropy_decay_steps": checks.at_least(0),
-    "entropy_coef_final": checks.NONNEGATIVE,
     "clip_value": checks.FLAG,
-    "record_value": checks.FLAG,
-    "normalize_observations": checks.FLAG,
-    "normalize_advantages": checks.FLAG,
     "num_epochs": checks.at_least(1),
     "num_minibatches": checks.at_least(1),
     "advantage": checks.one_of("gae", "grpo"),
-    **actor_critic.CORE_RULES,
 }
 
 

@@ -27,43 +27,31 @@ import jax.numpy as jnp
 import optax
 import rlax
 
-from distrl import networks, spaces
-from distrl.agents import base, checks, dqn, nstep, recurrent
+from distrl import networks
+from distrl.agents import assembly, base, checks, dqn, nstep, recurrent, settings
 from distrl.types import CoreChunk, Transition
 
 
-@dataclasses.dataclass(frozen=True)
-class R2D2Config:
-    """R2D2 settings: the torso, a GRU core and a Q head, learned from sequences of
-    `replay.sequence_length` steps (`pipelines.sequences`)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class R2D2Config(settings.QLearningFields):
+    """R2D2's settings: the torso, a GRU core and a Q head, learned from sequences of
+    `replay.sequence_length` steps (`pipelines.sequences`); the fields of
+    `settings.QLearningFields` (what they mean, what it sets here) and its own."""
 
-    ACTION_SPACES = (spaces.Discrete,)  # what it acts in (checks.check_action_space)
-
-    hidden_sizes: tuple[int, ...] = (64,)  # MLP torso layer widths, in units
-    activation: str = "relu"  # MLP nonlinearity: "relu" | "tanh" | "elu"
-    torso: str = "auto"  # "mlp" | "conv" | "auto": conv on image observations [H, W, C]
-    conv_channels: tuple[int, ...] = (16,)  # conv torso: output channels of each Conv2D layer
-    conv_kernel: int = 3  # conv torso: square kernel side of every Conv2D layer, in pixels
+    hidden_sizes: tuple[int, ...] = (64,)
     core: str = "gru"  # the recurrent core after the torso (R2D2 always has one)
     core_size: int = 64  # the GRU's width
-    optimizer: str = "adam"  # "adam" | "sgd"
-    learning_rate: float = 1e-3  # optimizer step size (per update)
-    learning_rate_decay_steps: int = 0  # updates of linear decay to learning_rate_final; 0: none
-    learning_rate_final: float = 0.0  # the step size after the decay
-    max_grad_norm: float = 10.0  # global-norm gradient clip; <= 0 disables
-    discount: float = 0.99  # gamma per env step
-    n_step: int = 5  # env steps summed into one return before bootstrapping
+    learning_rate: float = 1e-3
+    discount: float = 0.99
+    n_step: int = 5
     burn_in: int = 8  # steps at each sequence's start that only warm the core's state
     value_rescaling: bool = True  # learn h(Q), h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x
     rescaling_epsilon: float = 1e-3  # eps of h
-    loss: str = "l2"  # TD loss per step: "l2" (0.5 td^2, R2D2's) | "huber"
-    huber_delta: float = 1.0  # TD error (rescaled units) where the Huber loss turns linear
+    loss: str = "l2"  # R2D2's
     priority_eta: float = 0.9  # a sequence's priority: eta max|td| + (1 - eta) mean|td|
-    target_update_period: int = 100  # learner updates between target refreshes
-    target_update_tau: float = 1.0  # fraction moved at a refresh: 1 hard copy, < 1 Polyak
-    epsilon_init: float = 1.0  # exploration probability at env step 0
-    epsilon_final: float = 0.05  # exploration probability after the decay
-    epsilon_decay_steps: int = 20_000  # env steps (all actors together) of linear decay
+    target_update_period: int = 100
+    epsilon_final: float = 0.05
+    epsilon_decay_steps: int = 20_000
 
     def __post_init__(self):
         base.freeze_sequences(self)
@@ -76,24 +64,13 @@ class R2D2Config:
 
 
 RULES = {
-    "hidden_sizes": checks.SIZES,
-    "activation": checks.one_of(*networks.ACTIVATIONS),
-    **checks.torso_rules(networks.TORSOS),
+    **settings.Q_LEARNING_RULES,
     "core": checks.one_of("gru"),
     "core_size": checks.at_least(1),
-    **checks.optimizer_rules(base.OPTIMIZERS),
-    "n_step": checks.at_least(1),
     "burn_in": checks.at_least(0),
     "value_rescaling": checks.FLAG,
     "rescaling_epsilon": checks.POSITIVE,
-    "loss": checks.one_of("l2", "huber"),
-    "huber_delta": checks.POSITIVE,
     "priority_eta": checks.FRACTION,
-    "target_update_period": checks.at_least(1),
-    "target_update_tau": checks.OPEN_FRACTION,
-    "epsilon_init": checks.FRACTION,
-    "epsilon_final": checks.FRACTION,
-    "epsilon_decay_steps": checks.at_least(1),
 }
 
 
@@ -151,10 +128,10 @@ def sequence_td(net, config: R2D2Config, params, target_params, seq: Transition,
         step_of(target_params), start, seq.observation, seq.last, seq.next_observation
     )
     selected = jnp.argmax(jax.lax.stop_gradient(q_next), axis=-1)  # double Q: online picks
-    bootstrap = jnp.take_along_axis(q_next_target[b:], selected[:, None], axis=-1)[:, 0]
+    bootstrap = base.select_actions(q_next_target[b:], selected)  # [M], no gather (dqn.td_error)
     targets = jax.lax.stop_gradient(n_step_targets(config, rest, bootstrap))  # [K]
     k = targets.shape[0]
-    taken = jnp.take_along_axis(q[:k], rest.action[:k, None].astype(jnp.int32), axis=-1)[:, 0]
+    taken = base.select_actions(q[:k], rest.action[:k])
     return targets - taken, taken
 
 
@@ -220,20 +197,12 @@ def make_agent(config: R2D2Config, env_spec) -> base.Agent:
 
     core = recurrent.Core(initial_state, policy, greedy)
     optimizer = base.optimizer_of(config)
-    stateless_policy, stateless_greedy, value = recurrent.stateless(
-        net, core, lambda q: jnp.max(q, axis=-1)
-    )
-    return base.Agent(
-        init=recurrent.make_init(net, initial_state, optimizer, obs_shape, with_target=True),
-        update=jax.jit(functools.partial(_update, net, optimizer, config)),
-        policy=stateless_policy,
-        greedy=stateless_greedy,
-        value=value,
-        epsilon=optax.linear_schedule(
-            config.epsilon_init, config.epsilon_final, config.epsilon_decay_steps
-        ),
-        network=net,
-        config=config,
-        valued=None,
+    return assembly.assemble(
+        config,
+        net,
+        recurrent.make_init(net, initial_state, optimizer, obs_shape, with_target=True),
+        functools.partial(_update, net, optimizer, config),
+        recurrent.stateless(net, core, lambda q: jnp.max(q, axis=-1)),
+        dqn.epsilon_schedule(config),
         core=core,
     )

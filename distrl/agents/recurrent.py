@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from distrl import networks
-from distrl.agents import base
+from distrl.agents import assembly, base
 from distrl.agents import distributions as dist
 
 
@@ -166,21 +166,13 @@ def make_agent(config, env_spec, update_impl) -> base.Agent:
     """A recurrent actor-critic agent (`Agent.core`) around `update_impl(net, optimizer,
     config, state, batch: types.CoreChunk) -> (state, metrics)`."""
     net, initial_state = make_network(config, env_spec)
-    if config.normalize_observations:
-        update_impl = base.observing(update_impl)
     optimizer = base.optimizer_of(config)
-    init = make_init(net, initial_state, optimizer, base.observation_shape(env_spec))
     core = make_core(net, initial_state, base.records_value(config))
-    policy, greedy, value = stateless(net, core)
-    return base.Agent(
-        init=init,
-        update=jax.jit(functools.partial(update_impl, net, optimizer, config)),
-        policy=policy,
-        greedy=greedy,
-        value=value,
-        epsilon=base.zero_epsilon,
-        network=net,
-        config=config,
-        valued=None,
+    return assembly.assemble(
+        config,
+        net,
+        make_init(net, initial_state, optimizer, base.observation_shape(env_spec)),
+        functools.partial(update_impl, net, optimizer, config),
+        stateless(net, core),
         core=core,
     )

@@ -19,49 +19,28 @@ import jax.numpy as jnp
 import optax
 
 from distrl import networks
-from distrl.agents import base, checks, critics
+from distrl.agents import assembly, base, checks, critics, settings
 from distrl.agents import distributions as dist
 from distrl.types import QTransition
 
 
-@dataclasses.dataclass(frozen=True)
-class SACConfig:
-    """SAC settings; every field is a setting of the experiment config's `agent`
-    section (`--config.agent.<field>=`); `RULES` below says what each accepts."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SACConfig(settings.CriticFields):
+    """SAC's settings: the fields of `settings.CriticFields` (what they mean, what it
+    sets here) and its own; `RULES` below says what each accepts."""
 
-    ACTION_SPACES = critics.ACTION_SPACES  # what it acts in (checks.check_action_space)
-
-    hidden_sizes: tuple[int, ...] = (256, 256)  # hidden layers of the actor and each critic
-    activation: str = "relu"  # nonlinearity: "relu" | "tanh" | "elu"
-    torso: str = "auto"  # "mlp" | "conv" | "auto" (conv on image observations [H, W, C])
-    conv_channels: tuple[int, ...] = (16,)  # conv torso: output channels of each Conv2D layer
-    conv_kernel: int = 3  # conv torso: square kernel side of every Conv2D layer, in pixels
-    optimizer: str = "adam"  # "adam" | "sgd"
-    learning_rate: float = 3e-4  # the actor's step size (per update)
-    critic_learning_rate: float = 1e-3  # the critics' step size
+    critic_learning_rate: float = 1e-3
     temperature_learning_rate: float = 1e-3  # log alpha's step size (Adam)
-    learning_rate_decay_steps: int = 0  # updates of linear decay to learning_rate_final; 0: none
-    learning_rate_final: float = 0.0  # the step size after the decay
-    max_grad_norm: float = 0.0  # global-norm gradient clip; <= 0 disables
-    discount: float = 0.99  # gamma per env step (also for the n-step writer)
-    n_step: int = 1  # env steps summed into one return before bootstrapping (the writer's)
-    tau: float = 0.005  # Polyak step of the target critics per update
     initial_temperature: float = 1.0  # alpha at the start
-    random_steps: int = 0  # env steps acted uniformly at random before the policy (critics.py)
     target_entropy_scale: float = 1.0  # target entropy = -scale x D (D action elements)
 
     def __post_init__(self):
         base.freeze_sequences(self)
         checks.check(self, RULES)
 
-    @property
-    def pipeline(self) -> base.PipelineKind:
-        """Sampled n-step transitions from a replay table."""
-        return base.PipelineKind.REPLAY
-
 
 RULES = {
-    **critics.RULES,
+    **settings.CRITIC_RULES,
     "temperature_learning_rate": checks.POSITIVE,
     "initial_temperature": checks.POSITIVE,
     "target_entropy_scale": checks.FINITE,
@@ -175,17 +154,11 @@ def make_agent(config: SACConfig, env_spec) -> base.Agent:
     def greedy(params, observations):
         return dist.mode(actor.apply(params.actor, observations))
 
-    def value(params, observations):
-        """min_i Q_i(s, greedy action) [B]."""
-        return critics.min_q(critic, params.critic, observations, greedy(params, observations))
-
-    return base.Agent(
-        init=init,
-        update=jax.jit(functools.partial(_update, nets)),
-        policy=policy,
-        greedy=greedy,
-        value=value,
-        epsilon=critics.random_start(config.random_steps),
-        network=actor,
-        config=config,
+    return assembly.assemble(
+        config,
+        actor,
+        init,
+        functools.partial(_update, nets),
+        (policy, greedy, critics.greedy_value(critic, greedy)),
+        critics.random_start(config.random_steps),
     )

@@ -33,8 +33,10 @@ import sys
 
 import numpy as np
 
-from distrl import cli, metrics, results, rundir
+from distrl import cli, metrics
 from distrl import config as config_lib
+from distrl import experiment as experiment_lib
+from distrl.records import results, rundir
 
 ROOT = os.path.dirname(cli.CONFIGS_DIR)  # the checkout
 
@@ -47,6 +49,11 @@ class RunSpec:
     seed: int
     run_dir: str
     config: object
+
+    @property
+    def pipeline(self):
+        """How the run's data travels (`distrl.pipelines`), for the report."""
+        return experiment_lib.Experiment(self.config).pipeline
 
 
 def loadable(names) -> dict:
@@ -77,7 +84,7 @@ def plan(names, seeds, out_dir: str, shared: dict, overrides=None) -> list[RunSp
                 config = cli.load_file(name)
                 cli.apply_overrides(config, dict(shared, seed=seed, run_dir=run_dir))
                 cli.apply_overrides(config, overrides.of(os.path.basename(name)))
-                config_lib.validate(config)
+                experiment_lib.make(config)
                 rundir.check_fresh(run_dir)
             except (config_lib.ConfigError, KeyError, TypeError, AttributeError) as err:
                 errors.append(f"{name} seed {seed}: {err}")

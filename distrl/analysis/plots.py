@@ -23,7 +23,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from distrl import metrics, rundir
+from distrl import metrics
+from distrl.records import rundir
 
 PANELS = (("success_rate", "success rate"), ("mean_return", "mean return"))
 X_AXES = (("env_steps", "env steps"), ("elapsed", "wall time (s)"))
@@ -127,7 +128,7 @@ MAX_INCHES = 14.0
 def plot_policy(result, path: str) -> str:
     """The value heat map with greedy-action arrows; H and G drawn as squares. Beside it,
     where result.json has one, the value error per cell: the learned value minus the
-    exact value of the policy it estimates (`evaluation.exact_answer`).
+    exact value of the policy it estimates (`exact_check.exact_answer`).
 
     Big maps: arrows and letters only up to ARROW_CELLS cells on a side, the heat
     map subsampled to MAX_PIXELS_SIDE; the title says what was left out.

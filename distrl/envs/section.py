@@ -3,13 +3,15 @@
 `make` builds the env of a section: the built-in gridworld from env.map, slippery,
 time_limit and rewards (a map's size checked before it is drawn), or a factory's
 (`factory`: 'module.path:function' with env.kwargs, 'gymnax:<id>', 'gymnasium:<id>').
-`validate` checks the section against the env a run uses. Both raise ConfigError
-naming the field; nothing here reads another section of the config.
+`check_section` checks it against the env a run uses. Both raise ConfigError naming
+the field; nothing here reads another section of the config. `section_defaults`
+declares its fields with their defaults.
 """
 
 import math
 import re
 
+from distrl import spaces
 from distrl.envs import factory, gridworld, host_env, observation
 from distrl.envs.interface import Environment
 from distrl.errors import ConfigError, check
@@ -20,6 +22,33 @@ MAX_TIME_LIMIT = 1_000_000  # env steps; an evaluation episode may last that lon
 # one-hot observations (8 MB per transition) fit no replay here.
 MAX_MAP_CELLS = 250_000
 VECTORS = ("sync", "async")  # env.vector: an actor's copies in its process, or a process each
+# The env of an agent that acts only in Box actions (SAC, TD3) when the config names none.
+BOX_DEFAULT = "gymnax:Pendulum-v1"
+
+
+def section_defaults(agent_config) -> dict:
+    """The env section's fields with their defaults (the env a preset starts on)."""
+    takes_discrete = spaces.Discrete in type(agent_config).ACTION_SPACES
+    return {
+        "env": dict(
+            # "gridworld" (the built-in, with the fields below) or a factory of your own,
+            # 'module.path:function' (README, "Your own environment"), 'gymnax:<id>' or
+            # 'gymnasium:<id>'; an agent of Box actions only (SAC, TD3) starts on Pendulum
+            name=GRIDWORLD if takes_discrete else BOX_DEFAULT,
+            kwargs="{}",  # the factory's keyword arguments as a JSON object (not the gridworld's)
+            # envs stepped in Python ('gymnasium:<id>' or a factory returning a gymnasium.Env):
+            vector="sync",  # an actor's B copies: "sync" in its process, "async": a process each
+            step_timeout_s=60.0,  # a vector step slower than this fails the actor (0: no limit)
+            # elements of the flat observation the agent never sees, e.g. (1, 3): CartPole's
+            # velocities (a task that needs memory); a JAX env's only
+            hidden_observation=(),
+            # the gridworld's own fields:
+            map="4x4",  # '4x4', '8x8', 'random:<rows>x<cols>:seed=<n>' or rows 'SFFF/FHFH/...'
+            slippery=False,  # moves slip to either side with probability 1/3 each
+            time_limit=0,  # env steps per episode; 0: the map's default (100 on 4x4, else 200)
+            rewards=(1.0, -1.0, 0.0),  # reward of reaching G, of falling into H, of any other step
+        )
+    }
 
 
 def make(section) -> Environment:
@@ -88,9 +117,10 @@ def _check_map_size(value) -> None:
     )
 
 
-def validate(section, env) -> None:
-    """ConfigError when `section` cannot work with `env` (the one it names, or one a
-    caller supplies: `distrl.local`), or a field of it is out of range."""
+def check_section(experiment) -> None:
+    """ConfigError when the env section cannot work with the experiment's env (the one
+    it names, or one a caller supplies: `distrl.local`), or a field of it is out of range."""
+    section, env = experiment.config.env, experiment.env
     check(
         isinstance(env, Environment) or host_env.is_host_env(env),
         f"{type(env).__name__} is not an environment: need spec, reset, step and observe "

@@ -21,8 +21,7 @@ import time
 import jax
 from absl import logging
 
-from distrl import agents, envs, metrics, packing, pipelines, replay
-from distrl import config as config_lib
+from distrl import envs, metrics, packing, replay
 from distrl.acting import host_rollout, rollout
 from distrl.nodes.lifecycle import InProcess
 from distrl.nodes.variables import ParamsClient
@@ -54,11 +53,11 @@ def make_act(unroll, to_items) -> packing.PackedFn:
     return packing.PackedFn(act)
 
 
-def _steps_in_python(config) -> bool:
+def _steps_in_python(experiment) -> bool:
     """True for an env stepped in Python; False too where the env cannot be made (the
-    node reports that failure where it makes its env, in `_start`)."""
+    node reports that failure where it uses its env, in `_start`)."""
     try:
-        return envs.is_host_env(config_lib.make_env(config))
+        return envs.is_host_env(experiment.env)
     except Exception:  # noqa: BLE001 - named later, by the node's guard
         return False
 
@@ -73,7 +72,7 @@ class Actor:
 
     def __init__(
         self,
-        config,
+        experiment,
         actor_id: int,
         replay_client,
         learner,
@@ -82,7 +81,8 @@ class Actor:
         start_env_steps: int = 0,
         lifecycle=None,
     ):
-        self._config = config
+        self._experiment = experiment  # `distrl.experiment`: built once, in this process
+        self._config = experiment.config
         self._lifecycle = lifecycle or InProcess()  # `distrl.nodes.lifecycle`
         self._run_dir = run_dir
         self._id = actor_id
@@ -92,7 +92,7 @@ class Actor:
         self._start_steps = start_env_steps  # this actor's share of a resumed run's steps
         self._should_stop = self._lifecycle.stop_flag()  # built in the node's thread; any thread's
         self._acting = None  # _Acting, once started
-        if _steps_in_python(config):  # before any JAX backend exists
+        if _steps_in_python(experiment):  # before any JAX backend exists
             sync = host_rollout.synchronous_dispatch()
             unrolled = host_rollout.unrolled_threefry()
             logging.info(
@@ -160,8 +160,7 @@ class Actor:
     def _start(self):
         """Builds what acting needs (`_Acting`); None when the program stopped first."""
         c, should_stop = self._config, self._should_stop
-        env = config_lib.make_env(c)
-        agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
+        env, agent = self._experiment.env, self._experiment.agent
         params = ParamsClient(self._learner, c.actor.params_update_period)
         if not replay.wait_for_server(self._replay, should_stop):
             return None
@@ -248,7 +247,7 @@ class _Acting:
     def __init__(self, actor: Actor, env, agent, params, writer, log):
         c = actor._config
         self.agent, self.params, self.writer, self.log = agent, params, writer, log
-        self.pipeline = pipelines.of(agent.config)
+        self.pipeline = actor._experiment.pipeline
         to_items = self.pipeline.item_fn(agent.config, c, env)
         # One dispatch per rollout instead of the schedule's eager jnp ops.
         self.epsilon = jax.jit(agent.epsilon)

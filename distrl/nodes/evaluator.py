@@ -16,9 +16,9 @@ the target is reached or a budget (env steps, learner steps, wall time) is spent
 it writes `result.json` (the interval, the exact figures, the value grid and
 greedy actions as arrays), prints the final success rate, value grid and policy
 arrows, and stops the whole program. The params of the policy it would report
-are saved each time that policy changes (`distrl.policy.Keeper`), so the policy
+are saved each time that policy changes (`checkpoints.policy.Keeper`), so the policy
 result.json reports is on disk, even after a kill. The exact figures and the grids
-are those of an env that has them (`envs.tabular_model`, `evaluation.has_grids`).
+are those of an env that has them (`envs.tabular_model`, `reporting.has_grids`).
 """
 
 import time
@@ -27,26 +27,15 @@ import jax
 import numpy as np
 from absl import logging
 
-from distrl import agents, envs, evaluator_config, metrics, policy, results
-from distrl import config as config_lib
-from distrl.acting import evaluation, host_evaluation
+from distrl import envs, evaluator_config, metrics
+from distrl.acting import exact_check, host_evaluation, intervals, reporting
+from distrl.checkpoints import policy
 from distrl.envs import exact
 from distrl.nodes.counter import data_summary
 from distrl.nodes.lifecycle import InProcess
 from distrl.nodes.replay_monitor import ReplayMonitor
 from distrl.nodes.variables import ParamsClient
-
-
-def target_for(config, best, env=None) -> float:
-    """The success the run stops at (`evaluator_config.targets`' first): a fraction of the
-    optimum's, or target_success (`evaluator_config.success_target`: with the default, 1.0
-    where the env has a success signal, 0, none, where it has not).
-
-    best: `exact.Optimum` for the agent's discount (None: target_success alone), of
-    `env`'s tabular model (None: config.env's).
-    """
-    env = config_lib.make_env(config) if env is None else env
-    return evaluator_config.targets(config, env, best)[0]
+from distrl.records import results
 
 
 def stop_reason(config, report, counts, elapsed: float, target=None, target_return=None):
@@ -54,18 +43,20 @@ def stop_reason(config, report, counts, elapsed: float, target=None, target_retu
 
     The targets count only when the lower bounds of the success interval and of the
     mean return's, those set, reach them in an exact evaluation or one of
-    `confirm_envs` episodes (`evaluation.confirmed`); target None means config's
-    success target (`target_for`), target_return None config.evaluator.target_return
-    (`evaluator_config.targets` gives both). report None: budgets only.
+    `confirm_envs` episodes (`intervals.confirmed`); target None means
+    config.evaluator.target_success set to a value (AUTO depends on the env: its caller
+    passes `evaluator_config.targets`' first), target_return None
+    config.evaluator.target_return. report None: budgets only.
     """
     budget = config.budget
     if target is None:
-        auto = config.evaluator.target_success == evaluator_config.AUTO  # AUTO needs the env
-        target = target_for(config, None) if auto else float(config.evaluator.target_success)
+        target = float(config.evaluator.target_success)
+        if target == evaluator_config.AUTO:
+            raise ValueError("target_success is AUTO: pass the env's `target`")
     if target_return is None:
         target_return = config.evaluator.target_return
     confirm_envs = config.evaluator.confirm_envs
-    if report is not None and evaluation.confirmed(report, target, confirm_envs, target_return):
+    if report is not None and intervals.confirmed(report, target, confirm_envs, target_return):
         return "target_reached"
     if budget.env_steps and counts.get("env_steps", 0) >= budget.env_steps:
         return "env_step_budget"
@@ -98,7 +89,7 @@ def progress_line(elapsed: float, counts, report, success: bool = True) -> str:
 def eval_row(counts, report, rates, elapsed: float, answer=None, success: bool = True) -> dict:
     """One evaluator metrics row: progress, throughput, the greedy evaluation (its
     success figures only if `success`: the env has a success signal) and, given
-    `answer` (`evaluation.exact_answer`), the exact success and mean return and the
+    `answer` (`exact_check.exact_answer`), the exact success and mean return and the
     optimum's."""
     row = dict(
         elapsed=elapsed,
@@ -130,7 +121,7 @@ class Evaluator:
 
     def __init__(
         self,
-        config,
+        experiment,
         learner,
         counter,
         replay_client,
@@ -139,7 +130,8 @@ class Evaluator:
         initial_counts=None,
         lifecycle=None,
     ):
-        self._config = config
+        self._experiment = experiment  # `distrl.experiment`: built once, in this process
+        self._config = experiment.config
         self._lifecycle = lifecycle or InProcess()  # `distrl.nodes.lifecycle`
         self._initial_counts = dict(initial_counts or {})  # a resumed run's totals
         self._learner = learner
@@ -148,7 +140,8 @@ class Evaluator:
         self._run_dir = run_dir
         self._start = start_time
         self._last_params = None
-        self._policy = policy.Keeper(run_dir, config.algorithm)  # the reported policy's file
+        # the reported policy's file
+        self._policy = policy.Keeper(run_dir, experiment.config.algorithm)
 
     def run(self) -> None:
         with self._lifecycle.guard("evaluator", self._run_dir):
@@ -156,8 +149,7 @@ class Evaluator:
 
     def _run(self) -> None:
         c = self._config
-        env = config_lib.make_env(c)
-        agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
+        env, agent = self._experiment.env, self._experiment.agent
         greedy = not c.evaluator.sampled
         # jitted episodes, or played on the host for an env stepped in Python
         evaluate = host_evaluation.make_evaluator(env, agent, c.evaluator.num_envs, greedy, c)
@@ -168,7 +160,7 @@ class Evaluator:
         def judge(params):
             if model is None:
                 return None
-            return evaluation.exact_answer(env, agent, params, agent.config.discount, best)
+            return exact_check.exact_answer(env, agent, params, agent.config.discount, best)
 
         source = ParamsClient(self._learner)
         log = metrics.MetricsLogger(self._run_dir, "evaluator")
@@ -200,7 +192,7 @@ class Evaluator:
         c = self._config
         evaluate, confirm, judge = evaluators
         target, target_return = targets
-        success = evaluation.has_success(config_lib.make_env(c))
+        success = reporting.has_success(self._experiment.env)
         confirm_envs = c.evaluator.confirm_envs
         key = jax.random.PRNGKey(c.seed + 7)
         rates = metrics.RateWindow()
@@ -211,7 +203,7 @@ class Evaluator:
         while True:
             key, eval_key, confirm_key = jax.random.split(key, 3)
             report = jax.device_get(evaluate(source.params, eval_key))
-            if evaluation.touches(report, target, confirm_envs, target_return):
+            if intervals.touches(report, target, confirm_envs, target_return):
                 # many more episodes decide, not this sample
                 report = jax.device_get(confirm(source.params, confirm_key))
             counts = self._read_counts(counts)
@@ -246,7 +238,7 @@ class Evaluator:
         saved = self._policy.restore(template)
         if saved is None or not saved[0]:
             return None
-        report = evaluation.EvalResult(**{k: np.float32(v) for k, v in saved[0].items()})
+        report = intervals.EvalResult(**{k: np.float32(v) for k, v in saved[0].items()})
         return better_report(None, (report, *saved[1:]), confirm_envs)
 
     def _wait_until_due(self, counts) -> bool:
@@ -285,19 +277,19 @@ class Evaluator:
             wall_seconds=time.time() - self._start,
             param_version=version,  # the params this result is about
             kept_best=params is not self._last_params,  # not the last evaluated params
-            policy=self._policy.on_disk(),  # the file holding those params (distrl.policy)
+            policy=self._policy.on_disk(),  # the file holding those params (checkpoints.policy)
             counts=counts,
-            evaluation=evaluation.shown(report._asdict(), env) if report is not None else None,
+            evaluation=reporting.shown(report._asdict(), env) if report is not None else None,
             evaluated="sampled" if self._config.evaluator.sampled else "greedy",  # the policy
             exact=answer,
             replay=replay_summary,
             data=data_summary(counts),
         )
-        if evaluation.has_grids(env):
+        if reporting.has_grids(env):
             result.update(map=list(envs.grid_of(env).desc))
-        if report is not None and evaluation.has_grids(env):
-            values, actions = evaluation.value_grid(env, agent, params)
-            grids = evaluation.report(env, grids=(values, actions), answer=answer)
+        if report is not None and reporting.has_grids(env):
+            values, actions = reporting.value_grid(env, agent, params)
+            grids = reporting.report(env, grids=(values, actions), answer=answer)
             result.update(grids=grids, values=values.tolist(), actions=actions.tolist())
         result = jax.tree.map(_plain, result)
         print(results.summary(result, self._run_dir), flush=True)

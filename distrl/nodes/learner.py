@@ -9,7 +9,7 @@ someone asks for them, so serving costs the update loop nothing.
 Every `log.every_seconds` it writes a metrics row to `logs/learner.csv` (updates,
 updates/s, samples/s, losses, parameter version, time waiting for data); every
 `checkpoint.every_seconds` and when the run ends it checkpoints its state, the
-counter's totals and Reverb's tables (`distrl.checkpoint`). A resumed run starts
+counter's totals and Reverb's tables (`distrl.checkpoints`). A resumed run starts
 from that checkpoint instead of `agent.init`.
 """
 
@@ -25,8 +25,7 @@ import jax
 import numpy as np
 from absl import logging
 
-from distrl import agents, checkpoint, metrics, pipelines, replay
-from distrl import config as config_lib
+from distrl import agents, checkpoints, metrics, pipelines, replay
 from distrl.nodes import counter as counter_lib
 from distrl.nodes import lifecycle as lifecycle_lib
 from distrl.types import CoreChunk
@@ -55,7 +54,7 @@ class Learner:
 
     def __init__(
         self,
-        config,
+        experiment,
         replay_client,
         counter,
         run_dir: str,
@@ -63,7 +62,8 @@ class Learner:
         restore: bool = False,
         lifecycle=None,
     ):
-        self._config = config
+        self._experiment = experiment  # `distrl.experiment`: built once, in this process
+        self._config = experiment.config
         self._lifecycle = lifecycle or lifecycle_lib.InProcess()  # `distrl.nodes.lifecycle`
         self._run_dir = run_dir
         self._counter = counter
@@ -153,17 +153,19 @@ class Learner:
     def _begin(self) -> "_Training":
         """Publishes the initial state and builds the update loop's parts."""
         c = self._config
-        env = config_lib.make_env(c)
-        agent = agents.make_agent(config_lib.make_agent_config(c), env.spec)
-        pipeline = pipelines.of(agent.config)
+        env, agent, pipeline = (
+            self._experiment.env,
+            self._experiment.agent,
+            self._experiment.pipeline,
+        )
         state, version, counts = self.initial_state(agent)
         with self._lock:  # published only now: a resumed run never serves fresh params
             self._state, self._version = state, version
         replay_checkpoint = functools.partial(
             replay.checkpoint, self._connection, keep_in=self._run_dir, keep=c.checkpoint.keep
         )
-        saver = checkpoint.Saver(
-            checkpoint.directory(self._run_dir),
+        saver = checkpoints.learner.Saver(
+            checkpoints.learner.directory(self._run_dir),
             c.checkpoint.every_seconds,
             c.algorithm,
             replay_checkpoint if c.checkpoint.replay else None,
@@ -199,10 +201,10 @@ class Learner:
         """
         state = agent.init(jax.random.PRNGKey(self._config.seed))
         restarted = lifecycle_lib.attempt() > 0
-        ckpt_dir = checkpoint.directory(self._run_dir)
+        ckpt_dir = checkpoints.learner.directory(self._run_dir)
         version, counts = 0, {}
         if self._restore or (restarted and os.path.isdir(ckpt_dir) and os.listdir(ckpt_dir)):
-            state, manifest = checkpoint.load(ckpt_dir, self._config.algorithm, state)
+            state, manifest = checkpoints.store.load(ckpt_dir, self._config.algorithm, state)
             version, counts = manifest["version"], manifest.get("counts", {})
             logging.info("learner: resumed from version %d", version)
         if self._restore or restarted:
@@ -322,7 +324,7 @@ class _Training(NamedTuple):
     pipeline: pipelines.Pipeline
     batches: Iterator
     report: "_Report"
-    saver: checkpoint.Saver
+    saver: checkpoints.learner.Saver
 
 
 # A stopping learner whose loop has not ended this long after the stop (its main

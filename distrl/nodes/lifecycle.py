@@ -7,7 +7,7 @@ call only these methods on it:
 - `request_stop()`: stops the whole program (every node), from any node;
 - `in_own_process()`: the node is a process of its own, which ends with its body;
 - `guard(name, run_dir)`: runs the node's body; an exception is written to
-  `<run_dir>/failures/<name>.txt` (`distrl.failures`).
+  `<run_dir>/failures/<name>.txt` (`distrl.records.failures`).
 
 `InProcess` (a node's default) serves nodes built and driven by their caller, in the
 caller's process (a test, a script): one stop event, set by `request_stop`, and a
@@ -25,7 +25,7 @@ import contextlib
 import os
 import threading
 
-from distrl import failures
+from distrl.records import failures
 
 ATTEMPT_ENV = "DISTRL_NODE_ATTEMPT"  # 0 for a node's first start, n for its n-th restart
 

@@ -10,8 +10,9 @@ estimate and the single-process trainer's data step.
 - `episodes.Episodes` (EPISODES): whole-episode windows [W x T, B] through a queue.
 - `sequences.Sequences` (SEQUENCES): overlapping sequences [L] of one env with a
   recurrent core's state at their start, in a replay table (R2D2).
-`validate` checks the actor, learner and replay sections for `distrl.config` (the
-lowest package that reads them all: the node modules import the config module).
+The actor, learner and replay sections of the experiment config are this package's:
+the fields every pipeline shares (`SHARED_FIELDS`) and each pipeline's own
+(`Pipeline.FIELDS`, `section_defaults`), checked together (`check_section`).
 Adding a pipeline is a module here, its kind in `agents.PipelineKind`, and a line
 in `ALL`.
 """
@@ -46,14 +47,33 @@ LOWEST = {
 }
 
 
+# The fields every pipeline reads, with their defaults (the actor's unroll_length is
+# the agent's pipeline's `unroll_length` unless the config says).
+SHARED_FIELDS = {
+    "actor": dict(
+        num_envs=64,  # B: envs one actor steps together
+        params_update_period=1,  # rollouts between parameter pulls
+        epsilon_spread=0.0,  # DQN: actor i uses eps**(1 + spread*i/(N-1)) (Ape-X); >= 0
+    ),
+    "replay": {},
+    "learner": dict(
+        prefetch=4,  # batches fetched ahead of the update (0: none)
+        # samples a dataset worker requests ahead; 0: the pipeline's (queue: one batch, so
+        # chunks do not age there; replay: max(64 time steps of B envs, 4 batches))
+        max_in_flight=0,
+    ),
+}
+
+
 def of(agent_config) -> Pipeline:
     """The pipeline of an agent config (its `pipeline` kind)."""
     return _BY_KIND[agent_config.pipeline]
 
 
-def validate(config, agent_config, env) -> None:
+def check_section(experiment) -> None:
     """ConfigError for an actor, learner or replay value that cannot work: out of its
     range (`LOWEST`), or not fitting the agent's pipeline (`Pipeline.validate`)."""
+    config, agent_config, env = experiment.config, experiment.agent_config, experiment.env
     at_least(config, LOWEST)
     pipeline = of(agent_config)
     core = getattr(agent_config, "core", "none")
@@ -71,25 +91,27 @@ def validate(config, agent_config, env) -> None:
     pipeline.validate(config, agent_config, env)
 
 
-def fields() -> dict:
-    """{section: {field: default}} of every pipeline's own fields (for the base config:
-    every experiment config has them all, so that configs of any algorithm share one
-    schema)."""
-    merged = {}
+def section_defaults(agent_config) -> dict:
+    """{section: {field: default}} of the actor, replay and learner sections: the shared
+    fields and every pipeline's own (every config has them all, so that configs of any
+    algorithm share one schema), T the agent's pipeline's."""
+    merged = {section: dict(values) for section, values in SHARED_FIELDS.items()}
+    merged["actor"]["unroll_length"] = of(agent_config).unroll_length  # T: steps per chunk
     for pipeline in ALL:
         for section, values in pipeline.FIELDS.items():
-            merged.setdefault(section, {}).update(values)
+            merged[section].update(values)
     return merged
 
 
 __all__ = [
     "ALL",
+    "SHARED_FIELDS",
     "Chunks",
     "Episodes",
     "Pipeline",
     "Sequences",
     "Transitions",
-    "fields",
+    "check_section",
     "of",
-    "validate",
+    "section_defaults",
 ]

@@ -141,11 +141,11 @@ class Chunks(Pipeline):
 
     def stored(self, config, env, local: bool) -> tuple:
         a, size = config.actor, config.replay.queue_size
-        steps = self.item_length(config, env)
+        steps, item = self.item_length(config, env), self.item_bytes(config, env)
         return (
-            size * self.item_bytes(config, env),
+            size * item,
             f"replay.queue_size={size} chunks of {steps} x {a.num_envs} steps x "
-            f"{self.item_bytes(config, env) // (steps * a.num_envs)} B",
+            f"{item // (steps * a.num_envs)} B",
         )
 
     # -- the single-process trainer

@@ -3,7 +3,7 @@ launch/train.py."""
 
 import os
 
-from distrl.failures import FAILURES_DIR, summary
+from distrl.records.failures import FAILURES_DIR, summary
 
 
 class LaunchError(RuntimeError):

@@ -1,7 +1,7 @@
 """Stage 7 of the data flow, the launcher: prepare, launch, wait, outcome.
 
 `run` validates the config (and, when resuming, the checkpoint), locks and
-prepares the run directory (`distrl.rundir`: one live program per directory),
+prepares the run directory (`distrl.records.rundir`: one live program per directory),
 launches `topology.make_program(config)` under `local_mp` (a supervised process
 per node, `distrl.program.supervisor`: output in the run directory, one progress
 line in the terminal, restarts as the config allows), on a Ray cluster
@@ -21,13 +21,15 @@ import launchpad as lp
 from absl import logging
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 
-from distrl import checkpoint, failures, metrics, replay_checkpoint, resources, results, rundir
+from distrl import checkpoints, metrics, resources
 from distrl import config as config_lib
+from distrl import experiment as experiment_lib
 from distrl.analysis import plots
 from distrl.nodes import counter
 from distrl.program import bindhost, nodeenv, ports, scaling, staging, supervisor
 from distrl.program.errors import NodeFailure
 from distrl.program.topology import make_program
+from distrl.records import failures, results, rundir
 
 
 def node_envs(run_dir: str | None = None) -> dict:
@@ -52,7 +54,7 @@ def prepare(
     actors: int | None = None,
 ):
     """Checks everything, locks the run directory for `stack`'s life and writes
-    config.json; returns (run_dir, restored manifest | None). `actors`: the count to
+    config.json; returns (experiment, run_dir, restored manifest | None). `actors`: the count to
     launch with instead of config.num_actors (a Ray run that follows the cluster).
 
     Raises ConfigError (CheckpointError for a bad checkpoint, a RunDirBusy for a
@@ -61,8 +63,8 @@ def prepare(
     it (local launches; a Ray cluster's machines are not known here), the run
     directory, and when resuming the saved config and checkpoint.
     """
-    config_lib.validate(config)
-    warning = None if launch_type == "ray" else resources.check_memory(config)
+    experiment = experiment_lib.make(config)
+    warning = None if launch_type == "ray" else resources.check_memory(experiment)
     run_dir = rundir.resolve(config)
     rundir.check_writable(run_dir)
     stack.enter_context(rundir.locked(run_dir))
@@ -71,11 +73,11 @@ def prepare(
     else:
         rundir.check_fresh(run_dir)
     warning = _actor_count(config, run_dir, resume, launch_type, actors) or warning
-    restored = _checkpoints_to_resume(run_dir, config) if resume else None
+    restored = _checkpoints_to_resume(run_dir, experiment) if resume else None
     if warning:
         _say(warning)
     _start_outputs(config, run_dir)
-    return run_dir, restored
+    return experiment, run_dir, restored
 
 
 def _actor_count(config, run_dir: str, resume: bool, launch_type: str, actors) -> str | None:
@@ -111,12 +113,13 @@ def _start_outputs(config, run_dir: str) -> None:
     results.remove(run_dir)
 
 
-def _checkpoints_to_resume(run_dir: str, config) -> dict:
+def _checkpoints_to_resume(run_dir: str, experiment) -> dict:
     """The learner manifest to resume from, with "replay_checkpoint": the replay
     checkpoint to load (None: an empty table). The learner's is the newest usable;
-    the replay's the newest usable not newer than it (`replay_checkpoint.select`);
+    the replay's the newest usable not newer than it (`checkpoints.pairs.select`);
     each one skipped, and the pair chosen, are said on stderr."""
-    restored = checkpoint.verify(run_dir, config.algorithm, config_lib.make_agent(config))
+    config = experiment.config
+    restored = checkpoints.learner.verify(run_dir, config.algorithm, experiment.agent)
     for why in restored.get("skipped", []):
         _say(f"learner checkpoint skipped: {why}")
     _continue_counts(run_dir, restored)
@@ -127,13 +130,13 @@ def _checkpoints_to_resume(run_dir: str, config) -> dict:
             f"{restored['version']}) with an empty replay: checkpoint.replay is off"
         )
         return restored
-    path, skipped = replay_checkpoint.select(run_dir, restored["state_file"])
+    path, skipped = checkpoints.pairs.select(run_dir, restored["state_file"])
     for why in skipped:
         _say(f"replay checkpoint skipped: {why}")
-    _say(replay_checkpoint.pairing(restored, path, skipped))
-    replay_checkpoint.adopt(run_dir)
+    _say(checkpoints.pairs.pairing(restored, path, skipped))
+    checkpoints.replay.adopt(run_dir)
     if path is not None:  # where adopt moved it
-        path = os.path.join(replay_checkpoint.kept_dir(run_dir), os.path.basename(path))
+        path = os.path.join(checkpoints.replay.kept_dir(run_dir), os.path.basename(path))
     restored["replay_checkpoint"] = path
     return restored
 
@@ -207,7 +210,7 @@ def run(
         if launch_type == "ray":
             from distrl.program.ray import cluster  # noqa: PLC0415 - Ray only to launch on it
 
-            config_lib.validate(config)  # a bad config is reported before joining the cluster
+            experiment_lib.make(config)  # a bad config is reported before joining the cluster
             # A resume takes the count the run was scaled to (`_scaled_count`): checked too.
             scaled = scaling.current_count(rundir.resolve(config)) if resume else None
             stack.enter_context(cluster.connected(ray_address, config, scaled))
@@ -235,9 +238,9 @@ def run(
 
 def _build(config, resume: bool, stack, launch_type: str, actors: int | None = None):
     """(run_dir, program): the locked, prepared run directory and the program to launch in it."""
-    run_dir, restored = prepare(config, resume, stack, launch_type, actors)
+    experiment, run_dir, restored = prepare(config, resume, stack, launch_type, actors)
     start_time = time.time() - (restored["elapsed_seconds"] if restored else 0.0)
-    return run_dir, make_program(config, run_dir, start_time, restored)
+    return run_dir, make_program(experiment, run_dir, start_time, restored)
 
 
 def _outcome(run_dir: str, restarts: list):
@@ -251,7 +254,7 @@ def _outcome(run_dir: str, restarts: list):
         run_dir,
         restarts=restarts,
         failures={name: failures.summary(t) for name, t in reports.items()},
-        learner_checkpoint=checkpoint.on_disk(run_dir),  # written as the learner stopped
+        learner_checkpoint=checkpoints.learner.on_disk(run_dir),  # written as the learner stopped
     )
     if reports:
         raise NodeFailure(reports, run_dir)

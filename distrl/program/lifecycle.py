@@ -3,7 +3,7 @@ every node it builds (`distrl.program.topology`; `distrl.nodes.lifecycle` says w
 a node asks of it).
 
 Each node runs its body inside `LAUNCHPAD.guard(name, run_dir)`: an exception is
-written to `<run_dir>/failures/<name>.txt` (`distrl.failures`), and the node process
+written to `<run_dir>/failures/<name>.txt` (`distrl.records.failures`), and the node process
 exits non-zero. The launcher that watches the node processes
 (`distrl.program.supervisor` here, `distrl.program.ray.cluster` on Ray) then restarts
 it or stops the program, and writes the report of a node that died without one
@@ -24,8 +24,9 @@ import threading
 import launchpad as lp
 from launchpad import context as lp_context
 
-from distrl import exits, failures
+from distrl import exits
 from distrl.program.ray import STOP_FILE_ENV
+from distrl.records import failures
 
 # A node process whose body raised must exit for its launcher to see it; a lingering
 # non-daemon thread (a server, a client) must not keep it alive longer than this.

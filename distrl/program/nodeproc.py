@@ -33,9 +33,9 @@ import sys
 import threading
 import time
 
-from distrl import failures
 from distrl.nodes.lifecycle import ATTEMPT_ENV
 from distrl.program import zygote as zygote_lib
+from distrl.records import failures
 
 PARENT_PID_ENV = "DISTRL_NODE_PARENT_PID"
 _PR_SET_PDEATHSIG = 1

@@ -8,16 +8,17 @@ latest greedy success rate (with the exact one where logged), and what is left o
 the budget. On a terminal the
 line is redrawn in place; into a file or a pipe a plain line is printed every
 `plain_every` seconds instead, so logs stay readable. The final summary is
-`distrl.results.summary`.
+`distrl.records.results.summary`.
 """
 
 import os
 import threading
 import time
 
-from distrl import metrics, rundir
+from distrl import metrics
 from distrl.evaluator_config import success_target
 from distrl.metrics import human
+from distrl.records import rundir
 
 _CLEAR_LINE = "\r\x1b[K"
 

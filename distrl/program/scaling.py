@@ -23,7 +23,9 @@ import time
 import uuid
 
 from distrl import config as config_lib
-from distrl import files, resources, rundir
+from distrl import experiment as experiment_lib
+from distrl import files, resources
+from distrl.records import rundir
 
 REQUEST_FILE = "scale.json"  # in the launcher's work directory, tmp/launch-<pid>/
 LAUNCH_FILE = "launch.json"  # in it too: {"launch_type": "local_mp" | "ray"}
@@ -61,7 +63,7 @@ def check_count(config, actors: int, local: bool = True) -> str | None:
     (`actor.chunks_per_version`: the round counts the actors at their start), and,
     `local` (every node on this machine), memory here for them
     (`resources.check_memory`: the bound; a Ray cluster's launcher checks its CPUs,
-    `cluster.check_fits`). Returns the memory warning when they need more than is
+    `placement.check_fits`). Returns the memory warning when they need more than is
     free now (None when not)."""
     if actors < 1:
         raise config_lib.ConfigError(f"--actors={actors}: a run needs at least 1 actor")
@@ -74,13 +76,13 @@ def check_count(config, actors: int, local: bool = True) -> str | None:
     scaled = config.copy_and_resolve_references()
     scaled.num_actors = actors
     try:
-        config_lib.validate(scaled)
+        experiment = experiment_lib.make(scaled)
     except config_lib.ConfigError as err:
         raise config_lib.ConfigError(f"--actors={actors}: {err}") from None
     if not local:
         return None
     try:
-        return resources.check_memory(scaled)
+        return resources.check_memory(experiment)
     except config_lib.ConfigError as err:
         raise config_lib.ConfigError(f"--actors={actors}: {err}") from None
 
@@ -191,6 +193,11 @@ def note(run_dir: str, change: Change, run_seconds: float, say) -> None:
     """A change made: one line of actors.log and one for `say`."""
     record(run_dir, change, run_seconds)
     say(change.describe())
+
+
+def record_launch(run_dir: str, actors: list) -> None:
+    """The launch's line of actors.log: the actors (node names) it starts."""
+    record(run_dir, Change(len(actors), 0, list(actors), [], "launch"), 0.0)
 
 
 def record(run_dir: str, change: Change, run_seconds: float) -> dict:

@@ -13,9 +13,9 @@ nodes, handles, address binding, pickling and entry point (`staging`,
 2. Watch (the main thread, every 0.1 s): a node's `lp.stop()` touches the stop
    file (`lifecycle.stop_via_file`) and ends the watch; a node that exits non-zero
    (an exception, a signal, a native abort) is named with its cause in
-   `failures/<node>.txt` and, while `config.restart.max_per_node` allows, started
-   again after a backoff (`backoff_seconds`, doubled per restart of that node), its
-   report moved to `failures/restarted/`; otherwise the program stops.
+   `failures/<node>.txt` and, while the restart policy allows (`restarts`: at most
+   `config.restart.max_per_node`, after a backoff doubled per restart of that node),
+   started again, its report moved to `failures/restarted/`; otherwise the program stops.
 3. Scale (`scaling`): a request for N actors in the work directory
    (`launch/scale.py`) starts actors (new ids' nodes, made by the program's
    `more_actors`) or stops the newest ones (SIGTERM: each ends its rollout and
@@ -33,90 +33,23 @@ Every restart is listed in result.json (`restarts`) and the final summary.
 import contextlib
 import os
 import shutil
-import signal
 import time
 
-from absl import flags
-
-from distrl import failures, rundir
-from distrl.program import bindhost, nodeproc, ports, progress, scaling, staging, zygote
+from distrl.program import (
+    bindhost,
+    nodeproc,
+    ports,
+    progress,
+    restarts,
+    scaling,
+    staging,
+    stopping,
+    zygote,
+)
 from distrl.program.ray import STOP_FILE_ENV
+from distrl.records import rundir
 
 _POLL_S = 0.1
-# Stopped first, one group after another; then the rest (replay, counter): the
-# learner's final checkpoint asks the replay node for its tables and the counter
-# for its totals, so both still run while it writes.
-_STOP_ORDER = (("actor", "evaluator"), ("learner",))
-RESTARTED_DIR = "restarted"  # under failures/: reports of nodes that were restarted
-
-
-def stop_phases(names) -> list[list[str]]:
-    """The node names in the order they stop (`_STOP_ORDER`, then every other node)."""
-    ordered = [[n for n in names if n.split("/")[0] in labels] for labels in _STOP_ORDER]
-    return ordered + [[n for n in names if not any(n in phase for phase in ordered)]]
-
-
-def termination_notice_secs() -> float:
-    """Seconds a node gets between SIGTERM and SIGKILL (--lp_termination_notice_secs)."""
-    try:
-        return float(flags.FLAGS.lp_termination_notice_secs)
-    except (flags.UnparsedFlagAccessError, AttributeError):
-        return 10.0
-
-
-@contextlib.contextmanager
-def stop_signals_interrupt():
-    """SIGTERM and SIGHUP to the launcher stop the program as Ctrl-C does."""
-
-    def interrupt(signum, frame):
-        del signum, frame
-        raise KeyboardInterrupt
-
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-@contextlib.contextmanager
-def stop_signals_ignored():
-    """Ctrl-C, SIGTERM and SIGHUP ignored for the block: a second signal must not cut
-    the stop of every node short and leave some running (seen on Ray: a Ctrl-C that
-    arrived while the nodes were being stopped left four of them behind)."""
-    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in signals}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def restart_delay(backoff_seconds: float, attempt: int) -> float:
-    """Seconds before the restart of a node whose `attempt`-th start (0: the first) died."""
-    return backoff_seconds * 2**attempt
-
-
-def record_restart(
-    run_dir: str, name: str, restart: int, cause: str, at_seconds: float, delay: float
-) -> dict:
-    """The `restart`-th restart of node `name` (1: its first): its failure report moves to
-    failures/restarted/ (it no longer ends the run); returns its entry for result.json."""
-    report = os.path.join(
-        run_dir, failures.FAILURES_DIR, RESTARTED_DIR, f"{name.replace('/', '_')}-{restart}.txt"
-    )
-    os.makedirs(os.path.dirname(report), exist_ok=True)
-    os.replace(failures.failure_path(run_dir, name), report)
-    return {
-        "node": name,
-        "cause": cause,
-        "restart": restart,
-        "at_seconds": round(at_seconds, 1),
-        "backoff_seconds": round(delay, 1),
-        "report": report,
-    }
 
 
 def run(
@@ -141,7 +74,27 @@ def run(
     finally:
         supervisor.close()
         shutil.rmtree(work, ignore_errors=True)
-    return supervisor.restarts
+    return supervisor.policy.restarts
+
+
+def _node_process(
+    n: staging.Staged, env: dict, where: dict, claims: ports.Claims, parent
+) -> nodeproc.NodeProcess:
+    """Node `n`'s process, not started yet: its addresses bound to loopback ports from
+    `claims`, its pickle in the work directory, its output in `where["output_dir"]` (or,
+    with `where["echo"]`, here), forked from the preloaded `parent` when there is one."""
+    staging.bind_local(n.node, claims)
+    data_file = os.path.join(where["work"], n.name.replace("/", "_") + ".pkl")
+    with open(data_file, "wb") as f:
+        f.write(staging.pickled(n, where["work"]))
+    return nodeproc.NodeProcess(
+        data_file,
+        env,
+        staging.output_path(where["output_dir"], n),
+        prefix=f"{n.label}/{n.index}" if where["echo"] else None,
+        zygote=parent,
+        name=n.name,
+    )
 
 
 class _Supervisor:
@@ -149,8 +102,6 @@ class _Supervisor:
 
     def __init__(self, config, run_dir: str, log_path: str, stream):
         self._run_dir = run_dir
-        self._max_restarts = config.restart.max_per_node
-        self._backoff = config.restart.backoff_seconds
         self._log_path = log_path
         self._stream = stream
         self._nodes: dict[str, nodeproc.NodeProcess] = {}
@@ -158,7 +109,7 @@ class _Supervisor:
         self._start = time.time()
         self._line = None
         self._zygote: zygote.Zygote | None = None
-        self.restarts: list[dict] = []
+        self.policy = restarts.RestartPolicy(config.restart, run_dir, self._start)
         self._pending: dict[str, float] = {}  # name -> when to start it again
         self._scaler: _Scaler | None = None
         self._ports = ports.Claims()  # no other launcher here is given them
@@ -174,9 +125,10 @@ class _Supervisor:
             n.name: {**os.environ, **envs[n.label], **loopback, STOP_FILE_ENV: self._stop_file}
             for n in staged
         }
+        where = dict(work=work, output_dir=output_dir, echo=echo)
         self._scaler = _Scaler(
             getattr(program, "more_actors", None),
-            dict(work=work, output_dir=output_dir, echo=echo),
+            where,
             {**os.environ, **envs.get("actor", {}), **loopback, STOP_FILE_ENV: self._stop_file},
             self._ports,
         )
@@ -184,17 +136,8 @@ class _Supervisor:
         if early is None:
             self._zygote = self._start_zygote(list(node_env.values()))
         for n in staged:
-            staging.bind_local(n.node, self._ports)
-            data_file = os.path.join(work, n.name.replace("/", "_") + ".pkl")
-            with open(data_file, "wb") as f:
-                f.write(staging.pickled(n, work))
-            self._nodes[n.name] = nodeproc.NodeProcess(
-                data_file,
-                node_env[n.name],
-                staging.output_path(output_dir, n),
-                prefix=f"{n.label}/{n.index}" if echo else None,
-                zygote=self._zygote,
-                name=n.name,
+            self._nodes[n.name] = _node_process(
+                n, node_env[n.name], where, self._ports, self._zygote
             )
         if early is not None:
             self._zygote = self._adopt(early, list(node_env.values()))
@@ -231,9 +174,8 @@ class _Supervisor:
                 self._log(f"{name} started, pid {p.start()}")
             if self._scaler.scalable:
                 actors = sorted(n for n in self._nodes if n.startswith("actor/"))
-                launch = scaling.Change(len(actors), 0, actors, [], "launch")
-                scaling.record(self._run_dir, launch, 0.0)
-            with line, stop_signals_interrupt():
+                scaling.record_launch(self._run_dir, actors)
+            with line, stopping.stop_signals_interrupt():
                 self._line = line if isinstance(line, progress.ProgressLine) else None
                 try:
                     self._watch()
@@ -241,7 +183,7 @@ class _Supervisor:
                     self._log("interrupted; stopping every node")
         finally:
             self._line = None
-            with stop_signals_ignored():
+            with stopping.stop_signals_ignored():
                 self._stop()
 
     def _watch(self) -> None:
@@ -256,11 +198,14 @@ class _Supervisor:
                 cause = nodeproc.record_exit(
                     self._run_dir, name, nodeproc.exit_cause(code), p.output_path
                 )
-                if p.attempt >= self._max_restarts:
+                restart = self.policy.after_failure(name, cause)
+                if restart is None:
                     self._say(f"{name} {cause}; stopping the program")
                     return
-                pending[name] = time.monotonic() + restart_delay(self._backoff, p.attempt)
-                self._restarted(name, p, cause, pending[name] - time.monotonic())
+                pending[name] = time.monotonic() + restart.delay
+                self._say(
+                    f"{name} {cause}; restarting it in {restart.delay:.1f} s ({restart.describe()})"
+                )
             for name in [n for n, when in pending.items() if when <= time.monotonic()]:
                 del pending[name]
                 self._log(f"{name} restarted, pid {self._nodes[name].start()}")
@@ -268,37 +213,33 @@ class _Supervisor:
                 return
             time.sleep(_POLL_S)
 
-    def _restarted(self, name: str, p, cause: str, delay: float) -> None:
-        """Records a restart: its report moves to failures/restarted/, the list grows."""
-        at = time.time() - self._start
-        self.restarts.append(record_restart(self._run_dir, name, p.attempt + 1, cause, at, delay))
-        self._say(
-            f"{name} {cause}; restarting it in {delay:.1f} s "
-            f"(restart {p.attempt + 1} of {self._max_restarts})"
-        )
-
     def _scale(self) -> None:
         """Serves a pending scale request (one line in actors.log and the terminal) and
         ends the actors removed earlier once they exited (SIGKILL past their notice)."""
-        for line in self._scaler.reap(termination_notice_secs()):
+        for line in self._scaler.reap(stopping.termination_notice_secs()):
             self._log(line)
         scaling.serve(
             self._scaler.where["work"],
             self._run_dir,
             time.time() - self._start,
             lambda count, cause, ident: self._scaler.apply(
-                count, cause, ident, self._nodes, self._pending, self._log
+                count, cause, ident, self._nodes, self._forget, self._log
             ),
             lambda: sum(n.startswith("actor/") for n in self._nodes),
             self._say,
         )
 
+    def _forget(self, name: str) -> None:
+        """Actor `name` was removed: no restart of it is due, its counts go."""
+        self._pending.pop(name, None)
+        self.policy.forget(name)
+
     def _stop(self) -> None:
-        grace = termination_notice_secs()
+        grace = stopping.termination_notice_secs()
         self._log(f"stopping every node (SIGKILL after {grace:g} s)")
         for name, p in self._scaler.removing.items():  # removed, still ending: first
             self._nodes.setdefault(name, p)
-        killed = nodeproc.stop_all(self._nodes, grace, stop_phases(self._nodes))
+        killed = nodeproc.stop_all(self._nodes, grace, stopping.stop_phases(self._nodes))
         if killed:
             self._log(
                 f"did not terminate in time: {killed}; their stacks are in their output; killed"
@@ -343,16 +284,16 @@ class _Scaler:
         """Whether the program can make more actors (a distrl program: `topology`)."""
         return self._more is not None
 
-    def apply(self, count: int, cause: str, ident, nodes: dict, pending: dict, log):
-        """Goes to `count` actors (`scaling.plan`): the removed get SIGTERM now; returns
-        the change."""
+    def apply(self, count: int, cause: str, ident, nodes: dict, forget, log):
+        """Goes to `count` actors (`scaling.plan`): the removed get SIGTERM now (and
+        `forget(name)` each); returns the change."""
         if not self.scalable:
             raise RuntimeError("this program has no actor maker (it cannot add actors)")
         actors = [n for n in nodes if n.startswith("actor/")]
         removed, ids = scaling.plan(count, actors, busy=map(scaling.index, self.removing))
         for name in removed:
             p = nodes.pop(name)
-            pending.pop(name, None)
+            forget(name)
             p.terminate()
             self.removing[name] = (p, None)
         added = []
@@ -367,18 +308,7 @@ class _Scaler:
     def _start(self, index: int, count: int, nodes: dict) -> str:
         """Stages, binds, pickles and starts actor `index` of `count`; its name."""
         n = staging.stage_added(self._more.added(index, count), "actor", index)
-        staging.bind_local(n.node, self._ports)
-        data_file = os.path.join(self.where["work"], n.name.replace("/", "_") + ".pkl")
-        with open(data_file, "wb") as f:
-            f.write(staging.pickled(n, self.where["work"]))
-        p = nodeproc.NodeProcess(
-            data_file,
-            self._env,
-            staging.output_path(self.where["output_dir"], n),
-            prefix=f"{n.label}/{n.index}" if self.where["echo"] else None,
-            zygote=self.zygote,
-            name=n.name,
-        )
+        p = _node_process(n, self._env, self.where, self._ports, self.zygote)
         p.start()
         nodes[n.name] = p
         return n.name

@@ -1,4 +1,4 @@
-"""Stage 7 of the data flow: the topology, `make_program(config) -> lp.Program`.
+"""Stage 7 of the data flow: the topology, `make_program(experiment) -> lp.Program`.
 
 Wires the node groups (replay, counter, learner, actor x N, evaluator) with
 Launchpad's public API only; launching it is `distrl.program.launcher`'s job (on
@@ -12,8 +12,7 @@ import functools
 
 import launchpad as lp
 
-from distrl import config as config_lib
-from distrl import files, replay, replay_checkpoint
+from distrl import checkpoints, files, replay
 from distrl.nodes import lifecycle
 from distrl.nodes.actor import Actor
 from distrl.nodes.counter import Counter, state_file
@@ -24,25 +23,26 @@ from distrl.program.lifecycle import LAUNCHPAD
 _RPC_TIMEOUT = datetime.timedelta(seconds=3)
 
 
-def make_tables(config) -> list:
+def make_tables(experiment) -> list:
     """The replay node's Reverb tables: its pipeline's (built in the node)."""
-    return config_lib.pipeline(config).make_tables(config, config_lib.make_env(config))
+    return experiment.pipeline.make_tables(experiment.config, experiment.env)
 
 
-def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.Program:
-    """The distributed experiment of `config` as one `lp.Program`.
+def make_program(experiment, run_dir: str, start_time: float, restored=None) -> lp.Program:
+    """The distributed experiment (`distrl.experiment.Experiment`) as one `lp.Program`.
 
     `restored` is the manifest of the checkpoint a resumed run continues (None for
     a fresh run): the counter starts from its totals, the learner from its state,
     and each actor from its share of its env steps; the replay from the checkpoint
     at its "replay_checkpoint" path, when the launcher chose one.
     """
+    config = experiment.config
     counts = dict(restored["counts"]) if restored else {}
     program = lp.Program("distrl")
     with program.group("replay"):
         replay_handle = program.add_node(
             lp.ReverbNode(
-                functools.partial(make_tables, config),
+                functools.partial(make_tables, experiment),
                 checkpoint_ctor=functools.partial(
                     replay_checkpointer, run_dir, (restored or {}).get("replay_checkpoint")
                 ),
@@ -54,7 +54,7 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
         learner = program.add_node(
             lp.CourierNode(
                 Learner,
-                config,
+                experiment,
                 replay_handle,
                 counter,
                 run_dir,
@@ -68,7 +68,7 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
     # are fire-and-forget and the counter starts first, so they need not wait for it.
     counter.set_client_kwargs(call_timeout=_RPC_TIMEOUT, wait_for_ready=False)
     learner.set_client_kwargs(call_timeout=_RPC_TIMEOUT)
-    actors = ActorMaker(config, replay_handle, learner, counter, run_dir)
+    actors = ActorMaker(experiment, replay_handle, learner, counter, run_dir)
     start_steps = int(counts.get("env_steps", 0)) // config.num_actors
     with program.group("actor"):
         for actor_id in range(config.num_actors):
@@ -77,7 +77,7 @@ def make_program(config, run_dir: str, start_time: float, restored=None) -> lp.P
         program.add_node(
             lp.CourierNode(
                 Evaluator,
-                config,
+                experiment,
                 learner,
                 counter,
                 replay_handle,
@@ -95,8 +95,8 @@ class ActorMaker:
     """Makes actor nodes wired to a program's replay, learner and counter: those of the
     program at its build, and those a scale request adds while it runs."""
 
-    def __init__(self, config, replay_handle, learner, counter, run_dir: str):
-        self._config = config
+    def __init__(self, experiment, replay_handle, learner, counter, run_dir: str):
+        self._experiment = experiment
         self._inputs = (replay_handle, learner, counter, run_dir)
         self._counter_file = state_file(run_dir)
 
@@ -104,12 +104,13 @@ class ActorMaker:
         """Actor `actor_id`, one of `count`: its exploration is that of actor `actor_id`
         in a run of `count` actors (the Ape-X spread, and the schedule counting `count`
         actors' steps), its env steps counted from `start_steps`."""
-        config = self._config
-        if count != config.num_actors:
-            config = config.copy_and_resolve_references()
+        experiment = self._experiment
+        if count != experiment.config.num_actors:
+            config = experiment.config.copy_and_resolve_references()
             config.num_actors = count
+            experiment = experiment.with_config(config)
         return lp.CourierNode(
-            Actor, config, actor_id, *self._inputs, start_steps, lifecycle=LAUNCHPAD
+            Actor, experiment, actor_id, *self._inputs, start_steps, lifecycle=LAUNCHPAD
         )
 
     def added(self, actor_id: int, count: int) -> lp.CourierNode:
@@ -130,9 +131,9 @@ def replay_checkpointer(run_dir: str, resumed_from: str | None):
     Its first start loads `resumed_from` (a resume's replay checkpoint, chosen and
     verified by the launcher; None: an empty table). A restart during the run
     (`lifecycle.attempt() > 0`) loads the newest checkpoint that passes the same
-    checks, else an older one, else none (`replay_checkpoint.for_restart`, one log
+    checks, else an older one, else none (`checkpoints.pairs.for_restart`, one log
     line saying which and what it skipped).
     """
     if lifecycle.attempt() > 0:
-        resumed_from = replay_checkpoint.for_restart(run_dir)
-    return replay.make_checkpointer(replay_checkpoint.reverb_dir(run_dir), resumed_from)
+        resumed_from = checkpoints.pairs.for_restart(run_dir)
+    return replay.make_checkpointer(checkpoints.replay.reverb_dir(run_dir), resumed_from)

@@ -1,5 +1,5 @@
 """The replay server's checkpoints: Reverb's checkpointer for the replay node, and the
-learner's requests for one (kept and sealed with the learner's, `replay_checkpoint`)."""
+learner's requests for one (kept and sealed with the learner's, `distrl.checkpoints.replay`)."""
 
 import threading
 import time
@@ -7,7 +7,7 @@ import time
 from absl import logging
 from reverb.platform import checkpointers_lib
 
-from distrl import replay_checkpoint
+from distrl import checkpoints
 from distrl.replay.connection import Connection
 
 
@@ -19,7 +19,7 @@ def make_checkpointer(
     Without one, Reverb's server makes a fresh temp dir under /tmp. This one also
     loads, when the server starts, the newest complete checkpoint found in `path`,
     or, when `path` is empty, the checkpoint at `fallback`. distrl empties `path`
-    first (`replay_checkpoint.adopt`: the launcher on a resume, the replay node on
+    first (`checkpoints.replay.adopt`: the launcher on a resume, the replay node on
     a restart) and passes the checkpoint it chose and verified as `fallback`.
     Reverb writes each checkpoint to its own directory and marks it DONE when
     complete.
@@ -42,7 +42,7 @@ def checkpoint(
     request reconnects (within what is left of `timeout_s`) instead of failing
     until gRPC's own reconnect. With `keep_in` (a run directory) the checkpoint
     joins the run's newest `keep`, sealed with `learner_checkpoint`, its round
-    (`distrl.replay_checkpoint.keep`).
+    (`distrl.checkpoints.replay.keep`).
     """
     outcome = {}
     deadline = time.monotonic() + timeout_s
@@ -64,7 +64,7 @@ def checkpoint(
         logging.warning("replay: checkpoint failed (%s)", outcome.get("error", "timed out"))
     elif keep_in is not None:
         try:
-            replay_checkpoint.keep(outcome["path"], keep_in, keep, learner_checkpoint)
+            checkpoints.replay.keep(outcome["path"], keep_in, keep, learner_checkpoint)
         except OSError as err:
             logging.warning("replay: keeping checkpoint %s failed: %s", outcome["path"], err)
     return outcome.get("path")

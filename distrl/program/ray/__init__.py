@@ -1,6 +1,7 @@
 """Launching a program on a Ray cluster: the only subpackage that knows Ray.
 
-`cluster` runs in the launcher; `nodehost` is the Ray actor that hosts one node.
+`cluster` (the entry points) and its parts run in the launcher; `nodehost` is the Ray
+actor that hosts one node.
 """
 
 # The file a node host watches for its node's stop request (lifecycle.stop_via_file).

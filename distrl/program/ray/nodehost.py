@@ -26,9 +26,10 @@ import time
 
 import ray
 
-from distrl import compile_cache, failures
+from distrl import compile_cache
 from distrl.program import bindhost, nodeproc, ports
 from distrl.program.ray import STOP_FILE_ENV
+from distrl.records import failures
 
 _WATCH_PERIOD_S = 0.05
 # A head whose launcher has not called and whose GCS has refused connections this long

@@ -7,8 +7,9 @@ output and the launcher's final lines.
 
 import os
 
-from distrl import files, rundir
-from distrl.acting import evaluation
+from distrl import files
+from distrl.acting import reporting
+from distrl.records import rundir
 
 
 def path(run_dir: str) -> str:
@@ -53,18 +54,18 @@ def summary(result, run_dir: str) -> str:
     ]
     if ev:
         if "success_low" in ev:  # runs before the interval was recorded lack it
-            success = evaluation.describe_success(ev) + "  "
+            success = reporting.describe_success(ev) + "  "
         elif "success_rate" in ev:
             success = f"success rate {ev['success_rate']:.3f}  "
         else:  # an env without a success signal
             success = ""
         lines.append(
-            f"{success}{evaluation.describe_return(ev)}"
+            f"{success}{reporting.describe_return(ev)}"
             f"  mean length {ev['mean_length']:.1f}"
             f"  ({result.get('evaluated', 'greedy')} evaluation)"
         )
     if result.get("exact"):
-        lines.append(evaluation.describe_exact(result["exact"]))
+        lines.append(reporting.describe_exact(result["exact"]))
     spi = (result.get("replay") or {}).get("samples_per_insert")
     # The counter hears from the learner every 0.5 s; the evaluated params' version
     # is exact, so a run shorter than that report period is not shown as ~0 updates.

@@ -1,16 +1,18 @@
-"""Stage 6, learner side: learner checkpoints, written atomically and verified on load.
+"""Sealed pytrees on disk: npz + JSON manifest, written atomically, verified on load.
 
-A checkpoint lives in `<run_dir>/checkpoints/learner/` as two files:
-- `state-<version>-<ms>.npz`: the learner's `TrainingState` (params, target params,
-  optimizer state, RNG key, step) flattened to one array per leaf;
-- `state-<version>-<ms>.json`, its manifest: the npz's SHA-256, every leaf's pytree
-  path, shape and dtype, the algorithm, the parameter version, the counter's totals
-  and the run's elapsed seconds (so a resumed run's counters and clock continue),
-  and its own SHA-256 over all that (a changed digit still parses as JSON).
-The newest `keep` checkpoints are kept (`config.checkpoint.keep`); `manifest.json`
-is a copy of the newest manifest, for people and tools. Loading takes the newest
-checkpoint that passes every check and names each newer one it skipped, so a
-corrupt newest checkpoint falls back to the one before it.
+A directory of one `Kind` (the learner's checkpoints, `checkpoints.learner`; the
+reported policy's params, `checkpoints.policy`) holds, per save, two files:
+- `<prefix>-<version>-<ms>.npz`: the pytree (a learner's `TrainingState`: params,
+  target params, optimizer state, RNG key, step) flattened to one array per leaf;
+- `<prefix>-<version>-<ms>.json`, its manifest: the npz's SHA-256, every leaf's
+  pytree path, shape and dtype, the parameter version, the caller's extra fields
+  (the algorithm; a learner's counter totals and elapsed seconds, so a resumed run's
+  counters and clock continue), and its own SHA-256 over all that (a changed digit
+  still parses as JSON).
+The newest `keep` saves are kept; `manifest.json` is a copy of the newest manifest,
+for people and tools. Loading takes the newest save that passes every check and
+names each newer one it skipped, so a corrupt newest checkpoint falls back to the
+one before it.
 
 Why npz + JSON rather than pickle: loading a pickle runs code, and a pickled optax
 or Haiku state names private classes that move between versions; an npz holds
@@ -20,10 +22,8 @@ agent itself at load time (`agent.init`), and the manifest's paths and shapes
 must match it leaf for leaf, so a checkpoint of another algorithm or network
 shape is refused with a message that names the first leaves that differ.
 
-The same sealed files hold the run's reported policy (`distrl.policy`: its params
-alone, in their own directory): a `Kind` names what a directory holds (manifest
-format, file prefix, the noun messages use); every function takes the learner's
-by default.
+A `Kind` names what a directory holds (manifest format, file prefix, the noun
+messages use); every function takes the learner's (`LEARNER`) by default.
 
 Atomicity: each file is written to a temporary name, fsynced and renamed with
 `os.replace`; the npz goes first under a new name, its manifest last. The manifest
@@ -36,9 +36,7 @@ import hashlib
 import io
 import json
 import os
-import threading
 import time
-from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -46,7 +44,7 @@ import numpy as np
 from absl import logging
 
 from distrl import files
-from distrl.errors import ConfigError, check
+from distrl.errors import ConfigError
 
 
 class Kind(NamedTuple):
@@ -66,18 +64,6 @@ _TMP_SUFFIX = ".tmp"  # files.write_atomic's temp files: an unfinished write
 
 class CheckpointError(ConfigError):
     """A checkpoint that cannot be resumed from (missing, corrupt or mismatched)."""
-
-
-def validate(config) -> None:
-    """ConfigError unless config.checkpoint (how often, how many kept) can work."""
-    every, keep = config.checkpoint.every_seconds, config.checkpoint.keep
-    check(every >= 0, f"config.checkpoint.every_seconds={every}; need >= 0 (0 = only at the end)")
-    check(isinstance(keep, int) and keep >= 1, f"config.checkpoint.keep={keep}; need an int >= 1")
-
-
-def directory(run_dir: str) -> str:
-    """Where a run's learner checkpoints live."""
-    return os.path.join(run_dir, "checkpoints", "learner")
 
 
 def describe(tree) -> list:
@@ -202,24 +188,12 @@ def read_manifest(ckpt_dir: str, kind: Kind = LEARNER) -> dict:
     return _read_manifest_file(candidates[0], kind)
 
 
-def on_disk(run_dir: str) -> dict | None:
-    """{file, version} of the learner's newest checkpoint (file relative to the run
-    directory), or None when there is no readable one: for result.json."""
-    ckpt_dir = directory(run_dir)
-    try:
-        manifest = read_manifest(ckpt_dir)
-    except CheckpointError:
-        return None
-    file = os.path.join(ckpt_dir, manifest["state_file"])
-    return dict(file=os.path.relpath(file, run_dir), version=manifest["version"])
-
-
 def read_newest(ckpt_dir: str, kind: Kind) -> tuple:
     """(manifest, leaves) of the newest checkpoint, checksum verified, with no fall back
     to an older one: CheckpointError naming the file when it fails a check. Numpy
     only; `check_compatible` then matches it to a pytree."""
     manifest = read_manifest(ckpt_dir, kind)
-    return manifest, _read_arrays(ckpt_dir, manifest)
+    return manifest, read_arrays(ckpt_dir, manifest)
 
 
 def read_version(ckpt_dir: str, version: int, kind: Kind = LEARNER) -> tuple:
@@ -235,7 +209,7 @@ def read_version(ckpt_dir: str, version: int, kind: Kind = LEARNER) -> tuple:
             f"no {kind.noun} of version {version:,} in {ckpt_dir}; kept: {listed} "
             f"(config.checkpoint.keep keeps the newest)"
         )
-    return kept[version], _read_arrays(ckpt_dir, kept[version])
+    return kept[version], read_arrays(ckpt_dir, kept[version])
 
 
 def newest_usable(ckpt_dir: str, check) -> tuple:
@@ -297,30 +271,15 @@ def load(ckpt_dir: str, algorithm: str, template):
 
     def arrays(manifest):
         check_compatible(manifest, algorithm, template, ckpt_dir)
-        return _read_arrays(ckpt_dir, manifest)
+        return read_arrays(ckpt_dir, manifest)
 
     manifest, leaves = newest_usable(ckpt_dir, arrays)
     return jax.tree.unflatten(jax.tree.structure(template), leaves), manifest
 
 
-def verify(run_dir: str, algorithm: str, agent) -> dict:
-    """The manifest of the checkpoint a resume continues, after every check it makes:
-    the newest that passes them (`manifest["skipped"]`: why each newer one did not).
-
-    Runs in the launcher before any node starts: the learner's pytree comes from
-    `jax.eval_shape(agent.init)`, so nothing is computed or compiled.
-    """
-    template = jax.eval_shape(agent.init, jax.random.PRNGKey(0))
-    ckpt_dir = directory(run_dir)
-
-    def check(manifest):
-        check_compatible(manifest, algorithm, template, ckpt_dir)
-        _read_arrays(ckpt_dir, manifest)  # the checksum
-
-    return newest_usable(ckpt_dir, check)[0]
-
-
-def _read_arrays(ckpt_dir: str, manifest: dict) -> list:
+def read_arrays(ckpt_dir: str, manifest: dict) -> list:
+    """The leaves (numpy arrays, in the manifest's order) of the npz `manifest` names,
+    its SHA-256 checked; CheckpointError naming the file when it is missing or corrupt."""
     path = os.path.join(ckpt_dir, manifest["state_file"])
     try:
         with open(path, "rb") as f:
@@ -347,61 +306,3 @@ def _remove_stale(ckpt_dir: str, keep: int, prefix: str) -> None:
     for path in stale:
         if os.path.exists(path):
             os.remove(path)
-
-
-class Saver:
-    """The learner's checkpoint schedule: every `every_seconds` (0: only when asked).
-
-    `replay_checkpoint(timeout_s, learner_checkpoint)` (optional) makes Reverb
-    checkpoint its tables right after the learner's own checkpoint, in the same
-    round (sealed with the learner checkpoint's state file,
-    `distrl.replay_checkpoint`); its failure is logged, not raised, since the
-    learner's checkpoint is what a resume needs (it then pairs with an older
-    replay checkpoint, or an empty table).
-    """
-
-    def __init__(
-        self,
-        ckpt_dir: str,
-        every_seconds: float,
-        algorithm: str,
-        replay_checkpoint: Callable[..., str | None] | None = None,
-        keep: int = 3,
-    ):
-        self._dir = ckpt_dir
-        self._keep = keep
-        self._lock = threading.Lock()  # the loop and the final-checkpoint watchdog
-        self._every = every_seconds
-        self._algorithm = algorithm
-        self._replay_checkpoint = replay_checkpoint
-        self._last = time.time()
-
-    def due(self) -> bool:
-        return self._every > 0 and time.time() - self._last >= self._every
-
-    def save(
-        self,
-        state,
-        version: int,
-        counts: dict,
-        elapsed: float,
-        replay_timeout_s: float | None = 10.0,
-    ) -> str:
-        """Checkpoints the learner state, then (if asked to, and `replay_timeout_s`
-        is not None) the replay tables."""
-        self._last = time.time()
-        extra = dict(
-            algorithm=self._algorithm, counts=_plain(counts), elapsed_seconds=float(elapsed)
-        )
-        with self._lock:
-            path = save(self._dir, state, version, extra, self._keep)
-        logging.info("learner: checkpoint of version %d written (%s)", version, path)
-        if self._replay_checkpoint is not None and replay_timeout_s is not None:
-            # Same round: the replay's items were acted with params no newer than these.
-            state_file = os.path.basename(path)[: -len(".json")] + ".npz"
-            self._replay_checkpoint(timeout_s=replay_timeout_s, learner_checkpoint=state_file)
-        return path
-
-
-def _plain(counts: dict) -> dict:
-    return {k: float(v) for k, v in counts.items() if k != "counter_seconds"}

@@ -1,4 +1,4 @@
-"""Replay checkpoints that can always be resumed: kept, sealed, verified, paired.
+"""Replay checkpoints that can always be resumed: kept, sealed and verified.
 
 Reverb's own checkpointer (`replay.make_checkpointer`) writes each checkpoint of
 the tables into `<run_dir>/checkpoints/replay/<UTC time>/` (`tables`, `chunks`,
@@ -13,18 +13,13 @@ so alone it keeps one, and loads the newest with DONE when the server starts. He
   the newest `config.checkpoint.keep` sealed ones are deleted.
 - A round: the learner writes its checkpoint, then asks Reverb for one, its update
   loop paused meanwhile, so every item in that replay checkpoint was acted with
-  params no newer than that learner checkpoint's (`checkpoint.Saver`).
-- `select`, in the launcher before a resume starts any node: the newest replay
-  checkpoint that is usable (`problem`) and not newer than the learner checkpoint
-  the resume continues (its own round's when that one is usable), naming each newer
-  one skipped and why; a run whose checkpoints are all unusable is refused before
-  start (CheckpointError, exit 2). `pairing` is the one line that says which pair.
+  params no newer than that learner checkpoint's (`checkpoints.learner.Saver`).
+- `problem`: why a checkpoint cannot be loaded (not DONE, not sealed, a file that
+  does not match its seal), or None.
 - `adopt`: moves Reverb's directory's checkpoints into the kept ones, so that it
   is empty and the replay server loads the chosen checkpoint (Reverb's
   `fallback_checkpoint_path`, used only when its directory is empty).
-- `for_restart`, in a replay node restarted during the run: the same checks
-  (`newest_usable`) and the same `adopt`, without the pairing (the learner is
-  live); none usable: an empty table, with a warning.
+Which one a resume or a restarted replay node loads: `checkpoints.pairs`.
 """
 
 import glob
@@ -34,9 +29,7 @@ import os
 import shutil
 import time
 
-from absl import logging
-
-from distrl import checkpoint, files
+from distrl import files
 
 SEAL = "distrl.json"  # written by `keep` after Reverb finished: sizes, checksums, round
 SEAL_FORMAT = "distrl-replay-checkpoint/1"
@@ -188,107 +181,6 @@ def round_of(path: str) -> str | None:
     """The learner checkpoint (state file) sealed with the replay checkpoint at `path`."""
     seal, _ = read_seal(path)
     return seal.get("learner_checkpoint") if seal else None
-
-
-def _unpaired(path: str, learner_checkpoint: str) -> str | None:
-    """Why the (usable) replay checkpoint at `path` cannot go with `learner_checkpoint`."""
-    own = round_of(path)
-    if not isinstance(own, str):
-        return "sealed without a learner checkpoint round: it cannot be paired"
-    if checkpoint.written_ms(own) > checkpoint.written_ms(learner_checkpoint):
-        return (
-            f"newer than learner checkpoint {learner_checkpoint} (its round is {own}): "
-            "its items may be acted with params that learner never had"
-        )
-    return None
-
-
-def newest_usable(
-    run_dir: str, learner_checkpoint: str | None = None
-) -> tuple[str | None, list[str]]:
-    """(the newest usable replay checkpoint of the run, or None; ['path: why'] of each
-    newer one skipped, newest first). Usable: `problem` finds nothing, and with
-    `learner_checkpoint` (a state file name) it is not newer than that one."""
-    skipped = []
-    for path in candidates(run_dir):
-        why = problem(path)
-        if why is None and learner_checkpoint is not None:
-            why = _unpaired(path, learner_checkpoint)
-        if why is None:
-            return path, skipped
-        skipped.append(f"{path}: {why}")
-    return None, skipped
-
-
-def select(run_dir: str, learner_checkpoint: str) -> tuple[str | None, list[str]]:
-    """(the replay checkpoint to resume with `learner_checkpoint`, or None if the run
-    has none; ['path: why'] skipped, newest first).
-
-    The newest usable checkpoint not newer than the learner checkpoint (a state
-    file name), so its round's own when that one is usable. CheckpointError naming
-    the newest when the run has checkpoints and none fits.
-    """
-    path, skipped = newest_usable(run_dir, learner_checkpoint)
-    if path is None and skipped:
-        raise checkpoint.CheckpointError(
-            f"no replay checkpoint of {run_dir} can be loaded with learner checkpoint "
-            f"{learner_checkpoint}; the newest, {skipped[0]}"
-            + (f" (and {len(skipped) - 1} older)" if len(skipped) > 1 else "")
-            + f". Delete {reverb_dir(run_dir)} and {kept_dir(run_dir)} to resume with an "
-            "empty replay"
-        )
-    for note in skipped:
-        logging.warning("replay checkpoint skipped: %s", note)
-    return path, skipped
-
-
-def for_restart(run_dir: str) -> str | None:
-    """The checkpoint a replay node restarted during the run loads (None: an empty
-    table), said in one log line with each newer one skipped and why.
-
-    The newest usable one (`problem`), else the one before, and so on. Reverb by
-    itself would load the newest with DONE in its directory, unverified, so that
-    directory is emptied (`adopt`) and the chosen one is loaded as Reverb's
-    fallback, as on a resume. Not paired with a learner checkpoint: the live
-    learner is newer than every one.
-    """
-    adopt(run_dir)
-    path, skipped = newest_usable(run_dir)
-    notes = f"; skipped: {'; '.join(skipped)}" if skipped else ""
-    if path is not None:
-        say = logging.warning if skipped else logging.info
-        say(
-            "replay restarted from checkpoint %s (round %s), the newest usable%s",
-            path,
-            round_of(path),
-            notes,
-        )
-    elif skipped:
-        logging.warning("replay restarted with an empty table: no usable checkpoint%s", notes)
-    else:
-        logging.warning("replay restarted with an empty table: the run has no checkpoint yet")
-    return path
-
-
-def pairing(manifest: dict, path: str | None, skipped: list[str]) -> str:
-    """The one line that says which pair a resume continues from, and why."""
-    learner = f"learner checkpoint {manifest['state_file']} (version {manifest['version']})"
-    if path is None:
-        return f"resuming from {learner} with an empty replay: the run has no replay checkpoint"
-    own = round_of(path)
-    replay = f"replay checkpoint {os.path.basename(path)}"
-    if own == manifest["state_file"]:
-        return f"resuming from {learner} and {replay}: written in the same round"
-    notes = [s for s in skipped if round_of(s.split(": ", 1)[0]) == manifest["state_file"]]
-    why = (
-        f"its own round's is unusable ({notes[0].split(': ', 1)[1]})"
-        if notes
-        else "no usable seal names its round (Reverb did not answer in time, or it broke)"
-    )
-    return (
-        f"resuming from {learner} and {replay} of an older round ({own}), the newest usable "
-        f"one not newer than the learner: {why}; items acted after it are lost"
-    )
 
 
 def adopt(run_dir: str) -> None:

@@ -14,13 +14,13 @@ Everything a run writes lands in one directory (default `runs/<algorithm>-<time>
                             restarts, the stop); a resumed launch writes
                             logs/nodes-2/, logs/nodes-3/...
     tb/<node>/              TensorBoard event files of the same metrics
-    checkpoints/learner/    learner checkpoints (see distrl.checkpoint)
+    checkpoints/learner/    learner checkpoints (see distrl.checkpoints.learner)
     checkpoints/policy/     the params of the policy result.json reports, with their
-                            version, saved by the evaluator (see distrl.policy;
+                            version, saved by the evaluator (see distrl.checkpoints.policy;
                             launch/evaluate.py plays them)
     checkpoints/replay/     Reverb's checkpoints of the replay tables (its newest);
                             checkpoints/replay-kept/ the newest few, kept
-                            (see distrl.replay_checkpoint)
+                            (see distrl.checkpoints.replay)
     checkpoints/counter.json  the counter's totals, for a restarted counter
     plots/                  learning curves and the learned policy (distrl.analysis.plots)
     failures/<node>.txt     how a node that ended the run failed (first line), and its
