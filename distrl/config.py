@@ -64,6 +64,8 @@ ADDED_LATER = {
     "replay.item_steps": 1,
     "learner.batches_per_read": 1,
     "learner.updates_in_flight": 0,
+    "learner.updates_per_call": 1,
+    "learner.device": "auto",
     "evaluator.every_env_steps": 0,
     "env.name": env_section.GRIDWORLD,
     "env.kwargs": "{}",

@@ -152,6 +152,7 @@ BAD_VALUES = [
     ),
     ("evaluator.target_success", 1.5, "target_success=1.5; need 0..1"),
     ("learner.updates_in_flight", -1, "config.learner.updates_in_flight=-1; need >= 0"),
+    ("learner.updates_per_call", 0, "config.learner.updates_per_call=0; need >= 1"),
     ("evaluator.every_env_steps", -1, "config.evaluator.every_env_steps=-1; need an integer"),
     ("budget.seconds", -1.0, "config.budget.seconds=-1.0; need >= 0"),
     ("budget.env_steps", -5, "config.budget.env_steps=-5; need >= 0"),
@@ -419,6 +420,10 @@ def test_on_policy_checks():
     with pytest.raises(config_lib.ConfigError, match="updates_in_flight=1: only a replay"):
         experiment_lib.make(config)
     config.learner.updates_in_flight = 0
+    config.learner.updates_per_call = 4
+    with pytest.raises(config_lib.ConfigError, match="updates_per_call=4: the chunks pipeline"):
+        experiment_lib.make(config)
+    config.learner.updates_per_call = 1
     config.agent.num_minibatches = 10**6
     with pytest.raises(config_lib.ConfigError, match="num_minibatches=1000000 exceeds the 2048"):
         experiment_lib.make(config)

@@ -286,6 +286,7 @@ def test_local_mp_dqn_two_actors_solves_and_exits_cleanly(tmp_path):
             "--config.num_actors=2",
             f"--config.run_dir={run_dir}",
             "--config.budget.seconds=240",
+            "--config.learner.device=cpu",
         ]
     )
     listening, unclaimed, deadline = {}, {}, time.time() + 400
@@ -313,6 +314,10 @@ def test_local_mp_dqn_two_actors_solves_and_exits_cleanly(tmp_path):
         path = run_dir / "logs" / "nodes" / node
         assert path.exists() and path.stat().st_size > 0, f"{node} wrote no output file"
     assert "success 1.00" in (run_dir / "logs" / "nodes" / "evaluator" / "0").read_text()
+    # The learner runs on the platform asked for (learner.device); the actors on the CPU.
+    assert "learner: updating on cpu" in (run_dir / "logs" / "nodes" / "learner" / "0").read_text()
+    for i in (0, 1):
+        assert f"actor {i}: acting on cpu" in (run_dir / "logs/nodes/actor" / str(i)).read_text()
     # The preloaded parent was started before the launcher's imports, then adopted.
     launcher_log = (run_dir / "logs" / "nodes" / "launcher").read_text()
     assert "started with the command, adopted" in launcher_log, launcher_log

@@ -99,6 +99,30 @@ def test_stepped_dqn_actors_feed_the_learner_and_its_priorities(stepped):
 
 
 @pytest.mark.timeout(300)
+def test_a_learner_of_k_updates_per_call_applies_k_and_sends_their_priorities(stepped):
+    """learner.updates_per_call=4: one step is one jitted call of 4 updates on 4 sampled
+    batches (`Agent.update_many`); the version counts updates, and the priorities of all
+    4 batches reach the table."""
+    config = load_config("dqn")
+    config.replay.sampler = "prioritized"
+    config.replay.samples_per_insert = 8.0  # 4 batches of 128 per call on 2 rollouts
+    config.learner.updates_per_call = 4
+    nodes = stepped(config)
+    learner, actors = nodes["learner"][0], nodes["actor"]
+    update = learner.futures.step()
+    for actor in actors:
+        actor.step()
+    result = update.result(timeout=_RESULT_S)
+    assert result["version"] == 4 and _finite(result) and result["loss"] > 0
+    assert learner.step()["version"] == 8
+    assert learner.get_params()[0] == 8
+    deadline = time.time() + 30
+    while learner.max_priority() == 1.0 and time.time() < deadline:
+        time.sleep(0.1)
+    assert learner.max_priority() != 1.0
+
+
+@pytest.mark.timeout(300)
 def test_stepped_on_policy_actor_waits_for_the_learner(stepped):
     """PPO's gate (one chunk per params version): an actor's next chunk waits until the
     learner has used the round, and every batch was acted with the params it updates."""

@@ -166,6 +166,7 @@ class Actor:
             return None
         if not params.wait_first(should_stop):
             return None
+        logging.info("actor %d: acting on %s", self._id, jax.default_backend())
         log = _ActorLog(
             metrics.MetricsLogger(self._run_dir, f"actor_{self._id}", c.log.every_seconds),
             self._start_steps,

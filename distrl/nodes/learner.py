@@ -1,9 +1,11 @@
 """Stage 6 of the data flow: the learner node, from Reverb batches to new params.
 
-Pulls batches through Reverb's prefetching dataset, reshapes them into the agent's
-batch (its pipeline's `learner_batch`), moves them to the accelerator, applies the
-jitted update, and serves `(version, params)` to actors and the evaluator. The
-version is the number of updates applied. Params are copied to the host only when
+Pulls batches through Reverb's prefetching dataset; a feed thread (`nodes.feed`)
+reshapes them into the agent's batch (its pipeline's `learner_batch`), stacks
+`learner.updates_per_call` of them and starts their copy to the learner's device
+while the current update runs; the learner applies the jitted update (K updates in
+one call: `Agent.update_many`) and serves `(version, params)` to actors and the
+evaluator. The version is the number of updates applied. Params are copied to the host only when
 someone asks for them, so serving costs the update loop nothing.
 
 Every `log.every_seconds` it writes a metrics row to `logs/learner.csv` (updates,
@@ -18,7 +20,6 @@ import functools
 import os
 import threading
 import time
-from collections.abc import Iterator
 from typing import NamedTuple
 
 import jax
@@ -27,6 +28,7 @@ from absl import logging
 
 from distrl import agents, checkpoints, metrics, pipelines, replay
 from distrl.nodes import counter as counter_lib
+from distrl.nodes import feed as feed_lib
 from distrl.nodes import lifecycle as lifecycle_lib
 from distrl.types import CoreChunk
 
@@ -119,10 +121,10 @@ class Learner:
             if not replay.wait_for_server(self._connection.client, self._should_stop):
                 return None
             self._training = self._begin()
-        sample, waited = next(self._training.batches, (None, 0.0))
-        if sample is None:
+        group, waited = _timed_next(self._training.feed)
+        if group is None:
             return None
-        self._dispatch(self._training, sample, waited)
+        self._dispatch(self._training, group, waited)
         metrics_ = self._finish_oldest(self._training)
         scalars = {k: float(v) for k, v in jax.device_get(metrics_).items()}
         return dict(version=self._version, **scalars)
@@ -176,14 +178,24 @@ class Learner:
         )
         if pipeline.prioritized(c):
             self._priorities = replay.PriorityUpdater(self._connection)
-        batches = replay.iterate_batches(
+        reader = replay.iterate_batches(
             self._connection.address,
             pipeline.signature(c, env),
             pipeline.reading(c),
             self._should_stop,
             connection=self._connection,
         )
-        return _Training(agent, pipeline, batches, report, saver)
+        platform = jax.default_backend()
+        logging.info("learner: updating on %s (%s)", platform, jax.devices()[0].device_kind)
+        feed = feed_lib.Feed(
+            reader,
+            pipeline.learner_batch,
+            c.learner.updates_per_call,
+            feed_lib.device_put_for(platform),
+            self._should_stop,
+            ahead=not pipeline.reading(c).consumed,
+        )
+        return _Training(agent, pipeline, feed, report, saver)
 
     def _published(self):
         with self._lock:
@@ -222,46 +234,54 @@ class Learner:
         slower in one process, benchmarks/README.md, session 10); 0 waits for each."""
         in_flight = self._config.learner.updates_in_flight
         overlapped(
-            training.batches,
-            lambda batch: self._dispatch(training, *batch),
+            _timed(training.feed),
+            lambda timed: self._dispatch(training, *timed),
             lambda: self._finish_oldest(training),
             lambda: len(self._pending),
             in_flight,
         )
 
-    def _dispatch(self, training: "_Training", sample, waited: float) -> None:
-        """Starts one update on a sampled batch, after every update already started.
+    def _dispatch(self, training: "_Training", group: feed_lib.Group, waited: float) -> None:
+        """Starts one jitted call of the group's updates (`learner.updates_per_call`: K
+        batches in one `update_many`), after every call already started.
 
-        Under prioritized replay the loss is weighted by importance weights (its new
-        priorities go to the table once it is finished).
+        Under prioritized replay the loss is weighted by importance weights (their new
+        priorities go to the table once the call is finished).
         """
         start = time.perf_counter()
-        dispatched = self._version + len(self._pending)  # updates before this one
-        ages = dispatched - np.asarray(sample.data.version)  # data age, per item [K]
+        dispatched = self._version + sum(p.updates for p in self._pending)  # before these
+        samples = group.samples
         latest = self._pending[-1].state if self._pending else self._state
-        agent, pipeline = training.agent, training.pipeline
-        # The jitted update moves the numpy batch itself: an explicit device_put
-        # of the 5-leaf batch cost 390 us per update here (benchmarks/README.md, what-ifs).
-        batch = pipeline.learner_batch(sample.data.data)
-        if self._priorities is None:
-            state, metrics_ = agent.update(latest, batch)
-        else:
-            beta = replay.importance_exponent(self._config, dispatched)
-            # [K * k * B]: each item's weight for each of its k x B transitions (DQN)
-            per_item = pipeline.weights_per_item(self._config)
-            per_transition = replay.transition_weights(sample.info, beta, per_item)
-            state, metrics_ = agent.update(latest, batch, per_transition)
+        weights = self._weights(training.pipeline, samples, dispatched)
+        state, metrics_ = _apply(training.agent, latest, group.batch, weights, len(samples))
         self._pending.append(
             _Dispatched(
                 state,
                 metrics_,
-                sample.info.key,
+                np.concatenate([s.info.key for s in samples]),
                 waited,
                 time.perf_counter() - start,
-                num_transitions(sample.data.data),
-                ages,
+                sum(num_transitions(s.data.data) for s in samples),
+                # data age of each sampled item [K items], in updates before its own
+                np.concatenate(
+                    [dispatched + i - np.asarray(s.data.version) for i, s in enumerate(samples)]
+                ),
+                len(samples),
             )
         )
+
+    def _weights(self, pipeline, samples, dispatched: int):
+        """Prioritized replay's importance weights of each sample's transitions, [K * k * B]
+        each (DQN: an item's weight for each of its k x B transitions); None otherwise."""
+        if self._priorities is None:
+            return None
+        per_item = pipeline.weights_per_item(self._config)
+        return [
+            replay.transition_weights(
+                s.info, replay.importance_exponent(self._config, dispatched + i), per_item
+            )
+            for i, s in enumerate(samples)
+        ]
 
     def _finish_oldest(self, training: "_Training"):
         """Waits for the oldest update in flight, then publishes, reports and maybe
@@ -273,15 +293,17 @@ class Learner:
         # get_params wait for the whole backlog.
         jax.block_until_ready(update.state.step)
         metrics_ = dict(update.metrics)
-        priorities = metrics_.pop("priorities", None)  # [K * k * B] |TD|, DQN only
+        priorities = metrics_.pop("priorities", None)  # [(K,) N] |TD|, DQN only
         if self._priorities is not None:
             self._priorities.submit(update.keys, priorities)
+        if update.updates > 1:  # [K, ...] per update: report the last one's
+            metrics_ = jax.tree.map(lambda x: x[-1], metrics_)
         with self._lock:
-            self._state, self._version = update.state, self._version + 1
+            self._state, self._version = update.state, self._version + update.updates
             self._lock.notify_all()
         report = training.report
         busy = update.dispatch_seconds + time.perf_counter() - start
-        report.add(metrics_, update.waited, busy, update.transitions, update.ages)
+        report.add(metrics_, update.waited, busy, update.transitions, update.ages, update.updates)
         report.maybe_send(self._counter, self._version)
         if training.saver.due():
             state = update.state
@@ -290,6 +312,32 @@ class Learner:
 
     def _elapsed(self) -> float:
         return time.time() - self._start
+
+
+def _apply(agent, state, batch, weights, updates: int):
+    """(state, metrics) after `updates` updates on `batch` (one agent batch, or K stacked
+    [K, ...] for `update_many`) with importance `weights` (one array per update, or None)."""
+    if updates == 1:
+        return agent.update(state, batch, *(weights or ()))
+    if weights is None:
+        return agent.update_many(state, batch)
+    return agent.update_many(state, batch, np.stack(weights))
+
+
+def _timed_next(feed):
+    """(next group | None once the feed ended, seconds the learner waited for it)."""
+    start = time.perf_counter()
+    group = next(feed, None)
+    return group, time.perf_counter() - start
+
+
+def _timed(feed):
+    """Each group of `feed` with the seconds the learner waited for it."""
+    while True:
+        group, waited = _timed_next(feed)
+        if group is None:
+            return
+        yield group, waited
 
 
 def overlapped(items, start, finish, started, in_flight: int) -> None:
@@ -305,15 +353,16 @@ def overlapped(items, start, finish, started, in_flight: int) -> None:
 
 
 class _Dispatched(NamedTuple):
-    """An update started on the device, not yet waited for."""
+    """A call of updates started on the device, not yet waited for."""
 
     state: agents.TrainingState
-    metrics: dict  # on the device; DQN's include per-transition priorities
+    metrics: dict  # on the device ([K, ...] for K updates); DQN's include priorities
     keys: np.ndarray  # the sampled items' keys (their priorities are updated once done)
-    waited: float  # seconds the learner waited for its batch
+    waited: float  # seconds the learner waited for its batches
     dispatch_seconds: float
     transitions: int
     ages: np.ndarray  # data age of each sampled item, in updates
+    updates: int  # in this call (learner.updates_per_call)
 
 
 class _Training(NamedTuple):
@@ -322,7 +371,7 @@ class _Training(NamedTuple):
 
     agent: agents.Agent
     pipeline: pipelines.Pipeline
-    batches: Iterator
+    feed: feed_lib.Feed  # the batches, grouped per call and on their way to the device
     report: "_Report"
     saver: checkpoints.learner.Saver
 
@@ -393,9 +442,12 @@ class _Report:
         self._since_log = dict(updates=0.0, samples=0.0, wait=0.0)
         self._deltas = metrics.Deltas(self._since_log)
 
-    def add(self, metrics_, waited: float, busy: float, transitions: int, ages) -> None:
-        """One update: its metrics, seconds waited and busy, transitions, item ages [K]."""
-        self._updates += 1
+    def add(
+        self, metrics_, waited: float, busy: float, transitions: int, ages, updates: int = 1
+    ) -> None:
+        """One call of `updates` updates: the last one's metrics, seconds waited and busy,
+        transitions, item ages [items]."""
+        self._updates += updates
         self._samples += transitions
         self._wait += waited
         self._busy += busy

@@ -28,6 +28,7 @@ from distrl.pipelines.transitions import Transitions
 ALL: tuple[Pipeline, ...] = (Transitions(), Chunks(), Episodes(), Sequences())
 _BY_KIND = {p.kind: p for p in ALL}
 
+DEVICES = ("auto", "cpu", "gpu", "tpu")  # learner.device
 # The actor's and learner's integers and non-negative numbers, every pipeline's fields'
 # included (every config has them all), with their lowest value: checked before the
 # agent's pipeline checks how they fit together (which divides by some of them).
@@ -43,6 +44,7 @@ LOWEST = {
     "replay.sequence_length": 1,
     "learner.updates_in_flight": 0,
     "learner.max_in_flight": 0,
+    "learner.updates_per_call": 1,
     "actor.chunks_per_version": 0,
 }
 
@@ -61,6 +63,13 @@ SHARED_FIELDS = {
         # samples a dataset worker requests ahead; 0: the pipeline's (queue: one batch, so
         # chunks do not age there; replay: max(64 time steps of B envs, 4 batches))
         max_in_flight=0,
+        # K: updates in one jitted call (a scan over K stacked batches), so a small-batch
+        # update on an accelerator is not bound by its dispatch; replay tables only
+        updates_per_call=1,
+        # the learner process's JAX platform: "auto" (JAX's default: the host's GPU or
+        # TPU where it has one, else the CPU) | "cpu" | "gpu" | "tpu"; every other node
+        # runs on the CPU (distrl.program.nodeenv)
+        device="auto",
     ),
 }
 
@@ -87,6 +96,15 @@ def check_section(experiment) -> None:
         core == "none" or not envs.is_host_env(env),
         f"config.agent.core={core!r}: an env stepped in Python ({config.env.name}) "
         f"takes feed-forward policies only; use core='none', or a JAX env",
+    )
+    device = config.learner.device
+    check(device in DEVICES, f"config.learner.device={device!r}; valid: {', '.join(DEVICES)}")
+    calls = config.learner.updates_per_call
+    check(
+        calls == 1 or pipeline.reading(config).consumed is False,
+        f"config.learner.updates_per_call={calls}: the {pipeline.kind.value} pipeline's "
+        f"batches come from a queue one round of actors at a time; need 1 (K > 1 is for "
+        f"replay tables: dqn, tabular, sac, td3, r2d2)",
     )
     pipeline.validate(config, agent_config, env)
 

@@ -32,9 +32,11 @@ from distrl.program.topology import make_program
 from distrl.records import failures, results, rundir
 
 
-def node_envs(run_dir: str | None = None) -> dict:
-    """Environment variables of each group's node processes; with `run_dir`, temp files go there."""
-    return nodeenv.node_envs(os.path.join(run_dir, rundir.TMP_DIR) if run_dir else None)
+def node_envs(run_dir: str | None = None, learner_device: str = "auto") -> dict:
+    """Environment variables of each group's node processes; with `run_dir`, temp files go
+    there; the learner's JAX platform is `learner_device` (config.learner.device)."""
+    tmp_dir = os.path.join(run_dir, rundir.TMP_DIR) if run_dir else None
+    return nodeenv.node_envs(tmp_dir, learner_device)
 
 
 def local_resources(run_dir: str | None = None):
@@ -217,7 +219,11 @@ def run(
             actors = cluster.launch_count(config)
             run_dir, program = _build(config, resume, stack, launch_type, actors)
             restarts = cluster.run(
-                program, config, run_dir, node_envs(run_dir), progress_stream or sys.stdout
+                program,
+                config,
+                run_dir,
+                node_envs(run_dir, config.learner.device),
+                progress_stream or sys.stdout,
             )
             return _outcome(run_dir, restarts)
         run_dir, program = _build(config, resume, stack, launch_type)
@@ -231,7 +237,12 @@ def run(
             lp.launch(program, launch_type="test_mt", serialize_py_nodes=False).wait()
             return _outcome(run_dir, [])
         restarts = supervisor.run(
-            program, config, run_dir, node_envs(run_dir), progress_stream or sys.stdout, terminal
+            program,
+            config,
+            run_dir,
+            node_envs(run_dir, config.learner.device),
+            progress_stream or sys.stdout,
+            terminal,
         )
         return _outcome(run_dir, restarts)
 

@@ -20,16 +20,20 @@ _CPU_NODE = {
 }
 
 
-def node_envs(tmp_dir: str | None = None) -> dict:
-    """{group: the variables its node processes get}; with `tmp_dir`, temp files go there."""
+def node_envs(tmp_dir: str | None = None, learner_device: str = "auto") -> dict:
+    """{group: the variables its node processes get}; with `tmp_dir`, temp files go there.
+    The learner's JAX platform is `learner_device` ("auto": JAX's default, the host's
+    accelerator where it has one); every other group's is the CPU."""
     tmp = {"TMPDIR": tmp_dir} if tmp_dir else {}
     cpu_node, quiet = {**_CPU_NODE, **tmp}, {**_QUIET, **tmp}
+    learner = quiet if learner_device == "auto" else {**quiet, "JAX_PLATFORMS": learner_device}
     return {
         "actor": cpu_node,
         "evaluator": cpu_node,
         "counter": cpu_node,
-        "replay": quiet,
-        "learner": quiet,
+        # Reverb's own threads serve; the env it builds for its tables stays off the chip
+        "replay": {**quiet, "JAX_PLATFORMS": "cpu"},
+        "learner": learner,
     }
 
 

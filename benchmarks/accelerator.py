@@ -1,0 +1,280 @@
+"""The learner's update on this process's device, per preset: what an accelerator gives.
+
+For each preset, on batches of the learner's shape (its pipeline's `learner_batch` of
+random items, `update_ceiling`) already on the device:
+- `update`: one update per jitted call (`Agent.update`), updates/s and samples/s;
+- `update_many`: K updates per call (`Agent.update_many`, `learner.updates_per_call`),
+  for the replay presets;
+- `fed`: the learner's feed (`distrl.nodes.feed`) from numpy batches as the replay
+  reader yields them, the copy to the device started a group ahead, against the same
+  call on device-resident batches (`update` or `update_many`);
+- `flops`: XLA's count of one update's floating-point operations, and the share of
+  the chip's peak they reach at the measured rate (accelerators with a known peak).
+For the gridworld DQN, `td_forms` times the TD loss's gradient written with the
+per-example action gathers of `rlax` under `vmap` (how the agent computed it before)
+against the one-hot select the agent uses (`agents.base.select_actions`).
+
+Needs no Reverb, Launchpad or TensorFlow (the core on any JAX). Run it once per
+platform, each in its own process (a TPU is held by one process at a time):
+
+    python -m benchmarks.accelerator --out=tpu.json
+    JAX_PLATFORMS=cpu python -m benchmarks.accelerator --out=cpu.json
+    python -m benchmarks.accelerator --compare=cpu.json,tpu.json   # the ratios
+
+Every row carries the platform and the device kind that measured it.
+"""
+
+import json
+import os
+import sys
+import time
+from types import SimpleNamespace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import rlax
+from absl import app, flags
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.common import load_config, measure_rates
+from distrl import experiment as experiment_lib
+from distrl.agents import dqn
+from distrl.nodes import feed as feed_lib
+from distrl.types import CoreChunk
+
+# (name, config, overrides): each preset at its own batch; the gridworld DQN at more.
+CASES = (
+    ("dqn[256]", "dqn", {"learner.batch_size": 256}),
+    ("dqn[4096]", "dqn", {"learner.batch_size": 4096}),
+    ("dqn[65536]", "dqn", {"learner.batch_size": 65536}),
+    ("dqn_breakout", "dqn_breakout", {}),
+    ("sac_pendulum", "sac_pendulum", {}),
+    ("td3_pendulum", "td3_pendulum", {}),
+    ("r2d2_memory_chain", "r2d2_memory_chain", {}),
+    ("r2d2_masked_cartpole", "r2d2_masked_cartpole", {}),
+    ("ppo", "ppo", {}),
+    ("ppo_cartpole", "ppo_cartpole", {}),
+    ("ppo_breakout", "ppo_breakout", {}),
+    ("ppo_breakout[x4]", "ppo_breakout", {"learner.batch_chunks": 8, "num_actors": 8}),
+)
+# Peak dense FLOP/s of a chip (bf16, the MXU's), by JAX's device kind.
+PEAK_FLOPS = {"TPU v5 lite": 197e12, "TPU v5e": 197e12, "TPU v4": 275e12, "TPU v6 lite": 918e12}
+
+_CASES = flags.DEFINE_list("cases", [c[0] for c in CASES], "Cases to run (names of CASES).")
+_SECONDS = flags.DEFINE_float("seconds", 2.0, "Seconds per figure (median of 5 slices).")
+_K = flags.DEFINE_integer("k", 32, "Updates per call of the update_many figures.")
+_OUT = flags.DEFINE_string("out", "", "Write the rows here as JSON.")
+_COMPARE = flags.DEFINE_list("compare", [], "base.json,other.json: print other/base ratios.")
+
+
+def random_batches(experiment, count: int, rng) -> list:
+    """`count` learner batches of random items of the pipeline's example shape: actions
+    in range, booleans about 1 in 20 true (episode ends), numbers in [0, 1)."""
+    config, env, pipeline = experiment.config, experiment.env, experiment.pipeline
+    k = pipeline.items_per_batch(config)
+    example = pipeline.example_item(config, env).data
+
+    def fill(x):
+        shape = (k,) + x.shape
+        if x.dtype == np.bool_:
+            return rng.random(shape) < 0.05
+        if np.issubdtype(x.dtype, np.integer):
+            return rng.integers(0, env.spec.num_actions, shape, dtype=x.dtype)
+        return rng.random(shape, dtype=np.float32).astype(x.dtype)
+
+    return [jax.tree.map(fill, example) for _ in range(count)]
+
+
+def _rows(batch) -> int:
+    steps = batch.chunk if isinstance(batch, CoreChunk) else batch
+    return int(np.prod(steps.reward.shape))
+
+
+def _calls(fn, state, batches):
+    """A step for `measure_rates` cycling `fn(state, batch)` over `batches`."""
+    holder = {"state": state, "i": 0}
+
+    def step():
+        holder["state"], metrics = fn(holder["state"], batches[holder["i"] % len(batches)])
+        holder["i"] += 1
+        return metrics
+
+    return step
+
+
+def _fed(fn, state, host_items, to_batch, per_call):
+    """A step that runs `fn` on the next group of the learner's feed, which reads numpy
+    items as the replay reader yields them (cycling over `host_items`)."""
+
+    def reader():
+        i = 0
+        while True:
+            data = host_items[i % len(host_items)]
+            yield SimpleNamespace(data=SimpleNamespace(data=data), info=i), 0.0
+            i += 1
+
+    put = feed_lib.device_put_for(jax.default_backend())
+    feed = feed_lib.Feed(reader(), to_batch, per_call, put, lambda: False)
+    holder = {"state": state}
+
+    def step():
+        holder["state"], metrics = fn(holder["state"], next(feed).batch)
+        return metrics
+
+    return step
+
+
+def case_rows(name: str, config_name: str, overrides: dict, seconds: float, k: int) -> list:
+    """The figures of one preset at its learner batch on the default device."""
+    experiment = experiment_lib.make(load_config(config_name, overrides))
+    agent, pipeline = experiment.agent, experiment.pipeline
+    rng = np.random.default_rng(0)
+    items = random_batches(experiment, 4, rng)
+    batches = [pipeline.learner_batch(x) for x in items]
+    rows = _rows(batches[0])
+    state = jax.device_put(agent.init(jax.random.PRNGKey(0)))
+    resident = [jax.device_put(b) for b in batches]
+    steps = {
+        "update": (_calls(agent.update, state, resident), jax.block_until_ready),
+        "fed": (
+            _fed(agent.update, state, items, pipeline.learner_batch, 1),
+            jax.block_until_ready,
+        ),
+    }
+    many = not pipeline.reading(experiment.config).consumed  # replay tables
+    if many:
+        stacked = [jax.device_put(feed_lib.stack([b] * k)) for b in batches[:2]]  # [K, ...]
+        steps["update_many"] = (_calls(agent.update_many, state, stacked), jax.block_until_ready)
+        steps["fed_many"] = (
+            _fed(agent.update_many, state, items, pipeline.learner_batch, k),
+            jax.block_until_ready,
+        )
+    rates = measure_rates(steps, seconds)
+    out = []
+    for figure, calls_per_s in rates.items():
+        updates = calls_per_s * (k if figure.endswith("many") else 1)
+        out.append(
+            dict(case=name, figure=figure, updates_per_s=updates, samples_per_s=updates * rows)
+        )
+    flops = _flops(agent, state, resident[0])
+    if flops:
+        out.append(_flops_row(name, flops, rates["update"], rows))
+    return out
+
+
+def _flops(agent, state, batch) -> float:
+    """XLA's count of one jitted update's floating-point operations (0 if unknown)."""
+    analysis = jax.jit(agent.update).lower(state, batch).compile().cost_analysis()
+    if isinstance(analysis, list):  # older JAX: one dict per computation
+        analysis = analysis[0] if analysis else {}
+    return float((analysis or {}).get("flops", 0.0))
+
+
+def _flops_row(name: str, flops: float, updates_per_s: float, rows: int) -> dict:
+    peak = PEAK_FLOPS.get(jax.devices()[0].device_kind)
+    achieved = flops * updates_per_s
+    return dict(
+        case=name,
+        figure="flops",
+        flops_per_update=flops,
+        flops_per_s=achieved,
+        peak_share=achieved / peak if peak else None,
+        updates_per_s=updates_per_s,
+        samples_per_s=updates_per_s * rows,
+    )
+
+
+def _td_gather(network, params, target_params, t):
+    """One transition's double-Q TD error with per-example gathers (rlax's indexing)."""
+    q_tm1 = network.apply(params, t.observation)
+    q_t = network.apply(target_params, t.next_observation)
+    selector = network.apply(params, t.next_observation)
+    return rlax.double_q_learning(q_tm1, t.action, t.reward, t.discount, q_t, selector)
+
+
+def td_form_rows(seconds: float, batch_size: int = 4096) -> list:
+    """The DQN TD loss's gradient, gathers under vmap against the one-hot select."""
+    experiment = experiment_lib.make(load_config("dqn", {"learner.batch_size": batch_size}))
+    agent, pipeline = experiment.agent, experiment.pipeline
+    batch = jax.device_put(
+        pipeline.learner_batch(random_batches(experiment, 1, np.random.default_rng(0))[0])
+    )
+    params = jax.device_put(agent.init(jax.random.PRNGKey(0)).params)
+    net, config = agent.network, agent.config
+
+    def gathered(p):
+        td = jax.vmap(_td_gather, in_axes=(None, None, None, 0))(net, p, p, batch)
+        return jnp.mean(rlax.huber_loss(td, config.huber_delta))
+
+    def one_hot(p):
+        return dqn.loss_fn(net, config, p, p, batch)[0]
+
+    grads = {
+        name: jax.jit(jax.grad(fn)) for name, fn in (("gather", gathered), ("one_hot", one_hot))
+    }
+    steps = {name: (lambda g=g: g(params), jax.block_until_ready) for name, g in grads.items()}
+    rates = measure_rates(steps, seconds)
+    return [
+        dict(
+            case=f"dqn_td[{batch_size}]",
+            figure=f"td_{name}",
+            updates_per_s=r,
+            samples_per_s=r * batch_size,
+        )
+        for name, r in rates.items()
+    ]
+
+
+def measure(cases, seconds: float, k: int) -> dict:
+    """Every case's rows on this process's default device, with its platform and kind."""
+    device = jax.devices()[0]
+    rows = []
+    for name, config_name, overrides in CASES:
+        if name not in cases:
+            continue
+        began = time.perf_counter()
+        rows += case_rows(name, config_name, overrides, seconds, k)
+        print(f"{name}: {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
+    rows += td_form_rows(seconds)
+    return dict(platform=jax.default_backend(), device=device.device_kind, k=k, rows=rows)
+
+
+def compare(base: dict, other: dict) -> list:
+    """(case, figure, base updates/s, other updates/s, other / base) of the rows both have."""
+    index = {(r["case"], r["figure"]): r["updates_per_s"] for r in base["rows"]}
+    out = []
+    for r in other["rows"]:
+        b = index.get((r["case"], r["figure"]))
+        if b:
+            out.append((r["case"], r["figure"], b, r["updates_per_s"], r["updates_per_s"] / b))
+    return out
+
+
+def _print(result: dict) -> None:
+    print(f"{result['platform']} ({result['device']}), K = {result['k']}")
+    for r in result["rows"]:
+        share = r.get("peak_share")
+        extra = f"  {r['flops_per_update']:.3g} flop/update, {share:.2%} of peak" if share else ""
+        rates = f"{r['updates_per_s']:>12,.0f} updates/s {r['samples_per_s']:>14,.0f} samples/s"
+        print(f"{r['case']:>22} {r['figure']:>12} {rates}{extra}")
+
+
+def main(argv) -> None:
+    del argv
+    if _COMPARE.value:
+        base, other = (json.load(open(p)) for p in _COMPARE.value)
+        print(f"{other['platform']} ({other['device']}) / {base['platform']} ({base['device']})")
+        for case, figure, b, o, ratio in compare(base, other):
+            print(f"{case:>22} {figure:>12} {b:>12,.0f} {o:>12,.0f} {ratio:>8.2f}x")
+        return
+    result = measure(set(_CASES.value), _SECONDS.value, _K.value)
+    _print(result)
+    if _OUT.value:
+        with open(_OUT.value, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    app.run(main)
