@@ -84,15 +84,16 @@ CORE_EXTRA ?=
 CORE_STAMP := $(CORE_VENV)/.installed-$(or $(CORE_EXTRA),cpu)
 # The test files of the core, the modules `distrl.CORE` names (they import without Reverb,
 # Launchpad, Courier and TensorFlow: tests/test_core.py): envs, networks, agents (their
-# configs and updates), acting, the pipelines' single-process side, the config, distrl.local.
+# configs, updates and feed), acting, the pipelines' single-process side, the config,
+# distrl.local.
 CORE_TESTS := tests/test_core.py tests/test_env.py tests/test_env_interface.py \
 	tests/test_exact.py tests/test_spaces.py tests/test_observation.py tests/test_host_env.py \
 	tests/test_gymnax_env.py tests/test_networks.py tests/test_agents_actor_critic.py \
 	tests/test_agents_config.py tests/test_agents_continuous.py tests/test_agents_dqn.py \
 	tests/test_agents_episodes.py tests/test_agents_nstep.py tests/test_agents_ppo.py \
-	tests/test_agents_r2d2.py tests/test_agents_update_many.py tests/test_rollout.py \
-	tests/test_evaluation.py tests/test_packing.py tests/test_pipelines.py tests/test_config.py \
-	tests/test_compile_cache.py tests/test_local.py
+	tests/test_agents_r2d2.py tests/test_agents_update_many.py tests/test_feed.py \
+	tests/test_rollout.py tests/test_evaluation.py tests/test_packing.py \
+	tests/test_pipelines.py tests/test_config.py tests/test_compile_cache.py tests/test_local.py
 
 setup-core: $(CORE_STAMP)
 

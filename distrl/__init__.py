@@ -5,10 +5,11 @@ compilation cache (`distrl.compile_cache`).
 
 The core, the modules `CORE` names, imports and runs with Reverb, Launchpad, Courier
 and TensorFlow absent: the envs, networks, agents and acting, the pipelines' single-
-process side, `distrl.local` and the learner's update, with the config and files they
-use. It runs on a current Python and JAX (requirements-core.lock, `make test-core`) on a
-GPU or TPU host. The rest (replay/, nodes/, program/) is the distributed layer, which
-imports Reverb and Launchpad where it uses them. tests/test_core.py holds CORE to it.
+process side, `distrl.local` and the learner's update (and its feed to the device),
+with the config and files they use. It runs on a current Python and JAX
+(requirements-core.lock, `make test-core`) on a GPU or TPU host. The rest (replay/,
+nodes/, program/) is the distributed layer, which imports Reverb and Launchpad where it
+uses them. tests/test_core.py holds CORE to it.
 """
 
 import pathlib
@@ -35,6 +36,8 @@ CORE = (
     "distrl.local",
     "distrl.metrics",
     "distrl.networks",
+    "distrl.nodes",  # the package alone, and the learner's feed to its device:
+    "distrl.nodes.feed",  # the update path on an accelerator (benchmarks/accelerator.py)
     "distrl.packing",
     "distrl.policy",
     "distrl.program",  # the package alone: its progress line is local.py's too

@@ -1,7 +1,8 @@
-"""The core stands alone: every module `distrl.CORE` names imports, and the single-process
-trainer (`python -m distrl.local`) and the learner benchmark (`benchmarks/learner.py`)
-run to their end, with Reverb, Launchpad, Courier and TensorFlow unimportable, as on a
-host that lacks them (a current Python and JAX: `make test-core`).
+"""The core stands alone: every module `distrl.CORE` names imports, with the learner's
+benchmarks (`benchmarks/learner.py`, `benchmarks/accelerator.py`), and the single-process
+trainer (`python -m distrl.local`) and `benchmarks/learner.py` run to their end, with
+Reverb, Launchpad, Courier and TensorFlow unimportable, as on a host that lacks them (a
+current Python and JAX: `make test-core`).
 
 Each check runs in a fresh interpreter whose first act is a `sys.meta_path` finder that
 raises ImportError for those packages, as a missing package does (tensorflow-probability's
@@ -21,8 +22,13 @@ import distrl
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BLOCKED = ("reverb", "launchpad", "courier", "tensorflow")
-# Outside distrl: what the learner benchmark needs.
-CORE_BENCHMARKS = ("benchmarks", "benchmarks.common", "benchmarks.learner")
+# Outside distrl: the learner's benchmarks, on the CPU and on an accelerator.
+CORE_BENCHMARKS = (
+    "benchmarks",
+    "benchmarks.common",
+    "benchmarks.learner",
+    "benchmarks.accelerator",
+)
 
 _BLOCK = f"""
 import importlib.abc, sys
