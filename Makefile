@@ -6,7 +6,12 @@
 #   make bench   set up, then run the benchmarks
 #   make results set up, then rewrite every results table of README.md and docs/ from
 #                benchmarks/results/*.csv (docs/results.md whole, with its curves)
-# Python 3.10 is found from $PYTHON, then python3.10 on PATH, then pyenv.
+#   make setup-core  the core on a current stack: .venv-core (Python 3.12, JAX 0.11, no
+#                Reverb, Launchpad or TensorFlow) from requirements-core.lock; CORE_EXTRA=tpu
+#                or gpu adds pyproject.toml's extra of that name (the accelerator's jax)
+#   make test-core   set that up, then the core's test files (CORE_TESTS) there
+# Python 3.10 is found from $PYTHON, then python3.10 on PATH, then pyenv; the core's 3.12
+# from $PYTHON_CORE, then python3.12 on PATH, then pyenv (.ci/find_python.sh).
 
 VENV  ?= .venv
 PY    := $(VENV)/bin/python
@@ -23,7 +28,8 @@ UV    := uv==0.13.9
 JOBS  ?= 3
 PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile
 
-.PHONY: setup lint test test-cluster test-all test-fast run bench results clean
+.PHONY: setup lint test test-cluster test-all test-fast run bench results clean setup-core \
+	test-core
 
 setup: $(STAMP)
 
@@ -69,5 +75,46 @@ bench: setup
 results: setup
 	$(PY) -m benchmarks.results_tables $(ARGS)
 
+# The core on a current stack: a second venv, its own lock (requirements-core.lock, made
+# from requirements-core.in), distrl itself installed without its dependencies and past its
+# metadata's Python 3.10 (which is the distributed stack's).
+CORE_VENV  ?= .venv-core
+CORE_PY    := $(CORE_VENV)/bin/python
+CORE_EXTRA ?=
+CORE_STAMP := $(CORE_VENV)/.installed-$(or $(CORE_EXTRA),cpu)
+# The test files of the core, the modules `distrl.CORE` names (they import without Reverb,
+# Launchpad, Courier and TensorFlow: tests/test_core.py): envs, networks, agents (their
+# configs, updates and feed), acting, the pipelines' single-process side, the config,
+# distrl.local.
+CORE_TESTS := tests/test_core.py tests/test_env.py tests/test_env_interface.py \
+	tests/test_exact.py tests/test_spaces.py tests/test_observation.py tests/test_host_env.py \
+	tests/test_gymnax_env.py tests/test_networks.py tests/test_agents_actor_critic.py \
+	tests/test_agents_config.py tests/test_agents_continuous.py tests/test_agents_dqn.py \
+	tests/test_agents_episodes.py tests/test_agents_nstep.py tests/test_agents_ppo.py \
+	tests/test_agents_r2d2.py tests/test_agents_update_many.py tests/test_feed.py \
+	tests/test_rollout.py tests/test_evaluation.py tests/test_packing.py \
+	tests/test_pipelines.py tests/test_config.py tests/test_compile_cache.py tests/test_local.py
+
+setup-core: $(CORE_STAMP)
+
+$(CORE_STAMP): requirements-core.lock pyproject.toml .ci/find_python.sh .ci/extra.py
+	@set -e; py="$$(bash .ci/find_python.sh core)"; \
+	echo "distrl: creating $(CORE_VENV) with $$py$(if $(CORE_EXTRA), and the $(CORE_EXTRA) extra)"; \
+	rm -rf $(CORE_VENV); "$$py" -m venv $(CORE_VENV); \
+	$(CORE_PY) -m pip install -q --disable-pip-version-check $(UV); \
+	$(CORE_VENV)/bin/uv pip install -q --compile-bytecode --python $(CORE_PY) -r requirements-core.lock; \
+	if [ -n "$(CORE_EXTRA)" ]; then \
+	  extra="$$($(CORE_PY) .ci/extra.py $(CORE_EXTRA))"; \
+	  $(CORE_VENV)/bin/uv pip install -q --python $(CORE_PY) -c requirements-core.lock $$extra; \
+	fi; \
+	$(CORE_PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
+	  --ignore-requires-python -e .; \
+	touch $(CORE_STAMP)
+
+# Its tests compile and train (none waits on a node process): a worker per core.
+CORE_JOBS ?= 2
+test-core: setup-core
+	$(CORE_PY) -m pytest -n $(CORE_JOBS) --dist loadfile $(CORE_TESTS) $(ARGS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(CORE_VENV) .pytest_cache

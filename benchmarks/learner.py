@@ -1,8 +1,8 @@
 """Learner-only benchmark: jitted DQN and PPO updates on device-resident batches.
 
-Needs no Reverb, Launchpad or TensorFlow: it imports jax, numpy and distrl's pure
-layers (distrl.agents, distrl.envs, distrl.types) only, so it runs on a GPU host with
-just the pure-JAX packages of STACK.md (Python 3.12, jax 0.11). For every device JAX
+Needs no Reverb, Launchpad or TensorFlow: it imports jax, numpy and distrl's core
+(`distrl.CORE`) only, so it runs on a GPU or TPU host with the core's current stack
+(requirements-core.lock: Python 3.12, jax 0.11; `make setup-core`). For every device JAX
 sees (the CPU always, a GPU when present) and every batch size it reports updates/s
 and samples/s (transitions consumed per second). `benchmarks/ceilings.py` uses the
 same functions for the learner ceilings of `make bench`.
@@ -171,14 +171,16 @@ class Block(importlib.abc.MetaPathFinder):
             raise ImportError('blocked: ' + name)
 if {block}:
     sys.meta_path.insert(0, Block())
-import distrl.agents, distrl.envs, distrl.types
+import importlib, distrl
+for name in distrl.core_modules():
+    importlib.import_module(name)
 loaded = sorted({{m.split('.')[0] for m in sys.modules}} & set({forbidden!r}))
 print(json.dumps(loaded))
 """
 
 
 def import_check() -> dict:
-    """What importing distrl's pure layers loads, in fresh interpreters.
+    """What importing distrl's core (`distrl.core_modules`) loads, in fresh interpreters.
 
     'loaded': forbidden top-level modules present after a plain import (on a host
     with TensorFlow installed, tensorflow-probability's JAX backend imports it
@@ -263,7 +265,7 @@ def main(argv=None) -> list:
         )
     check = import_check()
     print(
-        f"pure-layer imports: loaded {check['loaded']}; "
+        f"core imports: loaded {check['loaded']}; "
         f"import with tensorflow/reverb/launchpad blocked: "
         f"{'ok' if check['works_without'] else 'FAILS'}  ({time.perf_counter() - start:.0f} s)"
     )

@@ -194,10 +194,14 @@ def _listening_in_netns(pid: int) -> set:
 # module name) would, output to the file; prints "RAN [pid, exit status]".
 _FORK_RUNNER = """
 import json, os, runpy, sys
-import launchpad, jax  # noqa: F401 - imported once, before the forks
+import jax  # noqa: F401 - imported once, before the forks
 from distrl import checkpoints, cli, config, resources  # noqa: F401
 from distrl.analysis import plots  # noqa: F401
-from distrl.program import launcher  # noqa: F401
+try:  # the distributed layer, where it is installed (not on the core's stack)
+    import launchpad  # noqa: F401
+    from distrl.program import launcher  # noqa: F401
+except ImportError:
+    pass
 for line in sys.stdin:
     target, args, out = json.loads(line)
     pid = os.fork()
@@ -226,7 +230,8 @@ for line in sys.stdin:
 
 class WarmPython:
     """`run(target, *args)`: a distrl program run as a user runs it, forked from one
-    interpreter that imported JAX, TensorFlow, Launchpad and distrl once."""
+    interpreter that imported JAX, distrl and (where installed) TensorFlow and Launchpad
+    once."""
 
     def __init__(self, scratch: pathlib.Path):
         self._scratch, self._runs, self._pending = scratch, 0, ""

@@ -2,7 +2,6 @@
 recorded; saved configs read back strictly; the memory estimate; run directories;
 and the policy plot bounded on big maps. Pure checks, no processes."""
 
-import contextlib
 import dataclasses
 import inspect
 import json
@@ -615,27 +614,6 @@ def test_run_dir_that_is_a_file_or_not_writable_is_refused(tmp_path):
     with pytest.raises(config_lib.ConfigError, match="cannot create a directory in /proc"):
         rundir.check_writable("/proc/x")
     assert os.listdir(tmp_path) == ["file"]
-
-
-def test_only_the_folders_of_dead_launchers_are_removed(tmp_path):
-    """A SIGKILLed launcher leaves tmp/launch-<pid>/; the next launch there removes it,
-    never the folder of a live launcher, nor anything else in tmp/."""
-    import subprocess
-    import sys
-
-    from distrl.program import launcher
-
-    dead = subprocess.Popen([sys.executable, "-c", ""])  # a launcher's pid, no longer alive
-    dead.wait()
-    tmp = tmp_path / "run" / "tmp"
-    for name in (f"launch-{dead.pid}", f"launch-{os.getpid()}", "other"):
-        (tmp / name).mkdir(parents=True)
-        (tmp / name / "node.pkl").write_text("x")
-    config = load_config("dqn")
-    config.run_dir = str(tmp_path / "run")
-    with contextlib.ExitStack() as stack:
-        launcher.prepare(config, resume=False, stack=stack)
-    assert sorted(os.listdir(tmp)) == sorted([f"launch-{os.getpid()}", "other"])
 
 
 def test_policy_plot_of_a_big_map_stays_small(tmp_path):

@@ -2,9 +2,10 @@
 the interface contract, termination and truncation read apart (gymnax's own `step`
 merges them into one reset), the rollout, and the single-process trainer on
 CartPole-v1; a user's own gymnax-style env (`tests/gymnax_user_envs.py`, an Environment
-or gymnax.make's (env, params) pair) through `module:factory`, trained in both modes.
-gymnax is pinned in requirements.lock; a venv made before the pin (`make setup` not
-rerun) skips this file."""
+or gymnax.make's (env, params) pair) through `module:factory`, trained in the single-
+process trainer (tests/test_user_env.py trains one in the distributed program). gymnax is
+pinned in both locks; a venv made before the pin (`make setup` not rerun) skips this
+file. Part of the core's tests (`make test-core`): nothing here needs Launchpad."""
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +21,6 @@ from distrl import envs, local  # noqa: E402
 from distrl import experiment as experiment_lib  # noqa: E402
 from distrl.acting import evaluation, rollout  # noqa: E402
 from distrl.envs import gymnax_env  # noqa: E402
-from distrl.program import launcher as program  # noqa: E402
 
 KEY = jax.random.PRNGKey(0)
 IDS = ["CartPole-v1", "Acrobot-v1", "Breakout-MinAtar", "SpaceInvaders-MinAtar",
@@ -188,13 +188,3 @@ def test_a_users_gymnax_env_trains_in_the_single_process_trainer(factory):
     result = local.train(_user_config(factory))
     assert result.solved and result.return_low >= 3.5, result._replace(params=None)
     assert result.eval_episodes == 2_000 and not result.has_success
-
-
-@pytest.mark.slow
-def test_mt_run_on_a_users_gymnax_pair(tmp_path):
-    """The distributed program: every node makes the env again by its factory's name."""
-    config = _user_config("make_pair", '{"length": 4}')
-    config.run_dir = str(tmp_path / "run")
-    result, _ = program.run(config, "test_mt")
-    assert result["stop_reason"] == "target_reached", result
-    assert result["evaluation"]["return_low"] >= 3.5 and result["evaluation"]["episodes"] == 2_000

@@ -1,5 +1,6 @@
-"""The import structure of distrl: no cycle between its units, and node classes that
-import without Launchpad.
+"""The import structure of distrl: no cycle between its units, node classes that
+import without Launchpad, and every module importing beside the whole stack (the core
+without it: tests/test_core.py).
 
 A unit is a subpackage of distrl (agents, envs, nodes, program, analysis, ...) or a
 top-level module (distrl/config.py, distrl/metrics.py, ...). Every import counts,
@@ -145,8 +146,9 @@ def test_no_import_cycle_between_units():
     assert cycle is None, "import cycle between distrl units: " + " -> ".join(cycle)
 
 
-def _run_without_launchpad(args: list[str], timeout_s: float) -> subprocess.CompletedProcess:
-    """`python ARGS` from the repository root (the scripts block Launchpad themselves)."""
+def _run_python(args: list[str], timeout_s: float) -> subprocess.CompletedProcess:
+    """`python ARGS` from the repository root (a script that needs Launchpad absent blocks
+    it itself)."""
     return subprocess.run(
         [sys.executable, *args],
         cwd=ROOT,
@@ -168,7 +170,7 @@ def test_node_modules_import_without_launchpad():
         f"for name in {nodes!r}:\n"
         "    __import__(name)\n"
     )
-    proc = _run_without_launchpad(["-c", script], timeout_s=300)
+    proc = _run_python(["-c", script], timeout_s=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
@@ -176,9 +178,7 @@ def test_node_modules_import_without_launchpad():
 def test_nodes_step_without_launchpad(tmp_path):
     """The real actor, learner and counter, connected by Reverb and courier alone
     (tests/nodes_without_launchpad.py): one update on the actor's first rollout."""
-    proc = _run_without_launchpad(
-        ["tests/nodes_without_launchpad.py", str(tmp_path / "run")], timeout_s=540
-    )
+    proc = _run_python(["tests/nodes_without_launchpad.py", str(tmp_path / "run")], timeout_s=540)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     first, second = out["actor_steps"]
@@ -188,6 +188,27 @@ def test_nodes_step_without_launchpad(tmp_path):
     assert update["version"] == 1 and math.isfinite(update["loss"]), update
     assert out["table_size"] == first["items_written"] + second["items_written"]
     assert out["counts"]["env_steps"] >= 1024, out  # the first rollout's, at least (async)
+
+
+def test_every_module_imports_with_the_distributed_stack_present():
+    """The distributed layer (replay/, nodes/, program/) still imports, Reverb and
+    Launchpad with it, and every public name of `distrl.replay` (most loaded on first
+    use, so that the core imports without Reverb: tests/test_core.py) resolves."""
+    modules = sorted(module_name(p) for p in PACKAGE.rglob("*.py"))
+    assert {"distrl.replay.writer", "distrl.program.topology", "distrl.local"} <= set(modules)
+    script = (
+        "import importlib, json, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "from distrl import replay\n"
+        "missing = [n for n in replay.__all__ if getattr(replay, n, None) is None]\n"
+        "loaded = sorted({m.partition('.')[0] for m in sys.modules} & {'reverb', 'launchpad'})\n"
+        "print(json.dumps([missing, loaded]))\n"
+    )
+    proc = _run_python(["-c", script], timeout_s=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    missing, loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert missing == [] and loaded == ["launchpad", "reverb"]
 
 
 def test_find_cycle_names_the_cycle():

@@ -1,13 +1,17 @@
-"""launch/train.py as a user runs it: real local_mp processes, bad input, signals.
+"""launch/train.py as a user runs it: real local_mp processes, bad input, signals, and
+what a launch clears first (a dead launcher's folders).
 
 Each launch runs in its own process session so the test can check that every
 process the program started has exited afterwards.
 """
 
+import contextlib
 import fcntl
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import psutil
@@ -16,10 +20,11 @@ from conftest import (
     assert_nothing_left,
     launch_train,
     listening_addresses,
+    load_config,
     session_processes,
 )
 
-from distrl.program import ports
+from distrl.program import launcher, ports
 
 # launch/train.py arguments (after --config=configs/dqn.py --run_dir={tmp}/run; {tmp}
 # is the fixture's folder) and a part of the one-line message they must give.
@@ -447,3 +452,19 @@ def test_local_mp_slippery_4x4_reaches_98_percent_of_the_exact_optimum(tmp_path)
     assert answer["ratio"] >= 0.98, answer
     assert "95% Wilson, 10000 episodes" in out and "optimal 0.740" in out
     assert_nothing_left(proc)
+
+
+def test_only_the_folders_of_dead_launchers_are_removed(tmp_path):
+    """A SIGKILLed launcher leaves tmp/launch-<pid>/; the next launch there removes it,
+    never the folder of a live launcher, nor anything else in tmp/."""
+    dead = subprocess.Popen([sys.executable, "-c", ""])  # a launcher's pid, no longer alive
+    dead.wait()
+    tmp = tmp_path / "run" / "tmp"
+    for name in (f"launch-{dead.pid}", f"launch-{os.getpid()}", "other"):
+        (tmp / name).mkdir(parents=True)
+        (tmp / name / "node.pkl").write_text("x")
+    config = load_config("dqn")
+    config.run_dir = str(tmp_path / "run")
+    with contextlib.ExitStack() as stack:
+        launcher.prepare(config, resume=False, stack=stack)
+    assert sorted(os.listdir(tmp)) == sorted([f"launch-{os.getpid()}", "other"])

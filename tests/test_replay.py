@@ -15,6 +15,7 @@ import jax
 import numpy as np
 import pytest
 import reverb
+from test_env_interface import Corridor, _corridor_config
 
 from distrl import agents, pipelines, replay, spaces
 from distrl import config as config_lib
@@ -145,6 +146,16 @@ def test_actor_items_match_learner_batches(algorithm, server_for):
         assert priorities.shape == (k,)
     assert all(np.isfinite(float(v)) for v in metrics.values())
     writer.close()
+
+
+@pytest.mark.parametrize("algorithm", ["dqn", "ppo", "grpo"])
+def test_corridor_signature_takes_its_dtype_from_the_spec(algorithm):
+    """The table's signature of a uint8 env (tests/test_env_interface.py's Corridor, whose
+    example items that file checks) keeps uint8 observations."""
+    config = _corridor_config(algorithm)
+    pipeline = pipelines.of(experiment_lib.Experiment(config).agent_config)
+    signature = pipeline.signature(config, Corridor()).data
+    assert signature.observation.dtype.name == "uint8"
 
 
 def test_a_read_of_several_batches_is_yielded_batch_by_batch(server_for):

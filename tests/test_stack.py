@@ -1,4 +1,5 @@
-"""The pinned stack loads in the order every Launchpad node loads it.
+"""The pinned stack loads in the order every Launchpad node loads it, and the accelerator
+extras pin each lock's jax.
 
 Launchpad and Reverb import TensorFlow; rlax then imports distrax and
 tensorflow_probability, which refuses to load after a TensorFlow it considers too old
@@ -6,10 +7,15 @@ tensorflow_probability, which refuses to load after a TensorFlow it considers to
 rather than inside a node at run time.
 """
 
+import pathlib
 import subprocess
 import sys
 
 import pytest
+import tomli  # tomllib from Python 3.11; pytest's dependency here
+from packaging.requirements import Requirement
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 _IMPORT_ORDER = """
 import launchpad, reverb
@@ -86,3 +92,31 @@ def test_gymnasium_mujoco_envs_step_after_the_stack_with_its_pins_unchanged():
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["3.17.0", "1.26.4", "3.19.6"]
+
+
+def _locked(lock: str) -> dict:
+    """{package: version} of a lock file (`name==version` lines)."""
+    lines = (ROOT / lock).read_text().splitlines()
+    return dict(line.split("==") for line in lines if "==" in line and not line.startswith(" "))
+
+
+def test_the_accelerator_extras_pin_the_jax_of_each_lock():
+    """pyproject.toml's gpu and tpu extras name, for each Python, the jax of that Python's
+    lock: requirements.lock's on 3.10, requirements-core.lock's on 3.12 (`make setup-core
+    CORE_EXTRA=...` installs them against it)."""
+    extras = tomli.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    stacks = {"3.10": _locked("requirements.lock"), "3.12": _locked("requirements-core.lock")}
+    pinned = {}
+    for extra in ("gpu", "tpu"):
+        for line in extras[extra]:
+            req = Requirement(line)
+            (version,) = [s.version for s in req.specifier if s.operator == "=="]
+            for python, lock in stacks.items():
+                if req.marker.evaluate({"python_version": python}):
+                    assert req.name == "jax" and version == lock["jax"] == lock["jaxlib"], line
+                    pinned[extra, python] = version
+    assert pinned == {
+        ("gpu", "3.10"): "0.6.2",
+        ("gpu", "3.12"): "0.11.2",
+        ("tpu", "3.12"): "0.11.2",
+    }

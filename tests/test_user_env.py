@@ -12,6 +12,7 @@ import shlex
 import numpy as np
 import pytest
 from conftest import load_config
+from test_gymnax_env import _user_config as _gymnax_user_config
 
 from distrl import config as config_lib
 from distrl import experiment as experiment_lib
@@ -126,6 +127,17 @@ def test_mt_run_on_a_user_env_reports_the_return_only(tmp_path):
     assert "success" not in summary
     plots = os.listdir(os.path.join(out_dir, "plots"))
     assert "curves.png" in plots and "policy.png" not in plots
+
+
+@pytest.mark.slow
+def test_mt_run_on_a_users_gymnax_pair(tmp_path):
+    """The distributed program on a user's gymnax-style pair (tests/test_gymnax_env.py):
+    every node makes the env again by its factory's name."""
+    config = _gymnax_user_config("make_pair", '{"length": 4}')
+    config.run_dir = str(tmp_path / "run")
+    result, _ = program.run(config, "test_mt")
+    assert result["stop_reason"] == "target_reached", result
+    assert result["evaluation"]["return_low"] >= 3.5 and result["evaluation"]["episodes"] == 2_000
 
 
 def test_the_readme_example_trains_to_its_return_target(tmp_path, monkeypatch):

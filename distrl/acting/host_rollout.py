@@ -25,6 +25,7 @@ thread that is abandoned; async: gymnasium's `step_wait` timeout).
 """
 
 import _signal
+import importlib
 import queue
 import signal
 import threading
@@ -453,14 +454,32 @@ def unrolled_threefry(on: bool = True) -> bool:
     Straight-line, the draw fuses into its consumers: PPO's call is 14 thunks with
     2 sources, run in the calling thread (benchmarks/README.md, "Issue 27")."""
     try:  # JAX internals: a JAX without them keeps its default (the bits are the same)
-        from jax._src import prng  # noqa: PLC0415
         from jax._src.interpreters import mlir  # noqa: PLC0415
 
-        rule = prng._threefry2x32_lowering_rule if on else prng._threefry2x32_cpu_lowering_rule
+        rules = _threefry_rules()
+        rule = rules._threefry2x32_lowering_rule if on else rules._threefry2x32_cpu_lowering_rule
+        mlir.register_lowering(rules.threefry2x32_p, rule, platform="cpu")
     except (ImportError, AttributeError):
         return False
-    mlir.register_lowering(prng.threefry2x32_p, rule, platform="cpu")
     return on
+
+
+# Where JAX keeps threefry's primitive and lowering rules: a module of their own in jax
+# 0.11 (requirements-core.lock), jax._src.prng in 0.6 (requirements.lock).
+_THREEFRY_MODULES = ("jax._src.random.threefry2x32", "jax._src.prng")
+
+
+def _threefry_rules():
+    """The JAX module holding `threefry2x32_p` and its lowering rules (ImportError when
+    none of `_THREEFRY_MODULES` is there)."""
+    for name in _THREEFRY_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "threefry2x32_p"):
+            return module
+    raise ImportError(f"none of {_THREEFRY_MODULES} holds threefry2x32_p")
 
 
 def seed_of(key) -> int:

@@ -78,4 +78,5 @@ def touches(result, target: float, min_episodes: int, target_return: float = 0.0
     near = (result.success_rate >= target) & (
         (target_return == 0) | (result.mean_return >= target_return)
     )
-    return near & ~confirmed(result, target, min_episodes, target_return)
+    # logical_not, not ~: `confirmed` of a host result (Python floats) is a Python bool
+    return near & jnp.logical_not(confirmed(result, target, min_episodes, target_return))

@@ -89,7 +89,7 @@ class Pipeline(abc.ABC):
         writes, and what it carries to the next chunk (None at first)."""
 
     @abc.abstractmethod
-    def write(self, writer: replay.Writer, items, version: int) -> None:
+    def write(self, writer: "replay.Writer", items, version: int) -> None:
         """Writes `item_fn`'s items (numpy), stamped with the params version."""
 
     def weights_per_item(self, config) -> int:

@@ -14,7 +14,6 @@ B like every other leaf.
 import jax
 import jax.numpy as jnp
 import numpy as np
-import reverb
 
 from distrl import networks, packing, replay
 from distrl.agents import PipelineKind
@@ -105,9 +104,7 @@ class Chunks(Pipeline):
 
     def make_tables(self, config, env) -> list:
         signature = self.signature(config, env)
-        return [
-            reverb.Table.queue(replay.TABLE, max_size=config.replay.queue_size, signature=signature)
-        ]
+        return [replay.queue_table(config.replay.queue_size, signature)]
 
     def transitions_per_item(self, config) -> int:
         return config.actor.unroll_length * config.actor.num_envs

@@ -7,8 +7,6 @@ The config counts its sizes in transitions (one env step of one env); an item ho
 Reverb's own sizes count items (`items`, `error_buffer`).
 """
 
-import reverb
-
 from distrl import replay
 from distrl.errors import check
 
@@ -54,26 +52,18 @@ def validate(config, per_item: int, batch: int, what: str, names: tuple) -> None
     )
 
 
-def make(config, signature, per_item: int, batch_items: int) -> reverb.Table:
-    """The table of items of `per_item` transitions, read `batch_items` at a time."""
+def make(config, signature, per_item: int, batch_items: int):
+    """The table (a `reverb.Table`) of items of `per_item` transitions, read
+    `batch_items` at a time."""
     r = config.replay
-    if r.sampler == "prioritized":
-        sampler = reverb.selectors.Prioritized(r.priority_exponent)
-    else:
-        sampler = reverb.selectors.Uniform()
     max_items, min_items = items(config, per_item)
-    limiter = reverb.rate_limiters.SampleToInsertRatio(
-        samples_per_insert=r.samples_per_insert,
-        min_size_to_sample=min_items,
-        error_buffer=error_buffer(config, per_item, batch_items),
-    )
-    return reverb.Table(
-        replay.TABLE,
-        sampler=sampler,
-        remover=reverb.selectors.Fifo(),
-        max_size=max_items,
-        rate_limiter=limiter,
+    return replay.replay_table(
         signature=signature,
+        max_items=max_items,
+        min_items=min_items,
+        samples_per_insert=r.samples_per_insert,
+        error_buffer=error_buffer(config, per_item, batch_items),
+        priority_exponent=r.priority_exponent if r.sampler == "prioritized" else None,
     )
 
 

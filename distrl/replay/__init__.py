@@ -3,57 +3,57 @@
 Split by job; what an item holds and how a batch is read comes from the pipeline
 (`distrl.pipelines`), so nothing here branches on the kind of data:
 - `connection`: a node's way to the server, its reconnect after an outage, table stats.
+- `tables`: the tables a pipeline asks for, and its items' signature.
 - `writer`: an actor's items into the table (`Writer`).
-- `dataset`: the learner's prefetching reads (`iterate_batches`), by a `Reading` plan.
+- `dataset`: the learner's prefetching reads (`iterate_batches`), by a `Reading` plan
+  (`reading`).
 - `priorities`: prioritized replay's importance weights and priority updates.
 - `checkpoints`: the server's checkpointer and checkpoint requests.
+
+Importing the package loads neither Reverb nor TensorFlow: the pipelines, which the
+core (`distrl.local`, the agents' configs) imports, name `TABLE` and `Reading` only.
+Every other public name is loaded with its module on first use (PEP 562), so a
+caller still says `replay.Writer` and only the distributed layer pulls Reverb in.
 """
 
-import tensorflow as tf
+import importlib
 
 TABLE = "experience"  # every pipeline's one table: the replay table or the on-policy queue
 
+from distrl.replay.reading import Reading  # noqa: E402
 
-def signature(example):
-    """tf.TensorSpec pytree of one item, from the pipeline's zero example item: what
-    actors write, the table holds and the learner reads."""
-    return tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape, tf.as_dtype(x.dtype)), example)
+# {public name: the module that defines it}, imported when the name is first used.
+_LAZY = {
+    "checkpoint": "checkpoints",
+    "make_checkpointer": "checkpoints",
+    "Connection": "connection",
+    "answers": "connection",
+    "table_stats": "connection",
+    "target_forms": "connection",
+    "wait_for_server": "connection",
+    "iterate_batches": "dataset",
+    "make_dataset": "dataset",
+    "PriorityUpdater": "priorities",
+    "importance_exponent": "priorities",
+    "importance_weights": "priorities",
+    "transition_weights": "priorities",
+    "queue_table": "tables",
+    "replay_table": "tables",
+    "signature": "tables",
+    "Writer": "writer",
+}
 
 
-# The public names, so that callers say `replay.Writer` rather than the module path.
-from distrl.replay.checkpoints import checkpoint, make_checkpointer  # noqa: E402
-from distrl.replay.connection import (  # noqa: E402
-    Connection,
-    answers,
-    table_stats,
-    target_forms,
-    wait_for_server,
-)
-from distrl.replay.dataset import Reading, iterate_batches, make_dataset  # noqa: E402
-from distrl.replay.priorities import (  # noqa: E402
-    PriorityUpdater,
-    importance_exponent,
-    importance_weights,
-    transition_weights,
-)
-from distrl.replay.writer import Writer  # noqa: E402
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
 
-__all__ = [
-    "TABLE",
-    "Connection",
-    "PriorityUpdater",
-    "Reading",
-    "Writer",
-    "answers",
-    "checkpoint",
-    "importance_exponent",
-    "importance_weights",
-    "iterate_batches",
-    "make_checkpointer",
-    "make_dataset",
-    "signature",
-    "table_stats",
-    "target_forms",
-    "transition_weights",
-    "wait_for_server",
-]
+
+def __dir__() -> list:
+    return sorted(__all__)
+
+
+__all__ = ["TABLE", "Reading", *_LAZY]

@@ -6,7 +6,6 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
-from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -16,28 +15,7 @@ from absl import logging
 
 from distrl.replay import TABLE
 from distrl.replay.connection import Connection, answers
-
-
-class Reading(NamedTuple):
-    """How the learner reads its pipeline's items (`Pipeline.reading`): nothing here
-    asks which pipeline it is.
-
-    items_per_batch: Reverb items in one learner batch.
-    batches_per_read: batches taken per dataset read and cut into views (a tf.data
-      read costs about 250 us whatever it holds).
-    in_flight: samples a dataset worker requests ahead.
-    prefetch: batches fetched ahead of the update (0: none).
-    consumed: sampling removes the item (a queue). Then every item taken is learned
-      from: one worker, items read one by one and batched here, so a read given up
-      at a timeout loses none, and only what the learner asks for is taken. Else
-      (replay) items stay in the table: reads are whole batches, read ahead.
-    """
-
-    items_per_batch: int
-    batches_per_read: int
-    in_flight: int
-    prefetch: int
-    consumed: bool
+from distrl.replay.reading import Reading
 
 
 def make_dataset(server_address: str, signature, reading: Reading, timeout_ms: int = 500):
