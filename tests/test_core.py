@@ -28,6 +28,8 @@ CORE_BENCHMARKS = (
     "benchmarks.common",
     "benchmarks.learner",
     "benchmarks.accelerator",
+    "benchmarks.fused_ppo",
+    "benchmarks.trainer",
 )
 
 _BLOCK = f"""
