@@ -1,23 +1,32 @@
 """Learner-only benchmark: jitted DQN and PPO updates on device-resident batches.
 
-Needs no Reverb, Launchpad or TensorFlow: it imports jax, numpy and distrl's pure
-layers (distrl.agents, distrl.envs, distrl.types) only, so it runs on a GPU host with
-just the pure-JAX packages of STACK.md (Python 3.12, jax 0.11). For every device JAX
-sees (the CPU always, a GPU when present) and every batch size it reports updates/s
-and samples/s (transitions consumed per second). `benchmarks/ceilings.py` uses the
-same functions for the learner ceilings of `make bench`.
+Runs where only the pure-JAX packages are (../shared/STACK.md: no Reverb, Launchpad or
+TensorFlow, e.g. a TPU host on Python 3.11): it imports jax, numpy, distrl.agents and
+distrl.types alone, unless the sweep's config overrides are given. Two uses:
+- the sweep (default): gridworld DQN [N] and PPO [T, M*B] updates at several sizes on
+  every device JAX sees, updates/s and samples/s (transitions consumed per second);
+- presets (`--presets`): each named preset's own update (its agent, observation shape
+  and batch, as `learner_presets.json` describes them; `--describe` rewrites that file
+  from the configs, which needs the full stack), K updates per jitted call
+  (`--updates-per-call`: a scan over K stacked batches; the learner node runs 1), on
+  this process's default device; `--csv` appends the rows to a results CSV
+  (benchmarks/results/learner_devices.csv, read by `benchmarks/capacity.py`).
+Every row names its platform and device kind. `benchmarks/ceilings.py` uses the same
+`update_rate` for the update ceilings of `make bench`.
 
     python benchmarks/learner.py                        # small CPU sweep
     python benchmarks/learner.py --dqn-batches=256,4096,65536 --ppo-chunks=2,64,1024
     python benchmarks/learner.py --config.agent.hidden_sizes='(256, 256)' --dqn.agent.n_step=3
+    python benchmarks/learner.py --presets=dqn,ppo --updates-per-call=1,8 \
+        --csv=benchmarks/results/learner_devices.csv [--commit=<sha>]
+    python -m benchmarks.learner --describe              # rewrite learner_presets.json
 
-The agents are configs/dqn.py's and configs/ppo.py's, with their agent fields
+The sweep's agents are configs/dqn.py's and configs/ppo.py's, with their agent fields
 overridden as launch/train.py takes them: `--config.agent.<field>=<value>` for both,
-`--dqn.agent.<field>=<value>` / `--ppo.agent.<field>=<value>` for one (the batch
-shapes are this benchmark's flags, so no other section applies).
+`--dqn.agent.<field>=<value>` / `--ppo.agent.<field>=<value>` for one.
 """
 
-import functools
+import datetime
 import json
 import os
 import subprocess
@@ -28,132 +37,103 @@ import jax
 import numpy as np
 from absl import flags
 
-from distrl import agents, cli, envs
-from distrl import config as config_lib
-from distrl import experiment as experiment_lib
-from distrl.types import QTransition, Transition
+from distrl import agents
+from distrl.errors import ConfigError
 
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks.common import configs_of, load_config, measure_rate
+from benchmarks.common import append_csv, device_fields, head_commit, measure_rate
+from benchmarks.learner_specs import (
+    ALGOS,
+    PRESETS,
+    PRESETS_FILE,
+    BatchSpec,
+    gridworld_spec,
+    load_presets,
+    random_batch,
+    write_presets,
+)
 
-ALGOS = ("dqn", "ppo")
-
+CSV_COLUMNS = (
+    "study", "date", "commit", "commit_source", "command", "load", "platform", "device",
+    "preset", "batch", "updates_per_call", "updates_per_s", "samples_per_s", "note",
+)  # fmt: skip
 FORBIDDEN = ("tensorflow", "reverb", "launchpad", "courier")
 
 
-def random_dqn_batch(rng: np.random.Generator, obs_size: int, n: int) -> QTransition:
-    """QTransition [N] of plausible gridworld data (one-hot obs, 4 actions)."""
-    eye = np.eye(obs_size, dtype=np.float32)
-    return QTransition(
-        observation=eye[rng.integers(0, obs_size, n)],
-        action=rng.integers(0, 4, n).astype(np.int32),
-        reward=rng.choice(np.float32([0, 0, 0, 1, -1]), n),
-        discount=rng.choice(np.float32([0.99, 0.99, 0.0]), n),
-        next_observation=eye[rng.integers(0, obs_size, n)],
-    )
-
-
-def random_ppo_batch(
-    rng: np.random.Generator, obs_size: int, t: int, n: int, with_value: bool
-) -> Transition:
-    """Transition [T, N] with PPO's behaviour extras {'log_prob'} [T, N], and 'value'
-    with_value (what the actors record, `agents.base.records_value`)."""
-    eye = np.eye(obs_size, dtype=np.float32)
-    shape = (t, n)
-    return Transition(
-        observation=eye[rng.integers(0, obs_size, shape)],
-        action=rng.integers(0, 4, shape).astype(np.int32),
-        reward=rng.choice(np.float32([0, 0, 0, 1, -1]), shape),
-        discount=rng.choice(np.float32([1, 1, 1, 0]), shape),
-        last=rng.random(shape) < 0.1,
-        next_observation=eye[rng.integers(0, obs_size, shape)],
-        extras={
-            "log_prob": np.full(shape, np.log(0.25), np.float32),
-            **({"value": np.zeros(shape, np.float32)} if with_value else {}),
-        },
-    )
-
-
-def update_rate(agent, batches, device, seconds: float) -> float:
-    """Updates/s of `agent.update` cycling over `batches`, all resident on `device`."""
+def update_rate(agent, batches, device, seconds: float, updates_per_call: int = 1) -> float:
+    """Updates/s of `agent.update` cycling over `batches`, all resident on `device`;
+    with `updates_per_call` K > 1, one jitted call scans K updates over K stacked
+    batches."""
     state = jax.device_put(agent.init(jax.random.PRNGKey(0)), device)
+    update = agent.update
+    if updates_per_call > 1:
+        k = updates_per_call
+        batches = [
+            jax.tree.map(
+                lambda *x: np.stack(x), *(batches[(i + j) % len(batches)] for j in range(k))
+            )
+            for i in range(len(batches))
+        ]
+        update = jax.jit(lambda state, stacked: jax.lax.scan(agent.update, state, stacked))
     batches = [jax.device_put(b, device) for b in batches]
     holder = {"state": state, "i": 0}
 
     def step():
         batch = batches[holder["i"] % len(batches)]
-        holder["state"], metrics = agent.update(holder["state"], batch)
+        holder["state"], metrics = update(holder["state"], batch)
         holder["i"] += 1
         return metrics
 
-    return measure_rate(step, seconds, sync=jax.block_until_ready)
+    return updates_per_call * measure_rate(step, seconds, sync=jax.block_until_ready)
 
 
-def dqn_update_rate(
-    obs_size: int, batch_size: int, device, seconds: float, agent_config=None
-) -> dict:
-    """{'updates_per_s', 'samples_per_s'} of the DQN update at batch size N."""
-    env_spec = agents.EnvSpec(obs_size, envs.NUM_ACTIONS)
-    agent = agents.make_agent(agent_config or agents.make_config("dqn"), env_spec)
+def spec_update_rate(spec: BatchSpec, device, seconds: float, updates_per_call: int = 1) -> dict:
+    """{'updates_per_s', 'samples_per_s'} of `spec`'s update on `device`."""
+    shape = tuple(spec.observation_shape)
+    env_spec = agents.EnvSpec(int(np.prod(shape)), spec.num_actions, shape)
+    agent = agents.make_agent(agents.config_of(spec.algorithm, spec.agent), env_spec)
     rng = np.random.default_rng(0)
-    batches = [random_dqn_batch(rng, obs_size, batch_size) for _ in range(4)]
-    rate = update_rate(agent, batches, device, seconds)
-    return {"updates_per_s": rate, "samples_per_s": rate * batch_size}
+    batches = [random_batch(spec, rng) for _ in range(2)]
+    rate = update_rate(agent, batches, device, seconds, updates_per_call)
+    return {"updates_per_s": rate, "samples_per_s": rate * spec.samples}
 
 
-def ppo_update_rate(
-    obs_size: int, t: int, n: int, device, seconds: float, agent_config=None
-) -> dict:
-    """{'updates_per_s', 'samples_per_s'} of the PPO update on Transition [T, N]."""
-    env_spec = agents.EnvSpec(obs_size, envs.NUM_ACTIONS)
-    agent = agents.make_agent(agent_config or agents.make_config("ppo"), env_spec)
-    rng = np.random.default_rng(0)
-    with_value = agents.base.records_value(agent.config)
-    batches = [random_ppo_batch(rng, obs_size, t, n, with_value) for _ in range(2)]
-    rate = update_rate(agent, batches, device, seconds)
-    return {"updates_per_s": rate, "samples_per_s": rate * t * n}
-
-
-def sweep(
-    dqn_batches,
-    ppo_chunks,
-    seconds: float,
-    obs_size: int = 16,
-    t: int = 16,
-    envs_per_chunk: int = 64,
-    agent_configs=None,
-) -> list:
+def sweep(dqn_batches, ppo_chunks, seconds: float, t=16, envs_per_chunk=64, agent_configs=None):
     """Rows for every device x algorithm x size (PPO: M chunks of [T, B] -> [T, M*B]);
-    `agent_configs`: {'dqn' | 'ppo': agent config} (default: the presets')."""
+    `agent_configs`: {'dqn' | 'ppo': agent config dataclass} (default: the presets')."""
     agent_configs = agent_configs or {}
-    sizes = [
-        ("dqn", f"[{n}]", functools.partial(dqn_update_rate, obs_size, n)) for n in dqn_batches
-    ]
-    sizes += [
-        (
-            "ppo",
-            f"[{t}, {m * envs_per_chunk}]",
-            functools.partial(ppo_update_rate, obs_size, t, m * envs_per_chunk),
-        )
-        for m in ppo_chunks
-    ]
+    sizes = [("dqn", (n,)) for n in dqn_batches]
+    sizes += [("ppo", (t, m * envs_per_chunk)) for m in ppo_chunks]
     rows = []
     for device in _devices():
-        for algo, batch, rate in sizes:
-            figures = rate(device, seconds, agent_configs.get(algo))
-            rows.append(dict(device=_name(device), algo=algo, batch=batch, **figures))
+        for algo, batch in sizes:
+            spec = gridworld_spec(algo, batch, agent_configs.get(algo))
+            figures = spec_update_rate(spec, device, seconds)
+            rows.append(dict(**device_fields(device), algo=algo, batch=_shape(batch), **figures))
     return rows
 
 
-def _name(device) -> str:
-    """'cpu:0', 'gpu:0' (with the device kind for accelerators)."""
-    kind = "" if device.platform == "cpu" else f" ({device.device_kind})"
-    return f"{device.platform}:{device.id}{kind}"
+def measure_presets(specs: dict, seconds: float, updates_per_call=(1,)) -> list:
+    """Rows for each preset ({name: BatchSpec}) x K on this process's default device."""
+    device = jax.devices()[0]
+    rows = []
+    for name, spec in specs.items():
+        for k in updates_per_call:
+            figures = spec_update_rate(spec, device, seconds, k)
+            rows.append(
+                dict(**device_fields(device), preset=name, batch=_shape(spec.batch))
+                | dict(updates_per_call=k, **figures)
+            )
+    return rows
+
+
+def _shape(batch) -> str:
+    return "[" + ", ".join(str(n) for n in batch) + "]"
 
 
 def _devices() -> list:
-    """The first device of every platform JAX sees (CPU always, GPU when present)."""
+    """The first device of every platform JAX sees (CPU always, GPU or TPU when present)."""
     devices = {}
     for backend in ("cpu", "gpu", "tpu"):
         try:
@@ -197,16 +177,11 @@ def import_check() -> dict:
             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
         )
         ok = proc.returncode == 0
-        key = "works_without" if block else "loaded"
-        out[key] = (
-            ok
-            if block
-            else (
-                json.loads(proc.stdout.strip().splitlines()[-1])
-                if ok
-                else f"import failed: {proc.stderr[-300:]}"
-            )
-        )
+        if block:
+            out["works_without"] = ok
+        else:
+            last = proc.stdout.strip().splitlines()[-1] if ok else ""
+            out["loaded"] = json.loads(last) if ok else f"import failed: {proc.stderr[-300:]}"
     return out
 
 
@@ -216,7 +191,7 @@ def _agent_fields_only(overrides) -> None:
         values = overrides.common if name == "config" else overrides.own.get(name, {})
         for path in values:
             if not path.startswith("agent."):
-                raise config_lib.ConfigError(
+                raise ConfigError(
                     f"--{name}.{path}: this benchmark times the agent's update alone; "
                     f"only --config.agent.<field> (or --dqn.agent., --ppo.agent.) applies"
                 )
@@ -231,16 +206,35 @@ def _flags():
         "M: PPO batch [T, M*B] of M chunks of [T=16, B=64]",
         flag_values=values,
     )
-    for name in ("dqn-batches", "ppo-chunks"):
-        cli.require_integers(name, values)
+    flags.DEFINE_list("presets", [], "Time these presets' own updates.", flag_values=values)
+    flags.DEFINE_list(
+        "updates-per-call", ["1"], "--presets: K per jitted call.", flag_values=values
+    )
+    for name in ("dqn-batches", "ppo-chunks", "updates-per-call"):
+        flags.register_validator(
+            name,
+            lambda v: all(x.isdigit() and int(x) > 0 for x in v),
+            "positive integers",
+            flag_values=values,
+        )
     flags.DEFINE_float("seconds", 1.5, "Timing per row.", flag_values=values)
     flags.DEFINE_string("json", "", "Also write the rows here.", flag_values=values)
+    flags.DEFINE_string("csv", "", "--presets: append the rows to this CSV.", flag_values=values)
+    flags.DEFINE_string("study", "learner-devices", "--csv: the rows' study.", flag_values=values)
+    flags.DEFINE_string(
+        "commit", "", "--csv: the commit that ran (default: HEAD)", flag_values=values
+    )
+    flags.DEFINE_string("note", "", "--csv: the rows' note.", flag_values=values)
+    flags.DEFINE_bool("describe", False, f"Rewrite {PRESETS_FILE}.", flag_values=values)
     return values
 
 
-def main(argv=None) -> list:
-    args = _flags()
-    argv = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
+def _sweep_main(args, argv) -> list:
+    """The gridworld sweep with the command's config overrides (the full stack)."""
+    from benchmarks.common import configs_of, load_config  # noqa: PLC0415
+    from distrl import cli  # noqa: PLC0415
+    from distrl import experiment as experiment_lib  # noqa: PLC0415
+
     given = cli.parse_several(
         args, argv, lambda _: configs_of(ALGOS), check=_agent_fields_only, usage=__doc__
     )
@@ -248,28 +242,94 @@ def main(argv=None) -> list:
         algo: experiment_lib.Experiment(load_config(algo, given.of(algo))).agent_config
         for algo in ALGOS
     }
-    start = time.perf_counter()
-    rows = sweep(
+    return sweep(
         [int(n) for n in args["dqn-batches"].value],
         [int(m) for m in args["ppo-chunks"].value],
         args.seconds,
         agent_configs=agent_configs,
     )
-    print(f"{'device':<10} {'algo':<5} {'batch':<14} {'updates/s':>12} {'samples/s':>14}")
+
+
+def _csv_rows(args, argv, rows, load: tuple) -> list:
+    """The rows as `CSV_COLUMNS` of a results CSV: a commit in history (a clean tree's
+    HEAD, or `--commit` where no git is, e.g. on a device machine) and the command that
+    measures them again."""
+    commit, dirty = (args.commit, False) if args.commit else head_commit()
+    if not commit or dirty:
+        raise SystemExit("--csv: uncommitted changes or no git: commit, or pass --commit=<sha>")
+    recorded = ("--csv", "--commit", "--note", "--study", "--json")
+    command = " ".join(
+        ["python benchmarks/learner.py"] + [a for a in argv[1:] if not a.startswith(recorded)]
+    )
+    context = dict(
+        study=args.study,
+        date=datetime.date.today().isoformat(),
+        commit=commit,
+        commit_source="recorded",
+        command=command,
+        load=f"{load[0]:.1f}-{load[1]:.1f}",
+        note=args.note,
+    )
+    return [dict(context, **{k: _csv_value(v) for k, v in row.items()}) for row in rows]
+
+
+def _csv_value(value):
+    return f"{value:.4g}" if isinstance(value, float) else value
+
+
+def _print(rows) -> None:
+    print(
+        f"{'platform':<9} {'device':<14} {'what':<32} {'K':>3} {'updates/s':>12} {'samples/s':>14}"
+    )
     for r in rows:
+        what, k = f"{r.get('preset') or r['algo']} {r['batch']}", r.get("updates_per_call", 1)
         print(
-            f"{r['device']:<10} {r['algo']:<5} {r['batch']:<14} "
+            f"{r['platform']:<9} {r['device'][:14]:<14} {what:<32} {k:>3} "
             f"{r['updates_per_s']:>12,.1f} {r['samples_per_s']:>14,.0f}"
         )
-    check = import_check()
-    print(
-        f"pure-layer imports: loaded {check['loaded']}; "
-        f"import with tensorflow/reverb/launchpad blocked: "
-        f"{'ok' if check['works_without'] else 'FAILS'}  ({time.perf_counter() - start:.0f} s)"
-    )
+
+
+def _presets_main(args) -> list:
+    """`--presets`: each preset's update on this process's default device (pure JAX)."""
+    specs = load_presets()
+    unknown = sorted(set(args.presets) - set(specs))
+    if unknown:
+        raise SystemExit(f"--presets: {unknown} not in {PRESETS_FILE} (--describe adds them)")
+    ks = [int(k) for k in args["updates-per-call"].value]
+    return measure_presets({n: specs[n] for n in args.presets}, args.seconds, ks)
+
+
+def main(argv=None) -> list:
+    args = _flags()
+    argv = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
+    try:
+        rest = args(argv, known_only=True)
+    except flags.Error as err:
+        print(f"bad flag: {err}", file=sys.stderr)
+        sys.exit(2)
+    if (args.describe or args.presets) and len(rest) > 1:
+        print(f"bad flag: {rest[1]}: --presets and --describe take no overrides", file=sys.stderr)
+        sys.exit(2)
+    if args.describe:
+        write_presets(args.presets or PRESETS)
+        print(f"wrote {PRESETS_FILE}")
+        return []
+    start, load = time.perf_counter(), os.getloadavg()[0]
+    rows = _presets_main(args) if args.presets else _sweep_main(args, argv)
+    _print(rows)
+    if args.csv:
+        append_csv(args.csv, CSV_COLUMNS, _csv_rows(args, argv, rows, (load, os.getloadavg()[0])))
+    out = {"rows": rows}
+    if not args.presets:
+        out["import_check"] = check = import_check()
+        print(
+            f"pure-layer imports: loaded {check['loaded']}; "
+            f"import with tensorflow/reverb/launchpad blocked: "
+            f"{'ok' if check['works_without'] else 'FAILS'}  ({time.perf_counter() - start:.0f} s)"
+        )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "import_check": check}, f, indent=2)
+            json.dump(out, f, indent=2)
     return rows
 
 

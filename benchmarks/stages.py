@@ -77,6 +77,7 @@ def stage_program(configs, run_dir: str, warmup: float, window: float, actors_on
         colocated.append(params_node)
         node_dir = os.path.join(run_dir, algo)  # each learner's own checkpoints and logs
         known = {
+            "experiment": experiment_lib.make(config),  # pickled as its config
             "config": config,
             "actor_id": 0,
             "replay_client": replays[algo],
