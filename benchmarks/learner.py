@@ -28,6 +28,7 @@ overridden as launch/train.py takes them: `--config.agent.<field>=<value>` for b
 
 import datetime
 import json
+import math
 import os
 import subprocess
 import sys
@@ -274,7 +275,10 @@ def _csv_rows(args, argv, rows, load: tuple) -> list:
 
 
 def _csv_value(value):
-    return f"{value:.4g}" if isinstance(value, float) else value
+    """A rate as a CSV cell: 4 significant digits, never in exponent form."""
+    if not isinstance(value, float):
+        return value
+    return f"{value:.{max(0, 3 - math.floor(math.log10(abs(value) or 1)))}f}"
 
 
 def _print(rows) -> None:
