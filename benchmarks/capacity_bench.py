@@ -194,8 +194,18 @@ def device_learners(devices: list, preset: str, inputs: dict) -> list:
     ]
 
 
+def cores_left(e2e: dict, cores: float) -> float:
+    """The host's cores less what other work took in the program's window (the machine's
+    busy cores less the program's own): what this shared host had for it."""
+    machine, ours = e2e.get("machine_cores"), e2e.get("cores_total")
+    if machine is None or ours is None:
+        return cores
+    return min(cores, max(cores - (machine - ours), _FLOOR))
+
+
 def predict_checks(out: dict, cores: float) -> None:
-    """Each check's prediction for this host with the CPU learner, beside what it measured."""
+    """Each check's predictions with the CPU learner, for the cores left to its program
+    (the one its row judges) and for all the host's, beside what it measured."""
     for check in out["checks"].values():
         inputs = out["inputs"][check["preset"]]
         rates = rates_of(inputs, tuple(check["shape"]))
@@ -203,14 +213,23 @@ def predict_checks(out: dict, cores: float) -> None:
         if rates is None or not e2e.get("env_steps_per_s"):
             check["error"] = check.get("error") or "an input or the program was not measured"
             continue
-        p = capacity.predict(rates, cpu_learner(inputs), cores, check["actors"])
+        measured, left = e2e["env_steps_per_s"], cores_left(e2e, cores)
+        predictions = []
+        for on, label in ((left, f"{left:.2f} of {cores:g}"), (cores, f"{cores:g}")):
+            p = capacity.predict(rates, cpu_learner(inputs), on, check["actors"])
+            trip = _round_trip_ms(check, p.env_steps_per_s, measured)
+            predictions.append(
+                dict(cores=label, predicted=p.env_steps_per_s, bottleneck=p.bottleneck)
+                | dict(round_trip_ms=trip)
+            )
+        whole = judged(dict(check, **predictions[1], measured=measured))
         check.update(
-            predicted=p.env_steps_per_s,
-            measured=e2e["env_steps_per_s"],
-            bottleneck=p.bottleneck,
-            host=f"{cores:g} cores, CPU learner",
+            predictions[0],
+            predictions=predictions,
+            measured=measured,
+            host=f"{predictions[0]['cores']} cores left to it, CPU learner",
+            all_cores=f"{capacity.fmt(whole.figure)} ({whole.ratio:.2f}x)",
             updates_per_s=e2e.get("updates_per_s"),
-            round_trip_ms=_round_trip_ms(check, p.env_steps_per_s, e2e["env_steps_per_s"]),
             cores_total=e2e.get("cores_total"),
             cores_text=e2e.get("cores_text"),
         )
@@ -253,13 +272,17 @@ def summary(out: dict, devices=None) -> str:
         if "predicted" not in check:
             lines.append(f"- {key}: {check.get('error')}")
             continue
-        row, trip = judged(check), check.get("round_trip_ms")
         lines.append(
-            f"- {key}: predicted {capacity.fmt(check['predicted'])} ({check['bottleneck']}), "
-            f"measured {capacity.fmt(check['measured'])} env steps/s: {row.ratio:.2f}x "
-            f"{row.status}; cores {check['cores_text']}"
-            + (f"; {trip:.1f} ms per version round beyond the model's" if trip else "")
+            f"- {key}, measured {capacity.fmt(check['measured'])} env steps/s on "
+            f"cores {check['cores_text']}:"
         )
+        for prediction in check["predictions"]:
+            row, trip = judged(dict(check, **prediction)), prediction["round_trip_ms"]
+            lines.append(
+                f"  - for {prediction['cores']} cores: {capacity.fmt(row.figure)} "
+                f"({prediction['bottleneck']}), {row.ratio:.2f}x {row.status}"
+                + (f"; {trip:.1f} ms per version round beyond the model's" if trip else "")
+            )
     return "\n".join(lines)
 
 
@@ -272,25 +295,24 @@ def record(results: dict, study: str, commit: str, command: str, path=CHECKS_CSV
     context.update(platform=meta.get("platform", ""), device=meta.get("device", ""))
     written = []
     for key, check in out["checks"].items():
-        if "predicted" not in check:
-            continue
-        row, trip = judged(check), check.get("round_trip_ms")
-        written.append(
-            dict(
-                context,
-                check=key.rsplit("-", 1)[0],
-                preset=check["preset"],
-                actors=check["actors"],
-                cores=check["host"].split()[0],
-                learner="CPU learner",
-                predicted=round(check["predicted"]),
-                measured=round(check["measured"]),
-                ratio=f"{row.ratio:.2f}",
-                holds=row.status,
-                bottleneck=check["bottleneck"],
-                note=f"cores: {check['cores_text']}; overrides {check['overrides'] or 'none'}"
-                + (f"; {trip:.1f} ms per round beyond the model's" if trip else ""),
+        for prediction in check.get("predictions", ()):
+            row, trip = judged(dict(check, **prediction)), prediction["round_trip_ms"]
+            written.append(
+                dict(
+                    context,
+                    check=key.rsplit("-", 1)[0],
+                    preset=check["preset"],
+                    actors=check["actors"],
+                    cores=prediction["cores"],
+                    learner="CPU learner",
+                    predicted=round(row.figure),
+                    measured=round(row.ceiling),
+                    ratio=f"{row.ratio:.2f}",
+                    holds=row.status,
+                    bottleneck=prediction["bottleneck"],
+                    note=f"cores: {check['cores_text']}; overrides {check['overrides'] or 'none'}"
+                    + (f"; {trip:.1f} ms per round beyond the model's" if trip else ""),
+                )
             )
-        )
     append_csv(str(path), CHECK_COLUMNS, written)
     return written

@@ -595,13 +595,14 @@ ROWS += [
     Spec(
         "8 capacity",
         f"{name} {n} actor{'s' * (n > 1)}: the capacity model's env steps/s for this host "
-        f"({{capacity.checks.{name}-{n}.host}}) against the program's end to end",
+        f"({{capacity.checks.{name}-{n}.host:s}}) against the program's end to end",
         figure=f"capacity.checks.{name}-{n}.predicted",
         unit="env steps/s",
         ceiling=(f"capacity.checks.{name}-{n}.measured",),
         ceiling_name="measured",
         goal=CAPACITY_GOAL,
-        note=f"bounded by {{capacity.checks.{name}-{n}.bottleneck:s}}; measured "
+        note=f"bounded by {{capacity.checks.{name}-{n}.bottleneck:s}}; for all the host's "
+        f"cores {{capacity.checks.{name}-{n}.all_cores:s}}; measured "
         f"{{capacity.checks.{name}-{n}.updates_per_s}} updates/s on "
         f"{{capacity.checks.{name}-{n}.cores_total}} cores "
         f"({{capacity.checks.{name}-{n}.cores_text}})",
