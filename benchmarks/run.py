@@ -219,6 +219,8 @@ class Bench:
             *overrides.flags(),
         ]
         monitor = os.path.join(run_dir, "monitor.json")
+        if os.path.exists(monitor):  # an earlier run's, in a reused --out: it would end this one
+            os.remove(monitor)
         proc = run_subprocess(
             python_cmd("benchmarks.stages", *flags),
             # the phases' own waits (actor 120 s, learner 300 s: stages.py) fit inside,
