@@ -73,9 +73,11 @@ def device_fields(device=None) -> dict:
 
 def emit_row(row: dict, out: str | None, shown: dict | None = None) -> None:
     """Prints `shown` (default: the row) as one JSON line; appends the row to `out`.
-    The row gets the platform and device it was measured on (`device_fields`)."""
-    row = {**row, **device_fields()}
-    print(json.dumps(row if shown is None else shown), flush=True)
+    Both get the platform and device of this process (`device_fields`); so does the
+    caller's row, in place, so that what it keeps is what was written."""
+    fields = device_fields()
+    row.update(fields)
+    print(json.dumps(row if shown is None else {**shown, **fields}), flush=True)
     if out:
         with open(out, "a") as f:
             f.write(json.dumps(row) + "\n")
