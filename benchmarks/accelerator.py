@@ -20,10 +20,13 @@ platform, each in its own process (a TPU is held by one process at a time):
     python -m benchmarks.accelerator --out=tpu.json
     JAX_PLATFORMS=cpu python -m benchmarks.accelerator --out=cpu.json
     python -m benchmarks.accelerator --compare=cpu.json,tpu.json   # the ratios
+    python -m benchmarks.accelerator --rows=tpu.json,cpu.json --commit=<sha> \
+        --csv=benchmarks/results/learner_devices.csv      # the records (capacity's input)
 
 Every row carries the platform and the device kind that measured it.
 """
 
+import datetime
 import json
 import os
 import sys
@@ -38,7 +41,7 @@ from absl import app, flags
 
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks.common import load_config, measure_rates
+from benchmarks.common import append_csv, load_config, measure_rates
 from distrl import experiment as experiment_lib
 from distrl.agents import dqn
 from distrl.nodes import feed as feed_lib
@@ -46,7 +49,7 @@ from distrl.types import CoreChunk
 
 # (name, config, overrides): each preset at its own batch; the gridworld DQN at more.
 CASES = (
-    ("dqn[256]", "dqn", {"learner.batch_size": 256}),
+    ("dqn", "dqn", {}),  # [256]
     ("dqn[4096]", "dqn", {"learner.batch_size": 4096}),
     ("dqn[65536]", "dqn", {"learner.batch_size": 65536}),
     ("dqn_breakout", "dqn_breakout", {}),
@@ -67,6 +70,16 @@ _SECONDS = flags.DEFINE_float("seconds", 2.0, "Seconds per figure (median of 5 s
 _K = flags.DEFINE_integer("k", 32, "Updates per call of the update_many figures.")
 _OUT = flags.DEFINE_string("out", "", "Write the rows here as JSON.")
 _COMPARE = flags.DEFINE_list("compare", [], "base.json,other.json: print other/base ratios.")
+_ROWS = flags.DEFINE_list("rows", [], "Measured JSON files whose rows go to --csv.")
+_CSV = flags.DEFINE_string("csv", "", "--rows: append them to this results CSV.")
+_COMMIT = flags.DEFINE_string("commit", "", "--rows: the commit the measurement ran on.")
+_NOTE = flags.DEFINE_string("note", "", "--rows: the rows' note.")
+# benchmarks/results/learner_devices.csv, read by benchmarks/capacity_bench.py
+CSV_COLUMNS = (
+    "study", "date", "commit", "commit_source", "command", "load", "platform", "device",
+    "preset", "figure", "batch", "updates_per_call", "updates_per_s", "samples_per_s", "note",
+)  # fmt: skip
+FIGURES = {"update": "resident", "update_many": "resident", "fed": "fed", "fed_many": "fed"}
 
 
 def random_batches(experiment, count: int, rng) -> list:
@@ -152,11 +165,21 @@ def case_rows(name: str, config_name: str, overrides: dict, seconds: float, k: i
             jax.block_until_ready,
         )
     rates = measure_rates(steps, seconds)
+    leading = batches[0].chunk if isinstance(batches[0], CoreChunk) else batches[0]
+    shape = str(list(leading.reward.shape))
     out = []
     for figure, calls_per_s in rates.items():
-        updates = calls_per_s * (k if figure.endswith("many") else 1)
+        per_call = k if figure.endswith("many") else 1
+        updates = calls_per_s * per_call
         out.append(
-            dict(case=name, figure=figure, updates_per_s=updates, samples_per_s=updates * rows)
+            dict(
+                case=name,
+                figure=figure,
+                batch=shape,
+                updates_per_call=per_call,
+                updates_per_s=updates,
+                samples_per_s=updates * rows,
+            )
         )
     flops = _flops(agent, state, resident[0])
     if flops:
@@ -238,7 +261,15 @@ def measure(cases, seconds: float, k: int) -> dict:
         rows += case_rows(name, config_name, overrides, seconds, k)
         print(f"{name}: {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
     rows += td_form_rows(seconds)
-    return dict(platform=jax.default_backend(), device=device.device_kind, k=k, rows=rows)
+    return dict(
+        platform=jax.default_backend(),
+        device=device.device_kind,
+        k=k,
+        date=datetime.date.today().isoformat(),
+        load=f"{os.getloadavg()[0]:.1f}",
+        command=" ".join(["python -m benchmarks.accelerator", *sys.argv[1:]]),
+        rows=rows,
+    )
 
 
 def compare(base: dict, other: dict) -> list:
@@ -252,6 +283,34 @@ def compare(base: dict, other: dict) -> list:
     return out
 
 
+def csv_rows(result: dict, commit: str, note: str) -> list:
+    """The update figures of one measured file as rows of `CSV_COLUMNS`."""
+    context = dict(
+        study="learner-devices",
+        date=result["date"],
+        commit=commit,
+        commit_source="recorded",
+        command=result["command"],
+        load=result["load"],
+        platform=result["platform"],
+        device=result["device"],
+        note=note,
+    )
+    return [
+        dict(
+            context,
+            preset=r["case"],
+            figure=FIGURES[r["figure"]],
+            batch=r["batch"],
+            updates_per_call=r["updates_per_call"],
+            updates_per_s=f"{r['updates_per_s']:.4g}",
+            samples_per_s=f"{r['samples_per_s']:.4g}",
+        )
+        for r in result["rows"]
+        if r["figure"] in FIGURES
+    ]
+
+
 def _print(result: dict) -> None:
     print(f"{result['platform']} ({result['device']}), K = {result['k']}")
     for r in result["rows"]:
@@ -263,6 +322,14 @@ def _print(result: dict) -> None:
 
 def main(argv) -> None:
     del argv
+    if _ROWS.value:
+        if not (_CSV.value and _COMMIT.value):
+            raise app.UsageError("--rows needs --csv and --commit")
+        for path in _ROWS.value:
+            with open(path) as f:
+                rows = csv_rows(json.load(f), _COMMIT.value, _NOTE.value)
+            append_csv(_CSV.value, CSV_COLUMNS, rows)
+        return
     if _COMPARE.value:
         base, other = (json.load(open(p)) for p in _COMPARE.value)
         print(f"{other['platform']} ({other['device']}) / {base['platform']} ({base['device']})")

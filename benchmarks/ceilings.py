@@ -11,7 +11,7 @@
   (DQN: T/k items of [k, B] per call, k = replay.item_steps; PPO: one [T, B]
   chunk) to a server in a child process; Reverb read: the learner's
   `replay.iterate_batches` on that table once filled, plus the pipeline's
-  `learner_batch`.
+  `learner_batch` (also per CPU-second of this process: the host work of a learner).
 Every figure is in env steps (= transitions) per second, plus calls per second.
 """
 
@@ -215,7 +215,12 @@ def reverb_ceilings(work: ActorWork, address: str, seconds: float) -> dict:
     fill = tables.table_counts(client)
     signature = pipeline.signature(config, experiment_lib.Experiment(config).env)
     batches = replay.iterate_batches(address, signature, pipeline.reading(config), lambda: False)
-    read_batches = measure_rate(lambda: pipeline.learner_batch(next(batches)[0].data.data), seconds)
+
+    def read():
+        return pipeline.learner_batch(next(batches)[0].data.data)
+
+    cpu = {}  # the reading's CPU in this process: the learner's host work per batch
+    read_batches = measure_rate(read, seconds, cpu=cpu)
     t, b = config.actor.unroll_length, config.actor.num_envs
     items_per_call = t * b // pipeline.transitions_per_item(config)
     batch_transitions = pipeline.batch_rows(config)
@@ -225,6 +230,7 @@ def reverb_ceilings(work: ActorWork, address: str, seconds: float) -> dict:
         "insert_steps_per_s": insert_calls * t * b,
         "read_batches_per_s": read_batches,
         "read_samples_per_s": read_batches * batch_transitions,
+        "read_samples_per_cpu_s": batch_transitions / cpu["step"],
         "table_items": fill["size"],
     }
 

@@ -1,9 +1,12 @@
-"""Shared helpers of the benchmarks: configs, timing, subprocesses, counter windows.
+"""Shared helpers of the benchmarks: configs, timing, subprocesses, counter windows,
+the platform a row was measured on and the CSV rows of benchmarks/results/.
 
-Nothing here imports Reverb, Launchpad or JAX, so every benchmark module (the pure
-`learner.py` included) can use it.
+Nothing here imports Reverb, Launchpad or TensorFlow, and JAX only where a row names
+its device, so every benchmark module (the pure `learner.py` included) can use it;
+the configs' functions import `distrl.cli` (which loads the data path) when called.
 """
 
+import csv
 import json
 import os
 import pathlib
@@ -14,8 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from distrl import cli, compile_cache, files
-from distrl import experiment as experiment_lib
+from distrl import compile_cache, files
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -30,6 +32,8 @@ QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
 
 def load_config(name: str, overrides: dict[str, object] | None = None):
     """configs/<name>.py's config, with dotted-path overrides ('replay.max_size': 10)."""
+    from distrl import cli  # noqa: PLC0415 - the data path, for the configs' callers alone
+
     config = cli.load_file(name)
     cli.apply_overrides(config, overrides or {})
     return config
@@ -45,6 +49,8 @@ def several_overrides(args, argv, usage: str, base: Callable[[object], dict] = l
     `argv` (`cli.parse_several`: exit 2 with one line for a bad one) and validated on
     each config after `base(args)` (dotted-path overrides of its own, e.g. a map,
     read once the flags are parsed)."""
+    from distrl import cli  # noqa: PLC0415 - see load_config
+    from distrl import experiment as experiment_lib  # noqa: PLC0415
 
     def validate(overrides):
         for name in args.configs:
@@ -55,9 +61,23 @@ def several_overrides(args, argv, usage: str, base: Callable[[object], dict] = l
     )
 
 
+def device_fields(device=None) -> dict:
+    """{'platform', 'device'} of a row: `device`'s platform ('cpu', 'gpu', 'tpu') and
+    kind ('cpu', 'TPU v5 lite'), by default the first device of this process's JAX
+    default backend, i.e. what its jitted code ran on."""
+    import jax  # noqa: PLC0415 - only where a row is written
+
+    device = device or jax.devices()[0]
+    return {"platform": device.platform, "device": device.device_kind}
+
+
 def emit_row(row: dict, out: str | None, shown: dict | None = None) -> None:
-    """Prints `shown` (default: the row) as one JSON line; appends the row to `out`."""
-    print(json.dumps(row if shown is None else shown), flush=True)
+    """Prints `shown` (default: the row) as one JSON line; appends the row to `out`.
+    Both get the platform and device of this process (`device_fields`); so does the
+    caller's row, in place, so that what it keeps is what was written."""
+    fields = device_fields()
+    row.update(fields)
+    print(json.dumps(row if shown is None else {**shown, **fields}), flush=True)
     if out:
         with open(out, "a") as f:
             f.write(json.dumps(row) + "\n")
@@ -67,6 +87,8 @@ def algo_overrides(args, argv, usage: str) -> dict:
     """The overrides of a benchmark that runs one config (`--algo`), parsed from
     `argv` with its own flags `args` and validated on that config (`cli.parse_several`:
     exit 2 with one line for a bad one)."""
+    from distrl import cli  # noqa: PLC0415 - see load_config
+    from distrl import experiment as experiment_lib  # noqa: PLC0415
 
     def validate(overrides):
         experiment_lib.make(load_config(args.algo, overrides.of(args.algo)))
@@ -82,27 +104,31 @@ def measure_rate(
     seconds: float,
     repeats: int = 5,
     sync: Callable[[object], object] = lambda x: x,
+    cpu: dict | None = None,
 ) -> float:
     """Calls of `step` per second: the median over `repeats` slices of the time.
 
     `step()` runs once before timing (compilation); `sync(result)` waits for the
     last result of a slice (e.g. `jax.block_until_ready`), so asynchronous dispatch
     cannot flatter a slice. The median keeps one slice stolen by another process on
-    the shared machine from moving the figure.
+    the shared machine from moving the figure. `cpu`, if given, gets 'step': this
+    process's CPU seconds per call (all its threads; the median of the slices).
     """
-    return measure_rates({"step": (step, sync)}, seconds, repeats)["step"]
+    return measure_rates({"step": (step, sync)}, seconds, repeats, cpu)["step"]
 
 
-def measure_rates(steps: dict, seconds: float, repeats: int = 5) -> dict:
+def measure_rates(steps: dict, seconds: float, repeats: int = 5, cpu: dict | None = None) -> dict:
     """{name: calls per second} of several `steps` ({name: (step, sync)}, as
     `measure_rate` takes one), timed in alternating slices, `seconds` each in all: a
-    ratio of two of them is then measured under the same load, even as it changes."""
+    ratio of two of them is then measured under the same load, even as it changes.
+    `cpu`, if given, gets {name: the process's CPU seconds per call}."""
     for step, sync in steps.values():
         sync(step())
     rates = {name: [] for name in steps}
+    cpu_per_call = {name: [] for name in steps}
     for _ in range(repeats):
         for name, (step, sync) in steps.items():
-            calls, start, out = 0, time.perf_counter(), None
+            calls, start, cpu_start, out = 0, time.perf_counter(), time.process_time(), None
             while True:
                 out = step()
                 calls += 1
@@ -110,6 +136,9 @@ def measure_rates(steps: dict, seconds: float, repeats: int = 5) -> dict:
                     break
             sync(out)
             rates[name].append(calls / (time.perf_counter() - start))
+            cpu_per_call[name].append((time.process_time() - cpu_start) / calls)
+    if cpu is not None:
+        cpu.update({name: statistics.median(c) for name, c in cpu_per_call.items()})
     return {name: statistics.median(r) for name, r in rates.items()}
 
 
@@ -198,6 +227,33 @@ def rate_between_changes(times: Sequence[float], values: Sequence[float]) -> flo
 def delta(snapshots: Sequence[dict[str, float]], key: str) -> float:
     """Last minus first value of `key` over a list of counter snapshots."""
     return snapshots[-1].get(key, 0.0) - snapshots[0].get(key, 0.0)
+
+
+def head_commit() -> tuple[str, bool]:
+    """(HEAD's short hash, whether tracked files have uncommitted changes)."""
+    git = ["git", "-C", str(ROOT)]
+    head = subprocess.run([*git, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True)
+    status = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    )
+    return head.stdout.strip(), bool(status.stdout.strip())
+
+
+def append_csv(path: str, columns, rows) -> None:
+    """Appends `rows` (dicts) to the CSV at `path`, with the header if it is new; an
+    existing file must have exactly these columns."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    new = not os.path.exists(path)
+    if not new:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if tuple(header) != tuple(columns):
+            raise SystemExit(f"{path}: columns {header} are not {list(columns)}")
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(columns), lineterminator="\n")
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
 
 
 def read_json(path: str):

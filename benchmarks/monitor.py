@@ -8,7 +8,8 @@ open or close a gate (a file that `benchmarks.nodes` nodes watch). Every poll al
 notes when each count and each watched file was first seen (`first_seen`, seconds
 since this process started: the command), which gives the start-up figures;
 `node_memory` reads the memory of the program's node processes and `node_cpu`
-their CPU time, from which each phase gets the cores each node used in its window.
+their CPU time, from which each phase gets the cores each node used in its window
+(and `machine_busy` the cores the whole machine used, other work included).
 """
 
 import os
@@ -71,13 +72,19 @@ class Monitor:
             return {"error": f"{phase['wait_for']} did not move in {timeout} s"}
         ready = time.time()
         time.sleep(phase["warmup"])
-        cpu, start = node_cpu(self._log_dir), time.time()
+        cpu, busy, start = node_cpu(self._log_dir), machine_busy(), time.time()
         snapshots = self._record(phase["window"], phase["replay"])
-        cores = cores_between(cpu, node_cpu(self._log_dir), time.time() - start)
+        elapsed = time.time() - start
+        cores = cores_between(cpu, node_cpu(self._log_dir), elapsed)
         if phase.get("after"):
             self._touch(phase["after"])
             self._wait_quiet(phase["then_quiet"])
-        return {"start_delay": ready - started, "snapshots": snapshots, "cores": cores}
+        return {
+            "start_delay": ready - started,
+            "snapshots": snapshots,
+            "cores": cores,
+            "machine_cores": (machine_busy() - busy) / elapsed,  # every process's, ours too
+        }
 
     def _touch(self, name: str) -> None:
         open(os.path.join(self._gate_dir, name), "w").close()
@@ -154,6 +161,13 @@ def node_cpu(log_dir: str) -> dict:
         if not name.startswith(".."):
             out[name] = times.user + times.system
     return out
+
+
+def machine_busy() -> float:
+    """CPU seconds every process of the machine has used so far (all but idle and I/O
+    wait): with the program's own, what the other work on a shared host took."""
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
 
 
 def cores_between(before: dict, after: dict, seconds: float) -> dict:

@@ -12,7 +12,9 @@ from distrl.metrics import human
 @dataclasses.dataclass
 class Row:
     """One line of the table. `ratio` is figure / ceiling. `goal` is text such as
-    '>= 0.8x' (on the ratio: it ends in 'x') or '<= 10 s' (on the figure)."""
+    '>= 0.8x' (on the ratio: it ends in 'x'), '<= 10 s' (on the figure) or 'within 25%'
+    (the ratio within 25% of 1). `platform` and `device`: what measured it (the bench
+    process's JAX backend and device kind; `common.device_fields`)."""
 
     section: str
     name: str
@@ -22,6 +24,8 @@ class Row:
     ceiling_name: str = ""
     goal: str = ""
     note: str = ""
+    platform: str = ""
+    device: str = ""
 
     @property
     def ratio(self) -> float | None:
@@ -35,9 +39,11 @@ class Row:
         if not self.goal:
             return ""
         op, number = self.goal.split()[:2]
-        value = self.ratio if number.endswith("x") else self.figure
+        value = self.ratio if number.endswith(("x", "%")) else self.figure
         if value is None:
             return "—"
+        if op == "within":
+            return "PASS" if abs(value - 1) <= float(number.rstrip("%")) / 100 else "MISS"
         target = float(number.rstrip("x"))
         return "PASS" if (value <= target if op == "<=" else value >= target) else "MISS"
 

@@ -31,8 +31,16 @@ LEARNERS = ("sac_pendulum",)
 # same env and network carrying the core's state, the learner against its jitted update
 # (recurrent PPO on chunks, R2D2 on sequences sampled from a replay table).
 RECURRENT = ("ppo_masked_cartpole", "r2d2_masked_cartpole")
+# Presets of section `capacity` (benchmarks/capacity_bench.py): their stages' rates per core
+# feed the capacity model (benchmarks/capacity.py), whose predictions for CAPACITY_ACTORS
+# actors on this host are checked against the real program end to end, per entry of
+# CAPACITY_CHECKS ({name: (preset, its config overrides)}).
+CAPACITY = ("dqn", "ppo", "dqn_breakout", "ppo_gymnasium_cartpole")
+CAPACITY_ACTORS = (1, 2)
+CAPACITY_CHECKS = {"dqn": ("dqn", {}), "ppo": ("ppo", {})}
+CAPACITY_GOAL = "within 25%"  # the prediction against the measured (issue 49)
 # every config the bench runs (its overrides')
-CONFIGS = tuple(dict.fromkeys(ALGOS + ENV_PRESETS + LEARNERS + MINATAR + RECURRENT))
+CONFIGS = tuple(dict.fromkeys(ALGOS + ENV_PRESETS + LEARNERS + MINATAR + RECURRENT + CAPACITY))
 ROLES = ("replay", "counter", "learner", "actor", "evaluator")  # node groups of make_program
 E2E_ACTORS = 2  # the end-to-end program's actors (issue 14's rows)
 HOST_TOGETHER = (1, 2, 4)  # host-stepped actor processes stepping at once (issue 27)
@@ -582,6 +590,28 @@ def _error(results, path: str) -> str:
     return found
 
 
+# 8. The capacity model against the program (section `capacity`).
+ROWS += [
+    Spec(
+        "8 capacity",
+        f"{name} {n} actor{'s' * (n > 1)}: the capacity model's env steps/s for this host "
+        f"({{capacity.checks.{name}-{n}.host:s}}) against the program's end to end",
+        figure=f"capacity.checks.{name}-{n}.predicted",
+        unit="env steps/s",
+        ceiling=(f"capacity.checks.{name}-{n}.measured",),
+        ceiling_name="measured",
+        goal=CAPACITY_GOAL,
+        note=f"bounded by {{capacity.checks.{name}-{n}.bottleneck:s}}; for all the host's "
+        f"cores {{capacity.checks.{name}-{n}.all_cores:s}}; measured "
+        f"{{capacity.checks.{name}-{n}.updates_per_s}} updates/s on "
+        f"{{capacity.checks.{name}-{n}.cores_total}} cores "
+        f"({{capacity.checks.{name}-{n}.cores_text}})",
+    )
+    for name in CAPACITY_CHECKS
+    for n in CAPACITY_ACTORS
+]
+
+
 def build_row(spec: Spec, results) -> Row:
     """One row: the figure, the lowest ceiling measured, the goal, the filled-in note."""
     figure = get(results, spec.figure)
@@ -592,6 +622,7 @@ def build_row(spec: Spec, results) -> Row:
     note = render(spec.note, results)
     if figure is None:
         note = _error(results, spec.figure) or note
+    meta = results.get("meta") or {}
     return Row(
         spec.section,
         render(spec.label, results),
@@ -601,6 +632,8 @@ def build_row(spec: Spec, results) -> Row:
         spec.ceiling_name,
         spec.goal,
         note,
+        meta.get("platform", ""),
+        meta.get("device", ""),
     )
 
 

@@ -14,7 +14,11 @@ row's figure, ceiling, ratio, goal (issue 14) and whether the goal holds.
 
 Sections: ceilings, host, stages, e2e, solve, local, local_sac, minatar, slippery (see
 README.md), recurrent (issue 39: rows.RECURRENT's actors against a jitted scan carrying
-the core's state, their jitted updates, then their learners alone in stage programs).
+the core's state, their jitted updates, then their learners alone in stage programs),
+capacity (issue 49: the capacity model's inputs measured here, its predictions for hosts
+of 2 to 208 cores, and its check against the program with 1 and 2 actors;
+benchmarks/capacity_bench.py). `--record=STUDY` appends the capacity check's rows to
+benchmarks/results/capacity.csv (from a clean tree: the rows name HEAD).
 Config overrides, as launch/train.py takes them: `--config.<section>.<field>=<value>` changes every
 algorithm's config in every run of the bench, `--dqn.<section>.<field>=<value>` or
 `--ppo.<section>.<field>=<value>` that algorithm's alone (over `--config.`'s). Every
@@ -37,6 +41,8 @@ from benchmarks import report, rows
 from benchmarks.common import (
     ROOT,
     configs_of,
+    device_fields,
+    head_commit,
     load_config,
     python_cmd,
     read_json,
@@ -57,6 +63,7 @@ SECTIONS = (
     "minatar",
     "slippery",
     "recurrent",
+    "capacity",
 )
 
 # Seconds per setting, full run / --quick.
@@ -102,6 +109,7 @@ class Bench:
             "meta": {
                 "started": time.strftime("%Y-%m-%d %H:%M:%S"),
                 "cpus": os.cpu_count(),
+                **device_fields(),  # every row's platform and device: this process's JAX
                 "settings": settings,
                 "overrides": dataclasses.asdict(self.given),
                 "load_average": {},
@@ -174,12 +182,24 @@ class Bench:
             self.save()
 
     def _program(
-        self, mode: str, algos, actors: int, extra=None, tag: str = "", warmup=None, window=None
+        self,
+        mode: str,
+        algos,
+        actors: int,
+        extra=None,
+        tag: str = "",
+        warmup=None,
+        window=None,
+        spi: float = 1.0,
+        actors_only=None,
     ) -> dict:
         """Runs one benchmarks.stages program in a subprocess; {phase: figures}, wall,
         and for e2e its start-up and memory. `extra`: overrides of every algorithm's
         config on top of the command's `--config.` ones; warmup, window: seconds
-        (None: the settings')."""
+        (None: the settings'); `spi`: DQN's samples per insert (0: the config's);
+        `actors_only`: the names timed without a learner (None: the env presets)."""
+        if actors_only is None:
+            actors_only = [a for a in algos if a in rows.ENV_PRESETS]
         from benchmarks import stages
 
         run_dir = self.path(f"{mode}-{tag or '-'.join(algos)}-{actors}")
@@ -190,15 +210,17 @@ class Bench:
         flags = [
             f"--mode={mode}",
             f"--algo={','.join(algos)}",
-            f"--actors_only={','.join(a for a in algos if a in rows.ENV_PRESETS)}",
+            f"--actors_only={','.join(actors_only)}",
             f"--actors={actors}",
-            "--spi=1",
+            f"--spi={spi:g}",
             f"--warmup={self.s['warmup'] if warmup is None else warmup}",
             f"--window={self.s['window'] if window is None else window}",
             f"--run-dir={run_dir}",
             *overrides.flags(),
         ]
         monitor = os.path.join(run_dir, "monitor.json")
+        if os.path.exists(monitor):  # an earlier run's, in a reused --out: it would end this one
+            os.remove(monitor)
         proc = run_subprocess(
             python_cmd("benchmarks.stages", *flags),
             # the phases' own waits (actor 120 s, learner 300 s: stages.py) fit inside,
@@ -225,7 +247,7 @@ class Bench:
             config = stages.bench_config(
                 algo,
                 actors,
-                1.0,
+                spi,
                 extra={**self.overrides(algo), **extra},
                 fixed_params=mode == "stage",
             )
@@ -340,6 +362,17 @@ class Bench:
             )
             self.save()
 
+    def capacity(self) -> None:
+        """The capacity model's inputs here, its predictions and its check (see
+        benchmarks/capacity_bench.py); the report also goes to capacity.md."""
+        from benchmarks import capacity_bench
+
+        out = capacity_bench.measure(self)
+        text = capacity_bench.summary(out)
+        with open(self.path("capacity.md"), "w") as f:
+            f.write(text + "\n")
+        print(text, flush=True)
+
 
 def run_sections(bench: Bench, names) -> None:
     """Runs each named section; a failure is recorded and the next one still runs."""
@@ -363,7 +396,8 @@ def publish(results, run_dir: str) -> str:
     table = report.to_markdown(table_rows)
     meta = results.get("meta", {})
     header = (
-        f"distrl benchmark, {meta.get('started')} on {meta.get('cpus')} CPUs; "
+        f"distrl benchmark, {meta.get('started')} on {meta.get('cpus')} CPUs, JAX "
+        f"{meta.get('platform', '?')} ({meta.get('device', '?')}); "
         f"load average per section: "
         + ", ".join(f"{k} {v[0]:.1f}" for k, v in meta.get("load_average", {}).items())
     )
@@ -389,6 +423,9 @@ def _flags():
     flags.DEFINE_string("out", "", "Run directory (default runs/bench-<time>).", flag_values=values)
     flags.DEFINE_float("budget", 720.0, "Seconds for everything.", flag_values=values)
     flags.DEFINE_string("report", "", "Re-print the table of a bench.json.", flag_values=values)
+    flags.DEFINE_string(
+        "record", "", "Study: append the capacity check to results/.", flag_values=values
+    )
     return values
 
 
@@ -412,6 +449,9 @@ def main(argv=None) -> int:
     unknown = sorted(set(names) - set(SECTIONS))
     if unknown:
         cli.fail(f"bad flag: --only: unknown section(s) {unknown}; valid: {', '.join(SECTIONS)}")
+    commit, dirty = head_commit() if args.record else ("", False)
+    if args.record and ("capacity" not in names or dirty):
+        cli.fail("bad flag: --record takes --only=capacity's rows, from a clean tree (HEAD ran)")
     run_dir = os.path.abspath(
         args.out or os.path.join(ROOT, "runs", f"bench-{time.strftime('%Y%m%d-%H%M%S')}")
     )
@@ -422,7 +462,18 @@ def main(argv=None) -> int:
     bench.results["meta"]["total_seconds"] = time.time() - start
     print(publish(bench.results, run_dir))
     print(f"\nbench: {time.time() - start:.0f} s; results in {run_dir}/bench.json and bench.md")
+    if args.record and "capacity" in bench.results:
+        from benchmarks import capacity_bench
+
+        command = " ".join(["python -m benchmarks.capacity", *_recorded(argv[1:])])
+        written = capacity_bench.record(bench.results, args.record, commit, command)
+        print(f"bench: {len(written)} rows to {capacity_bench.CHECKS_CSV}")
     return 0
+
+
+def _recorded(args) -> list:
+    """The command's flags that measure its rows again (not where they went)."""
+    return [a for a in args if not a.startswith(("--record", "--out", "--only"))]
 
 
 if __name__ == "__main__":

@@ -112,8 +112,10 @@ def stage_program(configs, run_dir: str, warmup: float, window: float, actors_on
                     # inserts: another phase's counts never start this one's window
                     "wait_for": [counter_key] + (["table_inserts"] if role == "actor" else []),
                     # a learner compiles its update after the gate opens: on a loaded
-                    # machine (tests beside other jobs) a recurrent one took over 120 s
-                    "timeout": 300 if role == "learner" else 120,
+                    # machine (tests beside other jobs) a recurrent one took over 120 s;
+                    # the first phase also waits for every node process to start (13
+                    # for 4 presets: over 120 s at load 7)
+                    "timeout": 300 if role == "learner" or not plan else 120,
                     "warmup": warmup,
                     "window": window,
                     "after": gate + nodes.STOP,
@@ -223,11 +225,13 @@ def summarize_e2e(phase, config) -> dict:
 def cpu_figures(phase) -> dict:
     """The window's cores per node (`Monitor`'s `cores`): 'cores' ({node: cores}),
     'cores_total' and 'cores_text' ('actor/0 0.93, replay/0 0.61, ...', busiest
-    first); None where the nodes were not found."""
+    first); None where the nodes were not found. 'machine_cores': every process's on
+    the machine, other work included."""
     cores = phase.get("cores") or None
     text = ", ".join(f"{n} {c:.2f}" for n, c in cores.items()) if cores else None
     total = sum(cores.values()) if cores else None
-    return {"cores": cores, "cores_total": total, "cores_text": text}
+    machine = phase.get("machine_cores")
+    return {"cores": cores, "cores_total": total, "cores_text": text, "machine_cores": machine}
 
 
 def summarize_startup(first_seen: dict, num_actors: int) -> dict:

@@ -22,19 +22,17 @@ Rows go into benchmarks/results/ only from a clean working tree (the row's commi
 must be the code that ran); another `--out` takes any tree and says so in the note.
 """
 
-import csv
 import datetime
 import math
 import os
 import platform
 import shlex
-import subprocess
 import sys
 
 from absl import flags
 
 from benchmarks import suites
-from benchmarks.common import ROOT, load_config
+from benchmarks.common import ROOT, append_csv, device_fields, head_commit, load_config
 from distrl import cli, local, metrics
 from distrl import experiment as experiment_lib
 from distrl.analysis import compare
@@ -150,16 +148,6 @@ def run_distributed(config, name: str, run_dir: str, timeout_s: float) -> dict:
     )
 
 
-def _commit() -> tuple[str, bool]:
-    """(HEAD's short hash, whether tracked files have uncommitted changes)."""
-    git = ["git", "-C", str(ROOT)]
-    head = subprocess.run([*git, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True)
-    status = subprocess.run(
-        [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
-    )
-    return head.stdout.strip(), bool(status.stdout.strip())
-
-
 def _number(x, digits: int = 2) -> str:
     return "" if x is None or x != x else f"{x:.{digits}f}"
 
@@ -203,23 +191,6 @@ def _curve_point(point: dict) -> dict:
     )
 
 
-def append_csv(path: str, columns, rows) -> None:
-    """Appends `rows` (dicts) to the CSV at `path`, with the header if it is new; an
-    existing file must have exactly these columns."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    new = not os.path.exists(path)
-    if not new:
-        with open(path, newline="") as f:
-            header = next(csv.reader(f), [])
-        if tuple(header) != tuple(columns):
-            raise SystemExit(f"{path}: columns {header} are not {list(columns)}")
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(columns), lineterminator="\n")
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
-
-
 def _flags():
     values = flags.FlagValues()
     flags.DEFINE_list("suites", [], f"Of {', '.join(suites.BY_NAME)}.", flag_values=values)
@@ -257,8 +228,7 @@ def _command(args, suite, seed: int, budget: int, overrides) -> str:
 
 
 def _context(args, commit: str, dirty: bool, load: tuple) -> dict:
-    import jax  # noqa: PLC0415 - the backend this process's JAX uses
-
+    on = device_fields()  # this process's JAX backend: the trainer's or the learner's
     note = "; ".join(filter(None, [args.note, "uncommitted changes in the tree" * dirty]))
     return dict(
         study=args.study,
@@ -266,7 +236,8 @@ def _context(args, commit: str, dirty: bool, load: tuple) -> dict:
         load=f"{load[0]:.1f}-{load[1]:.1f}",
         commit=commit,
         commit_source="recorded",
-        platform=f"{platform.machine()}, {os.cpu_count()} cores, jax {jax.default_backend()}",
+        platform=f"{platform.machine()}, {os.cpu_count()} cores, jax {on['platform']} "
+        f"({on['device']})",
         note=note,
     )
 
@@ -297,7 +268,7 @@ def main(argv=None) -> list:
     overrides = cli.parse_several(
         args, argv, lambda a: {s.config: load_config(s.config) for s in _chosen(a)}, usage=__doc__
     )
-    commit = _commit()
+    commit = head_commit()
     if commit[1] and os.path.abspath(args.out) == str(ROOT / "benchmarks" / "results"):
         cli.fail("uncommitted changes: rows in benchmarks/results/ must name the code that ran")
     rows = []

@@ -4,6 +4,7 @@ rows, start-up and memory figures are computed as benchmarks/README.md says."""
 
 import importlib
 import json
+import math
 import os
 import pkgutil
 import subprocess
@@ -591,3 +592,198 @@ def test_every_standard_suite_names_a_config_that_runs_on_its_env():
         if env.startswith("gymnasium:"):
             assert suite.modes == ("distributed",), suite.name
         assert suite.published == "—" or suite.source, suite.name  # a figure cites its source
+
+
+def _rates(**kw):
+    from benchmarks.capacity import Rates
+
+    base = dict(actor_per_core=1000.0, insert_per_core=1e6, sample_per_core=1e6)
+    return Rates(**{**base, "samples_per_step": 1.0, **kw})
+
+
+def test_capacity_model_names_each_stage_that_bounds_once():
+    """Hand-computed cases of benchmarks/capacity.py, each stage the bound once."""
+    from benchmarks.capacity import SERVER_CORES, Learner, predict
+
+    cpu = Learner("CPU learner", host_per_core=1000.0, host_cores=1.0)
+    # actors: 1 actor makes 100; 2 actors run out of the host's 2 cores, which the
+    # learner's and the server's work per env step share: 2 / (1/100 + 3/1000)
+    rates = _rates(actor_per_core=100.0, insert_per_core=1000.0, sample_per_core=1000.0)
+    one, two = predict(rates, cpu, 2, 1), predict(rates, cpu, 2, 2)
+    assert (one.env_steps_per_s, one.bottleneck, one.learner_busy) == (100.0, "actors", 0.1)
+    assert two.bottleneck == "actors" and math.isclose(two.env_steps_per_s, 2 / 0.013)
+    # Reverb insert: the server's cores over its insert and sample cost per env step
+    device = Learner("TPU", host_per_core=1e6, host_cores=1.0, device_samples_per_s=1e6)
+    rates = _rates(insert_per_core=100.0, sample_per_core=10_000.0)
+    p = predict(rates, device, 64, 1)
+    assert p.bottleneck == "Reverb insert"
+    assert math.isclose(p.env_steps_per_s, SERVER_CORES / (1 / 100 + 1 / 10_000))
+    # Reverb sample: 4 samples per env step at 100 per server core
+    rates = _rates(insert_per_core=10_000.0, sample_per_core=100.0, samples_per_step=4.0)
+    p = predict(rates, device, 64, 1)
+    assert p.bottleneck == "Reverb sample"
+    assert math.isclose(p.env_steps_per_s, SERVER_CORES / (1 / 10_000 + 4 / 100))
+    # the learner: a device of 3,000 samples/s at 2 samples per env step learns from 1,500
+    tpu = Learner("TPU", host_per_core=1e6, host_cores=1.0, device_samples_per_s=3000.0)
+    p = predict(_rates(samples_per_step=2.0), tpu, 16, 2)
+    assert (p.env_steps_per_s, p.bottleneck, p.learner_busy) == (1500.0, "learner", 1.0)
+    assert tpu.limit == "device" and cpu.limit == "CPU"
+    slow_host = Learner("TPU", host_per_core=1000.0, host_cores=1.0, device_samples_per_s=3000.0)
+    assert (slow_host.samples_per_s, slow_host.limit) == (1000.0, "host work")
+
+
+def test_capacity_model_of_gated_actors_takes_turns_with_the_learner():
+    """On-policy with the version gate: the act phase (A) and the learn phase (B) take
+    turns, 1 / (1/A + 1/B); a host saturates at the fewest actors within 5% of its best."""
+    from benchmarks.capacity import Learner, predict, saturation
+
+    learner = Learner("CPU learner", host_per_core=500.0, host_cores=2.0)  # 1,000 samples/s
+    rates = _rates(gated=True, insert_per_core=1e12, sample_per_core=1e12)
+    one, three = predict(rates, learner, 8, 1), predict(rates, learner, 8, 3)
+    assert (one.env_steps_per_s, one.bottleneck, one.learner_busy) == (500.0, "learner", 0.5)
+    assert math.isclose(three.env_steps_per_s, 750.0) and math.isclose(three.learner_busy, 0.75)
+    # 8 actors: 1 / (1/8000 + 1/1000) = 889 at best; 6 actors reach 857 >= 95% of it
+    s = saturation(rates, learner, 8)
+    assert s.best.actors == 8 and math.isclose(s.best.env_steps_per_s, 8000 / 9, rel_tol=1e-6)
+    assert s.at.actors == 6 and s.best.bottleneck == "learner"
+    # a counter's cores per actor leave the actors fewer: 2 cores, 0.5 per actor
+    served = _rates(actor_per_core=100.0, service_per_actor=0.5)
+    p = predict(served, Learner("CPU learner", 1e6, 1.0), 2, 2)
+    assert p.bottleneck == "actors" and math.isclose(p.env_steps_per_s, 1 / (1 / 100 + 3e-6))
+
+
+def test_capacity_table_and_check_rows_from_measured_inputs(tmp_path):
+    """The section's arithmetic on a run's figures: the rates per core from the stage
+    program's windows, an accelerator row of learner_devices.csv, a check's prediction
+    beside its measured program, its table row within 25% and its results CSV row."""
+    from benchmarks import capacity_bench
+
+    inputs = {
+        "actor": {
+            "env_steps_per_s": 400_000.0,
+            "transitions_to_reverb_per_s": 400_000.0,
+            "cores": {"actor/0": 1.0, "replay/0": 0.4, "counter/0": 0.1},
+        },
+        "learner": {"samples_per_s": 300_000.0, "cores": {"learner/0": 1.2, "replay/0": 0.1}},
+        "reverb": {"read_samples_per_cpu_s": 500_000.0},
+        "samples_per_step": 4.0,
+        "gated": False,
+    }
+    rates = capacity_bench.rates_of(inputs)
+    assert (rates.actor_per_core, rates.insert_per_core) == (400_000.0, 1e6)
+    assert (rates.sample_per_core, rates.service_per_actor) == (3e6, 0.1)
+    learner = capacity_bench.cpu_learner(inputs)
+    assert (learner.host_per_core, learner.host_cores) == (250_000.0, 1.2)
+    assert capacity_bench.host_work_per_core(inputs) == 500_000.0  # the read ceiling's
+    devices = tmp_path / "learner_devices.csv"
+    devices.write_text(
+        "preset,batch,updates_per_call,samples_per_s,platform,device\n"
+        "dqn,[256],1,2000000,cpu,cpu\ndqn,[256],8,9000000,tpu,TPU v5 lite\n"
+        "dqn,[256],1,1000000,tpu,TPU v5 lite\ndqn,[256],1,2500000,tpu,TPU v5 lite\n"
+        'ppo,"[16, 128]",1,5,tpu,TPU v5 lite\n'
+    )
+    (tpu,) = capacity_bench.device_learners(capacity_bench.read_devices(devices), "dqn", inputs)
+    assert (tpu.name, tpu.device_samples_per_s, tpu.host_cores) == ("TPU v5 lite", 2.5e6, 1.0)
+    assert tpu.samples_per_s == 500_000.0 and tpu.limit == "host work"  # one core's reading
+    # the program used 1.9 cores while the machine was busy 2.3: other work took 0.4 of 2
+    e2e = {"env_steps_per_s": 70_000.0, "updates_per_s": 1100.0, "cores_total": 1.9}
+    e2e.update(machine_cores=2.3, cores_text="learner/0 1.2, ...")
+    check = {"preset": "dqn", "actors": 1, "shape": (4.0, False), "overrides": {}, "e2e": e2e}
+    check["round_steps"] = None  # not gated
+    out = {"inputs": {"dqn": inputs}, "checks": {"dqn-1": check}}
+    capacity_bench.predict_checks(out, 2)
+    # 1.6 cores less the counter's 0.1 over 20.83 us of work per env step: 72k, below the
+    # learner's 300k / 4 = 75k, which all of the host's 2 cores would reach
+    assert math.isclose(check["predicted"], 72_000.0) and check["bottleneck"] == "actors"
+    assert check["host"].startswith("1.60 of 2 cores") and check["all_cores"] == "75k (1.07x)"
+    row = capacity_bench.judged(check)
+    assert math.isclose(row.ratio, 72 / 70) and row.status == "PASS"
+    text = capacity_bench.summary(out, capacity_bench.read_devices(devices))
+    assert (
+        "| 208 | TPU v5 lite |" in text and "for 1.60 of 2 cores: 72k (actors), 1.03x PASS" in text
+    )
+    assert "for 2 cores: 75k (learner), 1.07x PASS" in text
+    results = {"meta": {"load_average": {"capacity": (1.0, 1.0, 1.0)}}, "capacity": out}
+    written = capacity_bench.record(results, "s", "abc1234", "cmd", tmp_path / "c.csv")
+    assert [(r["cores"], r["ratio"], r["holds"]) for r in written] == [
+        ("1.60 of 2", "1.03", "PASS"),
+        ("2", "1.07", "PASS"),
+    ]
+
+
+# About 30-60 s on the shared 2-core machine: a fresh interpreter imports JAX and compiles.
+def test_accelerator_rows_come_from_a_host_without_reverb_launchpad_or_tensorflow(tmp_path):
+    """`accelerator.py` on a host with only the core's packages (a TPU host): the data
+    path's packages made unimportable, a replay and an on-policy preset's updates are
+    timed (K per call and fed from the host for the replay one), and `--rows` turns them
+    into learner_devices.csv rows naming the platform, device kind and commit given."""
+    measured, out = tmp_path / "cpu.json", tmp_path / "devices.csv"
+    code = (
+        "import importlib.abc, sys\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('tensorflow', 'reverb', 'launchpad', 'courier'):\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from absl import app\n"
+        "from benchmarks import accelerator\n"
+        f"sys.argv = ['x', '--cases=dqn,ppo', '--seconds=0.05', '--k=2', '--out={measured}']\n"
+        "app.run(accelerator.main)\n"
+    )
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu")
+    root = benchmarks.__path__[0] + "/.."
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, env=env, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows_cmd = [
+        sys.executable, "-m", "benchmarks.accelerator",
+        f"--rows={measured}", f"--csv={out}", "--commit=abc1234",
+    ]  # fmt: skip
+    assert subprocess.run(rows_cmd, cwd=root, env=env, timeout=300).returncode == 0
+    import csv  # noqa: PLC0415
+
+    with open(out) as f:
+        written = list(csv.DictReader(f))
+    assert [(r["preset"], r["figure"], r["updates_per_call"]) for r in written] == [
+        ("dqn", "resident", "1"), ("dqn", "fed", "1"), ("dqn", "resident", "2"),
+        ("dqn", "fed", "2"), ("ppo", "resident", "1"), ("ppo", "fed", "1"),
+    ]  # fmt: skip
+    for row in written:
+        assert (row["platform"], row["device"], row["commit"]) == ("cpu", "cpu", "abc1234"), row
+        assert float(row["samples_per_s"]) > 0
+        assert row["command"].startswith("python -m benchmarks.accelerator --cases=dqn,ppo")
+    assert written[0]["batch"] == "[256]" and written[4]["batch"] == "[16, 128]"
+
+
+# About 2 min on the shared 2-core machine at load 6: a stage program and an end-to-end
+# program start and compile, and a Reverb server process fills a table.
+def test_capacity_section_measures_its_inputs_and_checks_the_model(tmp_path, monkeypatch):
+    """The section at a small scale (DQN alone, 1 actor): the stage program's rates per
+    core, the read ceiling per CPU-second, the prediction for this host beside the
+    program end to end, its row within 25% and the report with every host's table."""
+    from benchmarks import capacity_bench
+
+    monkeypatch.setattr(rows, "CAPACITY", ("dqn",))
+    monkeypatch.setattr(rows, "CAPACITY_CHECKS", {"dqn": ("dqn", {})})
+    monkeypatch.setattr(rows, "CAPACITY_ACTORS", (1,))
+    monkeypatch.setitem(run.SETTINGS["quick"], "window", 2.0)
+    monkeypatch.setitem(run.SETTINGS["quick"], "ceiling_s", 0.1)
+    assert run.main(["--quick", "--only=capacity", f"--out={tmp_path}"]) == 0
+    with open(tmp_path / "bench.json") as f:
+        results = json.load(f)
+    assert "errors" not in results
+    inputs = results["capacity"]["inputs"]["dqn"]
+    assert (inputs["samples_per_step"], inputs["gated"]) == (4.0, False)  # configs/dqn.py's
+    rates = capacity_bench.rates_of(inputs)
+    assert min(rates.actor_per_core, rates.insert_per_core, rates.sample_per_core) > 0, rates
+    assert capacity_bench.host_work_per_core(inputs) > 0
+    check = results["capacity"]["checks"]["dqn-1"]
+    (row,) = [r for r in results["rows"] if r["name"].startswith("dqn 1 actor: the capacity")]
+    assert row["figure"] == check["predicted"] > 0 and row["ceiling"] == check["measured"] > 0
+    assert row["status"] == ("PASS" if abs(row["ratio"] - 1) <= 0.25 else "MISS")
+    assert (row["platform"], row["device"]) == ("cpu", "cpu")
+    assert check["e2e"]["machine_cores"] >= check["cores_total"] > 0  # other work's too
+    assert [p["cores"] for p in check["predictions"]][1:] == [str(os.cpu_count())]
+    text = (tmp_path / "capacity.md").read_text()
+    assert "| 208 | CPU learner |" in text and "- dqn-1, measured" in text
