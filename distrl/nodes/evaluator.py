@@ -308,7 +308,7 @@ def first_counts(counter, should_stop, fallback: dict) -> dict:
     """The counter's totals once it first answers (retried each second), or `fallback`
     if the program stops first. Rows start from the counter's figures, never from a
     placeholder: an evaluator restarted while the counter moved (a lost machine on Ray)
-    logged zeros until it answered, and its totals seemed to go back."""
+    would log zeros until it answered, and its totals would seem to go back."""
     while True:
         try:
             return counter.get_counts()
