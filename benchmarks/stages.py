@@ -112,7 +112,7 @@ def stage_program(configs, run_dir: str, warmup: float, window: float, actors_on
                     # inserts: another phase's counts never start this one's window
                     "wait_for": [counter_key] + (["table_inserts"] if role == "actor" else []),
                     # a learner compiles its update after the gate opens: on a loaded
-                    # machine (tests beside other jobs) a recurrent one took over 120 s
+                    # machine (tests beside other jobs) a recurrent one can take over 120 s
                     "timeout": 300 if role == "learner" else 120,
                     "warmup": warmup,
                     "window": window,
