@@ -1,5 +1,5 @@
-"""Falls in a distributed run's evaluations, and what the learner logged before each
-(issue 37 item 5: find the cause of the falls rather than hide them).
+"""Falls in a distributed run's evaluations, and what the learner logged before each:
+to find the cause of the falls rather than hide them.
 
 A fall: an evaluation below `--drop` times the mean of the `--window` evaluations
 before it (the first of a row of such). The updates before it: the learner's rows

@@ -1,4 +1,4 @@
-"""The single-process trainer against one fused jitted loop (issue 36 item 7).
+"""The single-process trainer against one fused jitted loop.
 
 `distrl.local` trains a replay preset (configs/sac_pendulum.py: SAC on gymnax
 Pendulum-v1) as a user's command does (`local.train`): jitted calls of

@@ -1,4 +1,4 @@
-"""The host-stepped actor against the env itself (issue 27 item 6).
+"""The host-stepped actor against the env itself.
 
 For gymnasium's CartPole-v1 it measures, in env steps/s:
   - random: the actor's vector env itself (`VectorStepper.vector`: B checked copies,
@@ -14,7 +14,7 @@ For gymnasium's CartPole-v1 it measures, in env steps/s:
   - together: 1, 2 and 4 actor processes stepping at once (each its own vector env
     of B copies and its own policy, DQN), each one's env steps/s and the CPU cores
     it used (its user + system time over the window, `resource.getrusage`);
-  - continuous: gymnasium's MuJoCo HalfCheetah-v5 (Box actions, issue 36), its
+  - continuous: gymnasium's MuJoCo HalfCheetah-v5 (Box actions), its
     vector env alone with uniform random actions in the Box against SAC's host
     actor on it (configs/sac_pendulum.py's agent with the env in its place), the
     same B copies; an error entry where mujoco is not installed.
@@ -118,7 +118,7 @@ def _actor(algo: str, num_envs: int, timeout_s: float, vector: str = "sync", env
 
 
 # A chunk's key in one dispatch, as the actor node splits it (`nodes.actor._split_key`):
-# eager `jax.random.split` took about 210 us per chunk, 13 us per vector step of 16.
+# an eager `jax.random.split` is several dispatches per chunk.
 _split_key = jax.jit(lambda key: tuple(jax.random.split(key)))
 
 
@@ -162,8 +162,8 @@ def _best(entry: dict, name: str, rate: Rate) -> None:
 
 
 # The longest slice: on a machine shared with other jobs, `make bench`'s 1 s slices let
-# one figure draw a quiet moment the other never saw (env alone 63.4k against actors of
-# 12.7-14.6k env steps/s at load 11); quarter-second turns meet the same quiet moments.
+# one figure draw a quiet moment the other never sees; quarter-second turns meet the
+# same quiet moments.
 SLICE_S = 0.25
 
 

@@ -1,4 +1,4 @@
-"""Section `minatar` (issue 37): the Breakout-MinAtar workload's stages, each against its
+"""Section `minatar`: the Breakout-MinAtar workload's stages, each against its
 own ceiling, measured side by side in the bench process (`common.measure_rates`:
 alternating slices, so each ratio compares two figures under the same load).
 

@@ -2,7 +2,7 @@
 
 A row names where its figure sits in `run.py`'s results (a dotted path such as
 'stages.dqn.actor.env_steps_per_s'), its unit, where its ceilings sit (the lowest
-one measured counts), its goal (issue 14's table: '>= 0.8x' on the ratio, '<= 10 s'
+one measured counts), its goal ('>= 0.8x' on the ratio, '<= 10 s'
 on the figure) and a note template ('{path}' or '{path:unit}' are filled in from the
 results). A row with "<algo>", "<actor>" or "<role>" in a field stands for one row per
 algorithm, actor (the env presets too) or node group (`expand`). Every ratio
@@ -20,14 +20,14 @@ ALGOS = ("dqn", "ppo")
 # vector env through chunks and an image env (conv torso) through n-step replay.
 ENV_PRESETS = ("ppo_cartpole", "dqn_breakout")
 # The single-process trainer's preset and seed, run as a user runs it and with
-# benchmarks/slippery.py's settings (section `local`; issue 30 item 6's seed).
+# benchmarks/slippery.py's settings (section `local`; a fixed seed).
 LOCAL_PRESET = ("ppo_slippery8x8", 13)
-# The Breakout-MinAtar presets of section `minatar` (issue 37; benchmarks/minatar.py).
+# The Breakout-MinAtar presets of section `minatar` (benchmarks/minatar.py).
 MINATAR = ("ppo_breakout", "dqn_breakout")
 # Replay presets of a Box env whose learner alone gets a row against its own jitted
-# update (section `stages`, its actor filling the table first; issue 36: SAC).
+# update (section `stages`, its actor filling the table first: SAC).
 LEARNERS = ("sac_pendulum",)
-# Recurrent presets (issue 39; section `recurrent`): the actor against a jitted scan of the
+# Recurrent presets (section `recurrent`): the actor against a jitted scan of the
 # same env and network carrying the core's state, the learner against its jitted update
 # (recurrent PPO on chunks, R2D2 on sequences sampled from a replay table).
 RECURRENT = ("ppo_masked_cartpole", "r2d2_masked_cartpole")
@@ -38,12 +38,12 @@ RECURRENT = ("ppo_masked_cartpole", "r2d2_masked_cartpole")
 CAPACITY = ("dqn", "ppo", "dqn_breakout", "ppo_gymnasium_cartpole")
 CAPACITY_ACTORS = (1, 2)
 CAPACITY_CHECKS = {"dqn": ("dqn", {}), "ppo": ("ppo", {})}
-CAPACITY_GOAL = "within 25%"  # the prediction against the measured (issue 49)
+CAPACITY_GOAL = "within 25%"  # the prediction against the program measured end to end
 # every config the bench runs (its overrides')
 CONFIGS = tuple(dict.fromkeys(ALGOS + ENV_PRESETS + LEARNERS + MINATAR + RECURRENT + CAPACITY))
 ROLES = ("replay", "counter", "learner", "actor", "evaluator")  # node groups of make_program
-E2E_ACTORS = 2  # the end-to-end program's actors (issue 14's rows)
-HOST_TOGETHER = (1, 2, 4)  # host-stepped actor processes stepping at once (issue 27)
+E2E_ACTORS = 2  # the end-to-end program's actors
+HOST_TOGETHER = (1, 2, 4)  # host-stepped actor processes stepping at once
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,7 +225,7 @@ ROWS = [
         )
         for n in HOST_TOGETHER
     ],
-    # Box actions stepped in Python (issue 36): MuJoCo's HalfCheetah, SAC's actor.
+    # Box actions stepped in Python: MuJoCo's HalfCheetah, SAC's actor.
     Spec(
         "1 host env",
         "{host.continuous.env:s} (MuJoCo), {host.continuous.num_envs} checked copies "
@@ -436,7 +436,7 @@ ROWS = [
         figure="slippery.<algo>.exact_ratio",
         unit="share",
     ),
-    # 6. The Breakout-MinAtar workload (issue 37), in the bench process, side by side.
+    # 6. The Breakout-MinAtar workload, in the bench process, side by side.
     Spec(
         "6 minatar",
         "ppo_breakout single-process trainer (distrl.local's jitted call, its evaluations "
@@ -510,7 +510,7 @@ ROWS = [
         "{minatar.evaluation.<minatar>.time_limit} steps at this rate: "
         "{minatar.evaluation.<minatar>.confirmation_s:s}",
     ),
-    # 7. Recurrent policies (issue 39): the GRU's state carried through the actor's scan
+    # 7. Recurrent policies: the GRU's state carried through the actor's scan
     # and stored with each item (PPO's chunk, R2D2's sequence); the learner unrolls each
     # item from it.
     Spec(

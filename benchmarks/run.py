@@ -3,7 +3,7 @@
 Runs the sections in order (ceilings first), keeps every raw result in
 `runs/bench-<time>/bench.json` (rewritten after each section, so an interrupted
 run keeps what it measured), and prints one table (also `bench.md` there) with each
-row's figure, ceiling, ratio, goal (issue 14) and whether the goal holds.
+row's figure, ceiling, ratio, goal and whether the goal holds.
 
     python benchmarks/run.py                   # everything, under 12 minutes
     python benchmarks/run.py --quick           # shorter windows and caps
@@ -13,10 +13,10 @@ row's figure, ceiling, ratio, goal (issue 14) and whether the goal holds.
     python benchmarks/run.py --dqn.replay.item_steps=4 --dqn.replay.min_size=1024  # DQN's
 
 Sections: ceilings, host, stages, e2e, solve, local, local_sac, minatar, slippery (see
-README.md), recurrent (issue 39: rows.RECURRENT's actors against a jitted scan carrying
+README.md), recurrent (rows.RECURRENT's actors against a jitted scan carrying
 the core's state, their jitted updates, then their learners alone in stage programs),
-capacity (issue 49: the capacity model's inputs measured here, its predictions for hosts
-of 2 to 208 cores, and its check against the program with 1 and 2 actors;
+capacity (the capacity model's inputs measured here, its predictions for hosts of 2 to
+208 cores, and its check against the program with 1 and 2 actors;
 benchmarks/capacity_bench.py). `--record=STUDY` appends the capacity check's rows to
 benchmarks/results/capacity.csv (from a clean tree: the rows name HEAD).
 Config overrides, as launch/train.py takes them: `--config.<section>.<field>=<value>` changes every
@@ -224,7 +224,7 @@ class Bench:
         proc = run_subprocess(
             python_cmd("benchmarks.stages", *flags),
             # the phases' own waits (actor 120 s, learner 300 s: stages.py) fit inside,
-            # with start-up; a recurrent learner's phase was killed at a 300 s cap
+            # with start-up (a cap of 300 s can cut a recurrent learner's phase short)
             timeout=min(600.0, max(self.left(), 60.0)),
             log_path=run_dir + ".log",
             env={"LAUNCHPAD_LOGGING_DIR": os.path.join(run_dir, "nodes")},
@@ -296,7 +296,7 @@ class Bench:
         self.results["local_sac"] = fused.measure(config, self.s["fused_calls"], name)
 
     def minatar(self) -> None:
-        """The Breakout-MinAtar presets' stages against their ceilings (issue 37)."""
+        """The Breakout-MinAtar presets' stages against their ceilings."""
         from benchmarks import minatar
 
         configs = {name: load_config(name, self.overrides(name)) for name in minatar.PRESETS}
@@ -335,7 +335,7 @@ class Bench:
             self.save()
 
     def recurrent(self) -> None:
-        """Each recurrent preset (rows.RECURRENT, issue 39): its actor's rollout and
+        """Each recurrent preset (rows.RECURRENT): its actor's rollout and
         compute against a jitted scan of the same env and network carrying the core's
         state, in alternating slices; its jitted update on device batches; then, in a
         stage program of its own, its real Actor filling its table and its real Learner

@@ -42,8 +42,8 @@ def run_one(name: str, seed: int, map_name: str | None, env_steps: int, override
     config.actor.update(dict(num_envs=16, unroll_length=16))
     config.local.update(dict(eval_every=20, iterations_per_call=50, xla_opt_level=-1))
     config.budget.update(dict(env_steps=env_steps, seconds=0.0))
-    # as measured: DQN's replay of 100k transitions; one on-policy update per [16, 16]
-    # rollout (each field is read by its pipeline only)
+    # this benchmark's fixed settings: DQN's replay of 100k transitions; one on-policy
+    # update per [16, 16] rollout (each field is read by its pipeline only)
     config.replay.max_size = 100_000
     config.learner.batch_chunks = 1
     result = local.train(config)

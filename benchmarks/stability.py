@@ -1,5 +1,5 @@
 """Stable learning at a fixed budget: the greedy policy's exact success, or its mean
-return, over a run with no target, single-process (issue 30 item 2, issue 37 item 5).
+return, over a run with no target, single-process.
 
 For each config (configs/<name>.py, as a user runs it: its batch, replay and agent)
 and seed, `distrl.local.train` runs the whole env-step budget with the targets off
@@ -38,8 +38,8 @@ from benchmarks.common import emit_row, load_config, several_overrides
 from distrl import cli, local
 from distrl import experiment as experiment_lib
 
-GOAL_MIN, GOAL_FINAL = 0.95, 0.98  # the issue's goal: every second-half point, the final
-GOAL_RETURN_MEAN = 0.9  # issue 37: the second half's mean return, a share of the target
+GOAL_MIN, GOAL_FINAL = 0.95, 0.98  # the goal: every second-half point, the final
+GOAL_RETURN_MEAN = 0.9  # the goal: the second half's mean return, a share of the target
 
 
 def _shares(history, budget: int, reference: float):

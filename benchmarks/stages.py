@@ -112,9 +112,8 @@ def stage_program(configs, run_dir: str, warmup: float, window: float, actors_on
                     # inserts: another phase's counts never start this one's window
                     "wait_for": [counter_key] + (["table_inserts"] if role == "actor" else []),
                     # a learner compiles its update after the gate opens: on a loaded
-                    # machine (tests beside other jobs) a recurrent one took over 120 s;
-                    # the first phase also waits for every node process to start (13
-                    # for 4 presets: over 120 s at load 7)
+                    # machine (tests beside other jobs) a recurrent one can take over 120 s;
+                    # the first phase also waits for every node process to start
                     "timeout": 300 if role == "learner" or not plan else 120,
                     "warmup": warmup,
                     "window": window,

@@ -185,7 +185,7 @@ def summary_table(report_path: str) -> str:
 
 def stayed_learned(args) -> str:
     """Per run of the `fixed` part: the lowest and the last exact success over the
-    second half of the budget (shares of the optimum) and the issue's goal."""
+    second half of the budget (shares of the optimum) and the goal (`stability`'s)."""
     rows = [
         "| config | seed | second-half min | final | >= 95% / >= 98% |",
         "|---|---|---|---|---|",

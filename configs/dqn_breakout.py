@@ -1,12 +1,11 @@
 """Double DQN on gymnax Breakout-MinAtar (10x10x4 boolean images, a conv torso): stops
-once the greedy mean return's 95% lower bound over 1,000 episodes reaches 10 (issue 37),
-within a 5M env step budget.
+once the greedy mean return's 95% lower bound over 1,000 episodes reaches 10, within a
+5M env step budget.
 
 Published references: MinAtar (Young & Tian 2019, arXiv:1903.03176) trains DQN on
 Breakout for 5M frames: about 10 at 5M, read from its figure (sticky actions; a random
 policy scores 0.5, MinAtar README); the gymnax README reports PPO at "R: 28" after 10M
-env steps. What distrl reaches, per seed, with env steps and seconds: README, "Configs
-and what they reach".
+env steps. What distrl reaches: docs/results.md, "`dqn_breakout`".
 
 Settings after MinAtar's DQN: one 3x3 conv of 16 channels, then a dense layer of 128;
 a 100k-transition replay; a target network copied every 1,000 updates; exploration

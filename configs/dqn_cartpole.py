@@ -1,16 +1,15 @@
 """Double DQN on gymnax CartPole-v1: stops once the greedy mean return's 95% lower
 bound over 1,000 episodes reaches 475 (`evaluator.target_return`, `confirm_envs`).
 
-Tuned on seed 0 with distrl.local (benchmarks/README.md, "CartPole and
-Breakout-MinAtar presets"): 8 samples per inserted transition (batch 128), a target
-network copied every 500 updates, exploration from 1 to 0.05 over 20,000 env steps
-and a 50k-transition replay. Two changes keep it learned (issue 37 item 5,
-docs/learning.md "Stay learned beyond the tables"): an L2 TD loss, because the Huber
-loss caps each transition's pull at that of a TD error of 1, and a failure's TD error
-is about Q itself (near 100 at discount 0.99 once the pole balances): the rare
-terminal transitions barely correct the values that lead to them; and a learning
-rate of 1e-3 falling linearly to 0 over the 2.5M env-step budget (on seed 1 the decay
-alone did most of it; the L2 loss's own share is not separated).
+8 samples per inserted transition (batch 128), a target network copied every 500
+updates, exploration from 1 to 0.05 over 20,000 env steps and a 50k-transition replay.
+Two changes keep it learned (docs/decisions.md, "CartPole's presets decay their step
+size to 0, and DQN's takes an L2 loss"): an L2 TD loss, because the Huber loss caps
+each transition's pull at that of a TD error of 1, and a failure's TD error is about Q
+itself (near 100 at discount 0.99 once the pole balances): the rare terminal
+transitions barely correct the values that lead to them; and a learning rate of 1e-3
+falling linearly to 0 over the 2.5M env-step budget. What it reaches: docs/results.md,
+"`dqn_cartpole`".
 """
 
 from configs.bases import to_return

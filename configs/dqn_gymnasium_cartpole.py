@@ -1,25 +1,18 @@
-"""Double DQN on gymnasium's CartPole-v1, stepped in Python by the 2 actors (issue 27
-item 5): stops at a greedy mean return whose 95% lower bound over 1,000 episodes is
->= 475 (`config.gymnasium_cartpole_to_475`); a budget's end reports the best
-confirmed params (`evaluator.keep_best`).
+"""Double DQN on gymnasium's CartPole-v1, stepped in Python by the 2 actors: stops at a
+greedy mean return whose 95% lower bound over 1,000 episodes is >= 475
+(`bases.gymnasium_cartpole_to_475`); a budget's end reports the best confirmed params
+(`evaluator.keep_best`).
 
-configs/dqn_cartpole.py's learning settings (the same dynamics in gymnax; 3 of 3 in
-both modes): one update per 16 env steps (8 samples per inserted transition, batch
-128; the preset before this one made 1 per 64 and confirmed 2 of 3 seeds), 1-step
-returns, a learning rate of 1e-3, exploration from 1 to 0.05 over 20,000 env steps.
-Two changes aimed at DQN's swings on CartPole (the usual account, not measured
-here: a balanced pole makes the replay nearly all upright states, and the greedy
-policy flips on small action gaps): a replay of 1M transitions (half the 2M budget of then), so
-early failures stay among the samples, and a Polyak target (0.5% per update) in
-place of a copy every 500 updates, so the bootstrap target never jumps. The greedy
-return still swings once learned; the run stops at the first confirmed one. Tuned
-on seeds 0-2, confirmed on seeds 41-43 (benchmarks/README.md, "Issue 27 item 5: DQN
-on gymnasium CartPole").
-
-configs/dqn_cartpole.py's two changes that keep it learned (issue 37 item 5,
-docs/learning.md "Stay learned beyond the tables"): an L2 TD loss and the learning
-rate falling linearly to 0 over the budget, 1.5M env steps (twice the env steps the
-seeds above took to confirm).
+configs/dqn_cartpole.py's learning settings (the same dynamics in gymnax): one update
+per 16 env steps (8 samples per inserted transition, batch 128), 1-step returns,
+exploration from 1 to 0.05 over 20,000 env steps, an L2 TD loss and a learning rate
+of 1e-3 falling linearly to 0 over the 1.5M env-step budget. Two changes aimed at
+DQN's swings on CartPole (a balanced pole makes the replay nearly all upright states,
+and the greedy policy flips on small action gaps): a replay of 1M transitions, so
+early failures stay among the samples, and a Polyak target (0.5% per update) in place
+of a copy every 500 updates, so the bootstrap target never jumps (docs/decisions.md,
+"DQN on gymnasium CartPole learns as on gymnax's, with a Polyak target and a replay of
+half the budget"). What it reaches: docs/results.md, "`dqn_gymnasium_cartpole`".
 """
 
 from configs.bases import gymnasium_cartpole_to_475

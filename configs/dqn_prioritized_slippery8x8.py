@@ -1,9 +1,8 @@
 """DQN with prioritized replay on slippery 8x8: configs/dqn_slippery8x8.py's settings
-with a prioritized table (alpha 0.6, beta 0.4 -> 1 over the learning-rate decay's
-30,000 updates), for the pipeline comparison (README, "The pipeline study").
-It inherits the uniform config's 4 samples per insert and target refresh every 250
-updates (issue 30); the study's figures of it were measured before, at 1 and 500,
-and it was not measured at a fixed budget.
+(4 samples per insert, a target refresh every 250 updates) with a prioritized table
+(alpha 0.6, beta 0.4 -> 1 over the learning-rate decay's 30,000 updates), for the
+pipeline comparison (`launch/compare.py`; docs/decisions.md, "Prioritized replay").
+Not measured at these settings (docs/learning.md, "Not measured again").
 """
 
 from distrl import cli

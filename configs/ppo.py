@@ -3,7 +3,7 @@
 Fresh data: each of the 2 actors acts one chunk per params version and then waits
 for the next version (`actor.chunks_per_version`), and the learner reads no batch
 ahead (`learner.prefetch=0`), so every batch was acted with the params it updates
-(data age 0; measured in README, "Data age").
+(data age 0; docs/decisions.md, "On-policy data is fresh by gating the actors").
 """
 
 from distrl.config import base_config

@@ -8,19 +8,12 @@ Its settings (`agents/Breakout-MinAtar/ppo.yaml`): 64 envs of 128 steps, 4 epoch
 minibatches, learning rate 5e-4, entropy 0.01, gradient clip 0.5, and a
 "Categorical-MLP" of two hidden ReLU layers of 256 over the flattened image; its
 `utils/ppo.py` evaluates the sampled policy (`pi.sample`), so this preset does too
-(`evaluator.sampled`; `launch/evaluate.py` plays it the same way). Its discount is
-0.999; this preset keeps 0.99. MinAtar (Young & Tian 2019, arXiv:1903.03176) gives
-DQN about 10 at 5M frames, read from its figure (sticky actions); a random policy
-scores 0.5 (MinAtar README).
-
-Measured here (README, "Configs and what they reach"; presets.csv, study
-issue37-breakout): single process, seeds 41-43 (never tuned on; seed 13 was),
-confirmed at 2.3-6.3M env steps in 149-390 s; distributed (2 actors) seeds 41 and 43
-at 7.7M and 4.8M, seed 42 at 9.4M (an earlier run of it held 15-17 to 10M). Judged on
-its greedy policy instead (`--config.evaluator.sampled=False`, study
-issue37-breakout-greedy) it confirms 28 too, seeds 41-43: single process at 1.1-4.6M
-env steps, distributed at 4.5-6.6M. The target stays the sampled policy's, as the
-published figure's.
+(`evaluator.sampled`; `launch/evaluate.py` plays it the same way; docs/decisions.md,
+"The MinAtar PPO presets take gymnax-blines' MLP and judge the sampled policy"). Its
+discount is 0.999; this preset keeps 0.99. MinAtar (Young & Tian 2019,
+arXiv:1903.03176) gives DQN about 10 at 5M frames, read from its figure (sticky
+actions); a random policy scores 0.5 (MinAtar README). What distrl reaches, judged on
+the sampled and on the greedy policy: docs/results.md, "`ppo_breakout`".
 """
 
 from configs.bases import to_return
@@ -32,7 +25,7 @@ def get_config():
         dict(
             torso="mlp",
             hidden_sizes=(256, 256),
-            activation="relu",  # as gymnax-blines' (tanh, seed 41: 22.9 at 10M)
+            activation="relu",  # as gymnax-blines' (tanh learned far less)
             learning_rate=5e-4,
             entropy_coef=0.01,
             num_minibatches=8,

@@ -1,7 +1,7 @@
 """PPO with the Gaussian head on gymnasium's MuJoCo HalfCheetah-v5 (Box actions in
 [-1, 1]^6), stepped in Python by 2 actors of 4 copies; Hopper-v5 with
 `--config.env.name=gymnasium:Hopper-v5`. No return target: a 1M env step budget
-(`config.mujoco`), the policy kept is the best 10-episode greedy evaluation.
+(`bases.mujoco`), the policy kept is the best 10-episode greedy evaluation.
 
 Settings as CleanRL's `ppo_continuous_action.py` (vwxyzjn/cleanrl, its `Args`): 2,048
 env steps per update (2 actors x 4 copies x 256 steps, fresh data: one chunk per
@@ -13,14 +13,13 @@ policy and the value apiece, a learned log std from 0, observations standardised
 running statistics (`agent.normalize_observations`, as CleanRL's NormalizeObservation
 and the zoo's VecNormalize). Unlike theirs: no reward normalisation, so no value
 clipping either (CleanRL clips V by 0.2 around the behaviour's V of *normalised*
-rewards; on raw MuJoCo returns, V in the hundreds, that clip held the critic back:
-HalfCheetah 1,516-2,386 and Hopper 508-538 at 1M with it, 4,016-4,965 and 3,600
-without, docs/learning.md "MuJoCo"), and the Gaussian is tanh-squashed
+rewards; on raw MuJoCo returns, V in the hundreds, that clip holds the critic back:
+docs/decisions.md, "PPO on MuJoCo clips no value"), and the Gaussian is tanh-squashed
 (`agents/distributions.py`).
 Evaluated every 51,200 env steps (25 updates). Published return: the SB3 RL Zoo's
 `benchmark.md` gives PPO 5,819 on HalfCheetah-v3 at 1M env steps (its tuned
-`hyperparams/ppo.yml` settings, with VecNormalize). What distrl reaches, per seed,
-with the env steps and seconds: docs/learning.md ("MuJoCo").
+`hyperparams/ppo.yml` settings, with VecNormalize). What distrl reaches:
+docs/results.md, "`ppo_mujoco`" and "`ppo_mujoco@Hopper`".
 """
 
 from configs.bases import mujoco

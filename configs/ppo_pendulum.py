@@ -7,8 +7,8 @@ within a few dozen steps), GAE lambda 0.95, 4,096 env steps per update (2 actors
 envs x 256 steps, fresh data: one chunk per actor per params version), 10 epochs of 32
 minibatches, advantages normalised per batch, no entropy bonus, two hidden layers of
 64 (tanh) for the policy and the value apiece. No observation or reward
-normalisation (distrl has none). The env steps and seconds per seed are in
-docs/learning.md ("Continuous control").
+normalisation. Its results: docs/learning.md, "Continuous control: Pendulum and
+MuJoCo".
 """
 
 from configs.bases import to_return

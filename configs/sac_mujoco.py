@@ -1,6 +1,6 @@
 """SAC on gymnasium's MuJoCo HalfCheetah-v5 (Box actions in [-1, 1]^6), stepped in Python
 by 2 actors of 4 copies; Hopper-v5 with `--config.env.name=gymnasium:Hopper-v5`. No
-return target: a 1M env step budget (`config.mujoco`), the policy kept is the best
+return target: a 1M env step budget (`bases.mujoco`), the policy kept is the best
 10-episode greedy evaluation.
 
 Settings as CleanRL's `sac_continuous_action.py` (vwxyzjn/cleanrl, its `Args`): two
@@ -11,8 +11,8 @@ tuned to an entropy of -6 (minus the action size) from 1.0, a replay of 1M
 transitions, learning from 5,000 on (CleanRL's `learning_starts`; the SB3 RL Zoo's
 `hyperparams/sac.yml` HalfCheetah-v3 entry keeps SB3's defaults, the same but for
 10,000). Published return: the SB3 RL Zoo's `benchmark.md` gives SAC 9,535 on
-HalfCheetah-v3 at 1M env steps. What distrl reaches, per seed, with the env steps
-and seconds: docs/learning.md ("MuJoCo").
+HalfCheetah-v3 at 1M env steps. What distrl reaches: docs/results.md,
+"`sac_mujoco`".
 """
 
 from configs.bases import mujoco

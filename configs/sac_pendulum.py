@@ -5,7 +5,7 @@ return's 95% lower bound over 1,000 episodes reaches -200 (`evaluator.target_ret
 Two hidden layers of 128 for the actor and each critic, batch 256, half an update per
 env step (128 samples per inserted transition at batch 256), learning from 2,048
 transitions on; the temperature is tuned to an entropy of -1 (one action element).
-The env steps and seconds per seed are in docs/learning.md ("Continuous control").
+Its results: docs/learning.md, "Continuous control: Pendulum and MuJoCo".
 """
 
 from configs.bases import to_return

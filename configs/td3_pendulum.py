@@ -6,7 +6,7 @@ Two hidden layers of 128 for the actor and each critic, batch 256, half an updat
 env step (128 samples per inserted transition at batch 256), learning from 2,048
 transitions on; exploration noise 0.1 and target smoothing noise 0.2 (of the [-1, 1]
 range), the actor and targets updated every second critic update.
-The env steps and seconds per seed are in docs/learning.md ("Continuous control").
+Its results: docs/learning.md, "Continuous control: Pendulum and MuJoCo".
 """
 
 from configs.bases import to_return

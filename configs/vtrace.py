@@ -2,8 +2,8 @@
 
 Deliberately asynchronous, so the data is old (what V-trace is for): actors never
 wait for new params (`actor.chunks_per_version=0`), a queue of 8 chunks, 4 batches
-prefetched and 16 samples in flight. Measured mean data age about 20 updates (max
-33-34), solved in every run (README, "Data").
+prefetched and 16 samples in flight, so the data is many updates old (result.json's
+`data` reports its age).
 """
 
 from distrl.config import base_config

@@ -1,7 +1,7 @@
 """V-trace actor-critic on slippery 8x8, asynchronous as configs/vtrace.py (actors
 never wait for new params, so data is several updates old), with A2C's slippery
 8x8 settings: [16, 16] chunks, one per update, lr 2e-3 decaying to 1e-5 over
-12,000 updates, discount 0.99 (README, "The pipeline study").
+12,000 updates, discount 0.99; for the pipeline comparison (`launch/compare.py`).
 """
 
 from configs.bases import slippery_8x8_to_optimum

@@ -1,12 +1,12 @@
 """JAX's persistent compilation cache, turned on by distrl's entry points.
 
-Every node process compiles the same rollout, update and evaluation functions, and on
-a small machine those compiles dominate start-up (measured: a PPO update's first call
-7.4 s cold, 1.1 s from the cache). `enable` is called by the entry points
-(`cli.run`: launch/train.py and `python -m distrl.local`; the benchmarks; the test
-suite; the Ray node host), never by importing distrl. It sets JAX's environment
-variables, so the node processes a launcher starts inherit the cache, and updates
-JAX's config when JAX is already imported. Settings a user exported win.
+Every node process compiles the same rollout, update and evaluation functions, and on a
+small machine those compiles dominate start-up (the cache's paragraph in
+docs/decisions.md, "Checkpoints come in rounds, and a resume pairs them"). `enable` is
+called by the entry points (`cli.run`: launch/train.py and `python -m distrl.local`; the
+benchmarks; the test suite; the Ray node host), never by importing distrl. It sets JAX's
+environment variables, so the node processes a launcher starts inherit the cache, and
+updates JAX's config when JAX is already imported. Settings a user exported win.
 """
 
 import os
@@ -14,8 +14,8 @@ import sys
 
 ENV = "DISTRL_COMPILATION_CACHE"  # the cache directory, or "off"
 DEFAULT_DIR = os.path.join(os.path.expanduser("~"), ".cache", "distrl", "jax")
-# JAX evicts the least recently used entries beyond this (the whole test suite and
-# the benchmarks together filled about 30 MB here).
+# JAX evicts the least recently used entries beyond this (the whole test suite and the
+# benchmarks together fill far less).
 MAX_BYTES = 1 << 30
 
 

@@ -1,10 +1,11 @@
 """Ending a process at once when its work is done.
 
 Python's own exit first tears down what the learning stack left running: it waits on
-gRPC's and courier's threads and unloads TensorFlow and JAX, 1-2 s of nothing after a
+gRPC's and courier's threads and unloads TensorFlow and JAX, seconds of nothing after a
 command has finished, and in a node process until Launchpad's stop alarm kills it
-with SIGALRM (exit code -14) about a second into each stop phase. Every caller has
-closed its files and written its results before it calls `now`.
+with SIGALRM (exit code -14) about a second into each stop phase (docs/decisions.md,
+"Done means gone"). Every caller has closed its files and written its results before
+it calls `now`.
 """
 
 import atexit

@@ -41,7 +41,9 @@ FIELDS = {
         # are cut shorter to show progress and to keep budget.seconds
         iterations_per_call=200,
         # XLA backend optimisation level; -1: XLA's default (2). Level 0 compiles a little
-        # faster and steps several times slower (docs/decisions.md)
+        # faster and steps several times slower (docs/decisions.md, "The single-process
+        # trainer judges at the evaluator's env-step cadence and compiles at XLA's full
+        # optimisation")
         xla_opt_level=-1,
     ),
 }

@@ -1,63 +1,29 @@
-"""The single-process trainer: the reference the distributed system is compared to.
+"""The single-process trainer: the whole loop in one jitted program, the reference the
+distributed system is compared with.
 
-It uses exactly the agents' `update` and `policy` and the shared rollout: B envs
-for T steps per iteration, then (DQN) add n-step transitions to a circular replay
-buffer held in JAX arrays (`distrl.agents.replay_buffer`) and take a few updates,
-or (AC/PPO) update on the chunk itself. Iterations, updates and the greedy evaluation
-that decides when to stop are fused into ONE jitted call (a `lax.while_loop` that runs a
-given number of iterations, at most `iterations_per_call`); Python only loops over those
-calls, sizes them by time (`_plan`: a progress line at least every 10 s, and the last call
-before `budget.seconds` one iteration long) and shows the launcher's progress line
-(`program/progress.format_line`).
-The run is solved when the lower bounds of the greedy success interval and/or mean
-return interval reach their targets (those set) in an evaluation of
-`evaluator.confirm_envs` episodes, run whenever the greedy policy's exact success (a
-cheap dynamic programme in the loop) reaches a success target, else whenever a
-routine evaluation touches the targets;
-the final figures are a `confirm_envs`-episode evaluation, the exact success
-of the greedy policy against the optimum's (`envs.exact`), and the learned value
-against the exact value of the policy it estimates (`exact_check.exact_answer`).
-The exact parts (the screen, the optimum, the exact figures) and the grids are
-taken only for an env that has them (`envs.tabular_model`, `reporting.has_grids`:
-the gridworld does); `train(config, env=...)` runs any env of the interface
-(`distrl.envs.interface`).
-
-It takes the same experiment config as `launch/train.py` (`distrl.config`), and the
-same CLI (absl flags + a config file, `distrl.cli`):
+Each iteration rolls out B envs for T steps with the shared rollout (`acting.rollout`)
+and hands the chunk to the pipeline's `local_learn`: DQN adds it to a replay buffer of
+JAX arrays (`agents.replay_buffer`) and takes a few updates, on-policy agents update on
+the chunk itself. Iterations and the evaluation that decides when to stop run in ONE
+jitted `lax.while_loop` (`_train_call`); Python only loops over those calls, sized by
+time (`_plan`), and prints the launcher's progress line. Same config and CLI as
+`launch/train.py`:
 
     python -m distrl.local --config=configs/ppo.py --config.env.slippery=True
 
-How the experiment config maps onto one process (`Settings.of`):
-- envs: B = num_actors x actor.num_envs, all actors' envs stepped as one batch;
-  T = actor.unroll_length. One iteration is T x B env steps.
-- the data step is the pipeline's (`local_init`, `local_learn` in distrl/pipelines/):
-- DQN: a replay buffer of replay.max_size transitions, sampled uniformly once it
-  holds replay.min_size; each update samples learner.batch_size transitions, and
-  an iteration takes samples_per_insert x T x B / batch_size updates (rounded, at
-  least 1): the ratio Reverb's rate limiter keeps in the distributed run.
-- on-policy: the [T, B] rollout is split into num_actors / learner.batch_chunks
-  updates of [T, batch_chunks x actor.num_envs], the distributed learner's batch
-  (num_actors must be a multiple of batch_chunks).
-- stop: evaluator.target_success (0: none; -1, the default: 1.0 where the env has a
-  success signal, none where it has not), or evaluator.target_of_optimal of the
-  exact optimum, and/or evaluator.target_return (the mean return's lower bound; 0:
-  none), or with evaluator.optimal_measure=return target_of_optimal of the optimal
-  expected return in its place (`evaluator_config.targets`), confirmed as above;
-  evaluator.num_envs greedy (evaluator.sampled: sampled) episodes every local.eval_every
-  iterations (0, the
-  default: evaluator.every_env_steps in iterations, else every iteration);
-  budget.env_steps inside the jitted loop, budget.learner_steps and budget.seconds
-  between jitted calls (a call starts only within budget.seconds, and the last one is
-  one iteration long: the run stops within one iteration of it); 0 = no limit. A
-  non-finite action (diverged params), in the training rollouts or an evaluation, ends
-  the loop and raises the actors' `EnvError` naming the env, the copy and its step
-  (`rollout.check_actions`), not a NaN return.
-- seed, env, agent: as in the distributed run. local.* holds the trainer's own
-  settings (eval_every, iterations_per_call, xla_opt_level).
-Not used here: replay.sampler (always uniform), priority_exponent, error_buffer,
-queue_size, learner.prefetch, actor.params_update_period and epsilon_spread (one
-policy, always current), evaluator.every_seconds, log, checkpoint,
-ray and run_dir (nothing is written).
+The config on one process (`Settings.of`; the data step is the pipeline's `local_*`):
+- B = num_actors x actor.num_envs, stepped as one batch; T = actor.unroll_length.
+- DQN: a uniform replay of replay.max_size transitions, sampled from replay.min_size
+  on; samples_per_insert x T x B / learner.batch_size updates per iteration (at least
+  1), the ratio Reverb's rate limiter keeps in the distributed run.
+- on-policy: num_actors / learner.batch_chunks updates per iteration, each of
+  [T, batch_chunks x actor.num_envs], the distributed learner's batch.
+- stop: the evaluator's targets (`evaluator_config.targets`), confirmed as the
+  evaluator confirms them (`_evaluate`); budget.env_steps inside the loop,
+  budget.learner_steps and budget.seconds between calls.
+- local.* holds the trainer's own settings. Unused: replay.sampler, priorities, queues,
+  prefetch, params_update_period, epsilon_spread (one policy, always current),
+  evaluator.every_seconds, log, checkpoint, ray and run_dir (nothing is written).
 """
 
 import functools
@@ -243,8 +209,9 @@ def _evaluate(env, agent, cfg: Settings, target: tuple, params, key):
     confirm_envs episodes once the greedy policy's exact success
     (`exact.make_policy_stats`, cheap) reaches the success target; an env without a
     tabular model, a run with a return target, or a sampled evaluation screens by
-    eval_envs episodes instead. target: (success, mean return), 0 where none. Returns (EvalResult,
-    its first non-finite action: `evaluation.Episodes`)."""
+    eval_envs episodes instead, confirming when they touch the targets. target:
+    (success, mean return), 0 where none. Returns (EvalResult, its first non-finite
+    action: `evaluation.Episodes`)."""
     act = evaluation.make_act(agent, greedy=cfg.greedy)
 
     def run(key, n, exact=False):
@@ -348,10 +315,11 @@ _SHOW_SECONDS = 1.0  # at most a line a second (the launcher redraws its line as
 def _plan(cfg: Settings, left_in_block: int, slowest: float | None, elapsed: float) -> int:
     """Iterations for the next jitted call: the rest of the block, cut to _LINE_SECONDS
     and to a quarter of what is left of budget.seconds at the slowest seconds per
-    iteration seen (a quarter: a call whose iterations run up to 4x slower than any
-    before, as on a loaded machine, still ends in time; a half was seen to fall short
-    at load 14), so that the last call before the time budget is one iteration; 1
-    before any call is timed."""
+    iteration seen (a quarter, so that a call running up to 4x slower than any before,
+    as on a loaded machine, still ends in time), so that the last call before the time
+    budget is one iteration; 1 before any call is timed. docs/decisions.md, "The
+    single-process trainer judges at the evaluator's env-step cadence and compiles at
+    XLA's full optimisation"."""
     if slowest is None:
         return 1
     window = _LINE_SECONDS
@@ -454,13 +422,17 @@ def _check_actions(carry: TrainCarry, ev, cfg: Settings) -> None:
 
 
 def train(config, log=None, env=None) -> TrainResult:
-    """Trains until the success interval's lower bound reaches the target or a budget ends.
+    """Trains until the targets are confirmed (`_evaluate`) or a budget ends.
 
     config: an experiment config (`distrl.config.base_config`, `configs/*.py`);
     ConfigError before anything is compiled when it cannot work here (including
     the memory estimate and a target the env cannot score). log: optional
     callable(str) for the progress lines (the launcher's, `_loop`). env: an env of the
-    interface to train on instead of `config.env`'s gridworld.
+    interface (`distrl.envs.interface`) to train on instead of `config.env`'s.
+    The result's figures come from an evaluation of `evaluator.confirm_envs` episodes
+    (`_final_evaluation`); for an env with a tabular model (`envs.tabular_model`) also
+    the greedy policy's exact success against the optimum's and its learned value
+    against the exact one (`exact_check.exact_answer`), and the grids where it has them.
     """
     start = time.perf_counter()
     experiment = experiment_lib.make(config, env)

@@ -92,9 +92,9 @@ class SameConv2D(hk.Module):
     (`w` [k, k, C, O] with its init, `b` [O] zeros), so params and outputs are the same.
 
     Why: XLA:CPU runs a convolution inside a `lax.scan` (PPO's minibatch loop, the
-    rollout, the fused trainer) about 10x slower than the same convolution alone
-    (jax 0.6.2: a [1024, 10, 10, 4] -> 16 gradient took 800 ms per minibatch in a scan
-    against 78 ms alone); a dot does not slow down there, and this form took 64 ms.
+    rollout, the fused trainer) many times slower than the same convolution alone; a
+    dot does not slow down there (docs/decisions.md, "The conv torso is one matmul
+    (im2col), not an XLA convolution").
     """
 
     def __init__(self, channels: int, kernel: int, name: str | None = None):

@@ -3,10 +3,8 @@ words on the device (inside the jit that made it) and unpacked on the host as nu
 views of that buffer.
 
 `jax.device_get` of a pytree pays for each leaf, and for an actor's rollout output
-(items, episode statistics: 10 to 15 small leaves) that cost more than the copy
-itself: rollout + items + `device_get` ran at 0.68-0.79x of the rollout alone, and
-at 0.97-0.99x with one packed buffer (benchmarks/README.md, "Issue 14: one copy per
-rollout").
+(items, episode statistics: 10 to 15 small leaves) that costs more than the copy
+itself (docs/decisions.md, "The learner publishes only finished updates").
 """
 
 import math
@@ -96,9 +94,8 @@ class PackedFn:
 class OnHost:
     """An item function whose work needs no JAX: numpy in, numpy out (the chunk itself
     as its item). A host-stepped actor calls it in place on its numpy chunk, where a
-    jitted call would copy the chunk to the device and back (PPO's chunk: about 200 us
-    per chunk of 16 steps, a twentieth of the actor's time; benchmarks/README.md,
-    "Issue 27"); inside a JAX actor's jit it is traced like any function."""
+    jitted call would copy the chunk to the device and back, a cost per chunk for
+    nothing; inside a JAX actor's jit it is traced like any function."""
 
     def __init__(self, fn):
         self._fn = fn

@@ -95,7 +95,7 @@ class Checked(gymnasium.Wrapper):
     end flag its spaces do not allow, becomes one `EnvError` naming the env, the copy
     and the step (this copy's steps since it was made, and the step of its episode).
 
-    The checks stay per copy (a vector env's batch no longer shows a wrong dtype, shape
+    The checks stay per copy (a vector env's batch does not show a wrong dtype, shape
     or type: it casts into its buffers), but a step whose values are what they should
     be passes on a few type and attribute tests (`_fine`); only a suspect one goes
     through the full checks that write the message."""

@@ -21,7 +21,7 @@ from distrl.errors import ConfigError
 
 GB = 1024**3
 # One node process: Python, TensorFlow, Reverb, courier and JAX imported and an agent
-# initialized and compiled (measured: 672 MB peak RSS for DQN on 4x4).
+# initialized and compiled: about the peak RSS of a DQN node on 4x4.
 PROCESS_BYTES = 600 * 1024**2
 _FLOAT = 4
 _OPTIMIZER_COPIES = 6  # params, target, gradients, two Adam moments, the update

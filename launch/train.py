@@ -29,8 +29,8 @@ _HELP = ("--help", "-h", "-?", "--helpfull", "--helpshort", "--helpxml")
 
 def _start_preloaded_parent(argv) -> None:
     """A local_mp run's nodes are forks of the preloaded parent, whose imports take
-    about 3 s of CPU: started here, before this launcher's own imports (as long
-    again), the two import at once on two cores. It gets the environment every node
+    seconds of CPU: started here, before this launcher's own imports (as long again),
+    the two import at once on two cores. It gets the environment every node
     shares (the compilation cache, the bind shim, nodeenv.shared). It only imports
     until the supervisor adopts it: a bad flag or config kills and reaps it before
     this process exits (`zygote.discard_early`). Not started when this process has

@@ -10,13 +10,11 @@ reward, discount 0 only on termination, last on termination or truncation,
 next_observation before any reset, policy extras) and `rollout.RolloutStats`.
 
 Episode ends: the vector env runs in gymnasium's SAME_STEP autoreset mode (the
-default, NEXT_STEP, answers the step after an episode's end with the reset
-observation and reward 0 and ignores the action: a step that is no transition, which
-a [T, B] chunk has no room for). In SAME_STEP a copy whose episode ended resets
+default, NEXT_STEP, answers the step after an episode's end with a step that is no
+transition, which a [T, B] chunk has no room for). A copy whose episode ended resets
 within the same step: the step returns the reset observation (the policy's next
-input) and `info["final_obs"]` the observation reached, which becomes the
-transition's next_observation, so no transition crosses an episode boundary and a
-truncation bootstraps from the state it reached.
+input) and `info["final_obs"]` the observation reached, the transition's
+next_observation, so a truncation bootstraps from the state it reached.
 
 Failures: every copy is `pyenv.Checked` (an exception or an observation its space
 does not allow becomes one `EnvError` line naming the env, copy and step); a vector
@@ -141,8 +139,8 @@ class _Deadline:
     left running. An env hung in native code that lets no signal through is not
     interrupted: copies in subprocesses (`env.vector=async`) are, always. Elsewhere,
     or where another handler owns SIGUSR2, the call runs in a `_Worker` thread that
-    is abandoned to a hung call (a thread hand-off per call: about 20 us, a tenth of
-    a CartPole step of 16 copies, and far more on a loaded machine)."""
+    is abandoned to a hung call (a thread hand-off per call, a large share of a small
+    env's step on a loaded machine)."""
 
     current = None  # the main thread's call in progress: (its _Deadline, its start)
 
@@ -192,9 +190,9 @@ def _on_late(signum, frame):
 
 def _late_handler_ours() -> bool:
     """True when SIGUSR2 is handled by `_on_late` (installed here unless another
-    handler holds it); main thread only. Asked of `_signal` (0.1 us): `signal.getsignal`
-    maps the answer to its enum by raising and catching a ValueError for a function,
-    3 us in every vector step."""
+    handler holds it); main thread only. Asked of `_signal`: `signal.getsignal` maps
+    the answer to its enum by raising and catching a ValueError for a function, a cost
+    paid in every vector step."""
     handler = _signal.getsignal(_LATE_SIGNAL)
     if handler is _on_late:
         return True
@@ -351,8 +349,8 @@ class HostAct:
         leaves, treedef = jax.tree.flatten(params)
         if self._treedef is None or treedef != self._treedef:
             self._bind(treedef, params, key, carry.observation, epsilon)
-        # epsilon converted in each call (about 1 us): a device scalar costs 60-300 us to
-        # make, and a DQN actor's changes every chunk while its schedule decays
+        # epsilon converted in each call (cheap): a device scalar is costly to make, and
+        # a DQN actor's changes every chunk while its schedule decays
         leaves, epsilon = tuple(leaves), np.float32(epsilon)
         policy, layout, steps = self._policy, self._layout, self._steps
         b = stepper.num_envs
@@ -426,11 +424,11 @@ def make_act(env, policy, config, to_items) -> HostAct:
 def synchronous_dispatch() -> bool:
     """Makes this process's JAX CPU client run each jitted call in the calling thread,
     when no backend exists yet (the flag is read when the client is made); True when
-    calls are synchronous. A host-stepped actor makes one small call per env step:
-    synchronous, its policy call with the copy off the device took 21 us at best,
-    against 38-44 us handed to XLA's thread and waited for (medians 24 against 132-196
-    us on a loaded machine; benchmarks/README.md, issue 27). An actor of a JAX env keeps
-    asynchronous dispatch: its rollout computes while it writes the previous one."""
+    calls are synchronous. A host-stepped actor makes one small call per env step,
+    quicker run in place than handed to XLA's thread and waited for, far more so on a
+    loaded machine (docs/decisions.md, "Envs stepped in Python step in the actors, in
+    gymnasium's SAME_STEP autoreset mode"). An actor of a JAX env keeps asynchronous
+    dispatch: its rollout computes while it writes the previous one."""
     from jax._src import xla_bridge  # noqa: PLC0415 - the one way to ask, without making one
 
     if not xla_bridge.backends_are_initialized():
@@ -447,12 +445,12 @@ def unrolled_threefry(on: bool = True) -> bool:
     Why, for a host-stepped actor (call before its policy compiles): the rolled
     loop makes about 8 small independent thunks (key halves, loop-state copies) that
     XLA:CPU's thunk executor can run at once, and past a threshold of ready thunks
-    (PPO's 10, with its two torsos' first matmuls; not DQN's 9) it hands half of them
-    to its intra-op thread pool and waits for them. PPO's per-step policy call then used
-    two more threads (~30 us of their CPU per call) and took 36-44 us at best, far
-    more on a loaded machine where the waited-for thread waits for a core.
-    Straight-line, the draw fuses into its consumers: PPO's call is 14 thunks with
-    2 sources, run in the calling thread (benchmarks/README.md, "Issue 27")."""
+    (PPO's policy, with its two torsos' first matmuls, passes it; DQN's does not) it
+    hands half of them to its intra-op thread pool and waits for them: two more threads
+    per step, and slower, far more so on a loaded machine where the waited-for thread
+    waits for a core. Straight-line, the draw fuses into its consumers and the call
+    runs in the calling thread (docs/decisions.md, "Envs stepped in Python step in the
+    actors, in gymnasium's SAME_STEP autoreset mode")."""
     try:  # JAX internals: a JAX without them keeps its default (the bits are the same)
         from jax._src.interpreters import mlir  # noqa: PLC0415
 

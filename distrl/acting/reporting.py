@@ -2,7 +2,7 @@
 
 `value_grid` asks the agent for V (or max Q) and its greedy action in every cell of
 a tabular env on a grid (`has_grids`), and `render_values` / `render_arrows` print
-them the way the series did (H and G shown as letters); `report` is both grids,
+them (H and G shown as letters); `report` is both grids,
 with the value-error grid of an exact check (`exact_check.exact_answer`) under
 them. `describe_*` are the one-line texts of an evaluation's figures and of the
 exact check; `shown` leaves the success figures out for an env without a success
@@ -106,7 +106,7 @@ def describe_exact(answer: dict) -> str:
     'exact success 0.874, optimal 0.890: 98.2% (best any policy: 0.913); greedy policy
     V(S) +0.500, V*(S) +0.530 (discount 0.99); mean return +0.874, optimal +0.890:
     98.2%' and 'V(S) learned +0.350, exact V^pi(S) +0.360 (sampling policy): error
-    -0.010' (the mean return's part, undiscounted, in results of this version on)."""
+    -0.010' (the mean return's part, undiscounted, where the answer has it)."""
     first = (
         f"exact success {answer['success']:.3f}, optimal {answer['optimal_success']:.3f}: "
         f"{100 * answer['ratio']:.1f}% (best any policy: {answer['max_success']:.3f}); "

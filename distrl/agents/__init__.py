@@ -3,7 +3,7 @@
 One module per algorithm (`dqn`, `actor_critic`, `ppo`, `r2d2`, and for Box actions
 `sac`, `td3`), each with a frozen config
 dataclass and `make_agent(config, env_spec) -> Agent`. `make_config(name)` gives
-the named presets the series used (tabular Q, REINFORCE, GRPO are configs of the
+the named presets (tabular Q, REINFORCE, GRPO are configs of the
 three agents); `make_agent` dispatches on the config type. The experiment config's
 `agent` section is this package's (`section_defaults`: the preset's fields;
 `check_section`: their values, and the agent on the experiment's env).
@@ -33,7 +33,7 @@ PRESETS: dict[str, tuple] = {
             "optimizer": "sgd",
             "loss": "l2",
             # A step of 1/batch_size per sample: even a batch of one repeated entry
-            # moves it by at most the full TD error (10 diverged once replay repeated).
+            # moves it by at most the full TD error (a larger step can diverge then).
             "learning_rate": 1.0,
             "max_grad_norm": 0.0,
             "target_update_period": 1,  # bootstrap from the current table

@@ -31,7 +31,7 @@ class ActorCriticConfig(settings.PolicyGradientFields):
     sets here) and its own; `RULES` below says what each accepts."""
 
     max_grad_norm: float = 1.0
-    discount: float = 0.99  # 0.9 is steadier later but reached the goal 3-10x slower
+    discount: float = 0.99  # 0.9 is steadier later but reaches the goal far slower
     use_critic: bool = True  # False (with gae_lambda=1): REINFORCE, no baseline
     vtrace: bool = False  # off-policy correction with the behaviour's extras['log_prob']
     clip_rho_threshold: float = 1.0  # V-trace: importance weights clipped at this, for values

@@ -25,8 +25,8 @@ def observing(update: Callable) -> Callable:
 
     Only where those steps moved the params: a network that no longer learns (its step
     size decayed to 0) keeps the statistics it was trained with. Merged on, they would
-    drift to the frozen policy's own states and change what it does (seen on
-    ppo_mujoco past its 1M-step decay: greedy HalfCheetah 4,800 fell to 1,000)."""
+    drift to the frozen policy's own states and change what it does (docs/decisions.md,
+    "The reported policy is saved by the evaluator")."""
 
     def observed(state: base.TrainingState, batch):
         new, metrics = update(state, batch)

@@ -129,8 +129,9 @@ def records_value(config) -> bool:
     """Whether the actors record V(s) in each step's extras ("value"), beside the sampled
     action's "log_prob": for PPO's clipped value loss (`clip_value`), its one reader, or
     when asked (`record_value`, which runs saved before it had: `config.ADDED_LATER_TO_AGENTS`).
-    Acting without it halved ppo_breakout's actor rollout (issue 37). `config`: the
-    agent's dataclass or the experiment config's `agent` section."""
+    Otherwise acting skips the critic (docs/decisions.md, "On-policy items are whole
+    `[T, B]` chunks"). `config`: the agent's dataclass or the experiment config's `agent`
+    section."""
     return bool(getattr(config, "record_value", False) or getattr(config, "clip_value", False))
 
 
@@ -161,8 +162,7 @@ def make_optimizer(
     then stays there; a policy that has found the optimum stops being shaken off it.
 
     Wrapped in `optax.flatten` (the optimizer state is one flat vector): on XLA:CPU
-    this cuts the compile time of an update several-fold (measured 2.9 s -> 0.5 s
-    for a 64x64 MLP with clipping) and changes no numbers.
+    this cuts the compile time of an update several-fold and changes no numbers.
     """
     if decay_steps and decay_steps > 0:
         learning_rate = optax.linear_schedule(learning_rate, final_learning_rate, decay_steps)
@@ -191,8 +191,8 @@ def optimizer_of(config) -> optax.GradientTransformation:
 def global_norm(tree) -> jnp.ndarray:
     """L2 norm of a pytree, through one flat vector.
 
-    Same value as `optax.global_norm`, whose per-leaf reduction added ~1.6 s of
-    XLA:CPU compile time to a small update (jax 0.6.2).
+    Same value as `optax.global_norm`, whose per-leaf reduction adds seconds of
+    XLA:CPU compile time to a small update.
     """
     return jnp.linalg.norm(ravel_pytree(tree)[0])
 

@@ -97,7 +97,7 @@ def explore_uniformly(key, actions: jnp.ndarray, epsilon) -> jnp.ndarray:
     """`actions` [B, D] in policy units, each row replaced by a uniform draw from
     [-1, 1]^D with probability `epsilon`. `key` is the one the policy drew `actions`
     with: the draws here come from keys folded from it, so with epsilon 0 the actions
-    are the policy's own, as before the random start existed."""
+    are the policy's own draws, unchanged by the random start."""
     explore_key, uniform_key = jax.random.split(jax.random.fold_in(key, 1))
     explore = jax.random.uniform(explore_key, actions.shape[:1]) < epsilon
     uniform = jax.random.uniform(uniform_key, actions.shape, actions.dtype, -1.0, 1.0)

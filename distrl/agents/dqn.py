@@ -83,7 +83,8 @@ def loss_fn(network, config: DQNConfig, params, target_params, batch: QTransitio
     metrics holds scalars and `priorities` [N] = |TD| (no gradient), the new
     priorities of the batch's transitions. `q_taken` (the mean online Q of the taken
     actions) and `terminal_frac` (the batch's share of terminal transitions, discount
-    0) show a TD burst: a terminal's TD error is about Q itself (issue 37 item 5).
+    0) show a TD burst: a terminal's TD error is about Q itself (docs/decisions.md,
+    "CartPole's presets decay their step size to 0, and DQN's takes an L2 loss").
     """
     td, q_taken = td_error(network, params, target_params, batch, config.double_q)  # [N] each
     if config.loss == "huber":

@@ -8,8 +8,8 @@ steps with `lax.scan`, all in one compiled call.
 
 GRPO scores only episodes that end inside their chunk (see `advantages.grpo`): the
 distributed actor writes windows of whole episodes (`distrl.agents.episodes`); the
-single-process trainer needs chunks longer than most episodes (T=64 on the 4x4 map;
-with T=16 and no windows the greedy policy never settled in our runs).
+single-process trainer needs chunks longer than most episodes (e.g. T=64 on the 4x4
+map), or the greedy policy does not settle.
 """
 
 import dataclasses
@@ -35,7 +35,7 @@ class PPOConfig(settings.PolicyGradientFields):
 
     max_grad_norm: float = 0.5
     discount: float = 0.9  # 0.99 reaches the goal too, but its greedy policy later flips
-    # to wall bumps in ~20% of evaluations (a 1% value gap); 0.9 stays put
+    # to wall bumps in some evaluations (a 1% value gap); 0.9 stays put
     clip_epsilon: float = 0.2  # probability ratio clipped to [1 - eps, 1 + eps]
     clip_value: bool = False  # clip V around extras['value'] by clip_epsilon
     num_epochs: int = 4  # passes over each batch per update
@@ -164,7 +164,7 @@ def minibatch_loss(
     loss = pg_loss + config.value_coef * value_loss - weight * entropy
     clip_frac = jnp.mean((jnp.abs(ratio - 1.0) > config.clip_epsilon).astype(jnp.float32))
     # KL(behaviour || current), the k3 estimate (ratio - 1 - log ratio >= 0): with the
-    # clip fraction it shows the step size against the clip range (issue 37 item 5)
+    # clip fraction it shows the step size against the clip range
     approx_kl = jnp.mean(jnp.exp(log_ratio) - 1.0 - log_ratio)
     metrics = {
         "loss": loss,

@@ -4,25 +4,10 @@
 one fully resolved, validated config per run, before anything runs; `run_one`
 trains one of them with `launch/train.py` in its own process (sequentially: a
 small machine has no cores to spare); `summarize` reads a finished run directory;
-`aggregate` and `markdown` turn the runs into the report's tables.
-
-Definitions used in the report (also printed under its table):
-- time origin: the last evaluation at which no env step had been counted yet, so
-  process start-up and compilation are not charged to an algorithm (`startup_s`);
-- steps / time to 95% (98%): the first evaluation whose greedy policy's exact
-  success reached that share of the exact optimum (resolution: one evaluation
-  period); steps / time to target: likewise for the sampled success rate;
-- final exact success: result.json's `exact` (the run's result policy), and its
-  ratio to the optimum;
-- on an env without a success signal (no `success_rate` in its evaluator rows):
-  the result policy's greedy mean return with its 95% interval (result.json's
-  `evaluation`), and steps / time to the first evaluation whose return interval's
-  lower bound reached the target return;
-- data age: result.json's `data` (learner updates from acting to learning);
-- throughput: env steps and learner updates divided by training time;
-- samples per insert: Reverb's completed samples / completed inserts over the run
-  (items: a replay item holds k = replay.item_steps time steps of B envs, a queue
-  item a T x B chunk).
+`aggregate` and `markdown` (`compare_report`) turn the runs into the report's tables.
+What each figure means is `compare_report.DEFINITIONS`, printed under the table; time
+counts from the last evaluation before any env step (`startup_s`), so process
+start-up and compilation are not charged to an algorithm.
 """
 
 import csv

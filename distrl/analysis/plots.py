@@ -51,7 +51,7 @@ def plot_run(run_dir: str) -> list:
 def segments(data) -> list:
     """Index arrays of the launches in one evaluator log, split where the counts or the
     clock go back: logs of older versions, whose resumes restarted both at the
-    checkpoint's (a resume now continues both from the counter's record)."""
+    checkpoint's (a resume continues both from the counter's record)."""
     steps = data["env_steps"]
     back = np.diff(steps) < 0
     if "elapsed" in data:
@@ -116,8 +116,8 @@ def _success_extras(ax, data, x_key: str, idx, label: bool) -> None:
         )
 
 
-# Bounds of the policy picture: a 200x200 map drawn cell by cell (40k arrows on a
-# 240-inch figure) took the launcher to 24 GB. Above ARROW_CELLS on a side only the
+# Bounds of the policy picture: a big map drawn cell by cell (an arrow per cell on a
+# figure sized to the map) would take gigabytes. Above ARROW_CELLS on a side only the
 # heat map is drawn; above MAX_PIXELS_SIDE cells it is subsampled; the figure is at
 # most MAX_INCHES wide or high.
 ARROW_CELLS = 32

@@ -32,10 +32,10 @@ class Keeper:
 
     `offer(params, version, evaluation)` saves those params unless their version is
     the one on disk already (a report that keeps its policy writes nothing). During
-    the run the files are written without fsync, about 2 ms for a few kB of params
-    instead of 30 (an evaluation may change the report each time); the final
-    report's (`final=True`) are made durable. A failed write is logged, not raised:
-    the run goes on, and `on_disk` still names the file that holds the policy.
+    the run the files are written without fsync, far quicker (an evaluation may change
+    the report each time); the final report's (`final=True`) are made durable. A
+    failed write is logged, not raised: the run goes on, and `on_disk` still names the
+    file that holds the policy.
     """
 
     def __init__(self, run_dir: str, algorithm: str):

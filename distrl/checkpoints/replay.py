@@ -106,7 +106,7 @@ def problem(path: str) -> str | None:
 
     Complete (DONE), sealed (`keep`), and every file the seal lists present with
     its size and SHA-256 at sealing: a file cut by one byte or overwritten is
-    caught without reading a record (TFRecord's own CRCs missed a ZLIB file cut in
+    caught without reading a record (TFRecord's own CRCs miss a ZLIB file cut in
     its last bytes).
     """
     if not os.path.exists(os.path.join(path, _DONE)):

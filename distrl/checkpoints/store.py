@@ -14,13 +14,11 @@ for people and tools. Loading takes the newest save that passes every check and
 names each newer one it skipped, so a corrupt newest checkpoint falls back to the
 one before it.
 
-Why npz + JSON rather than pickle: loading a pickle runs code, and a pickled optax
-or Haiku state names private classes that move between versions; an npz holds
-only arrays (loaded with `allow_pickle=False`), opens with numpy alone, and the
-manifest is text a person can read and diff. The pytree structure comes from the
-agent itself at load time (`agent.init`), and the manifest's paths and shapes
-must match it leaf for leaf, so a checkpoint of another algorithm or network
-shape is refused with a message that names the first leaves that differ.
+Why npz + JSON rather than pickle: loading a pickle runs code and names private
+classes that move between versions; an npz holds only arrays (`allow_pickle=False`)
+and the manifest is text to read and diff. The pytree structure comes from the agent
+at load time (`agent.init`) and must match the manifest leaf for leaf, so a checkpoint
+of another algorithm or network shape is refused, naming the first leaves that differ.
 
 A `Kind` names what a directory holds (manifest format, file prefix, the noun
 messages use); every function takes the learner's (`LEARNER`) by default.

@@ -1,41 +1,22 @@
-"""Exact answers for a tabular env (`interface.Tabular`: the gridworld) by dynamic
-programming over its own transition tables.
+"""Exact answers for a tabular env (`interface.Tabular`: the gridworld, gymnasium's toy
+text) by dynamic programming over its own transition tables, numpy on the host.
 
-The gridworld is tabular, so the success probability and the discounted value of a
-policy, and the best achievable ones, can be computed exactly instead of estimated
-from episodes. Everything here is numpy on the host; the tables are the env's own
-(`gridworld._build_tables`: walls, absorbing H/G, rewards for the cell a step lands
-on), with FrozenLake's slip (the intended direction or either perpendicular one,
-1/3 each) and the time limit H: an episode from S gets at most H steps.
+A policy's success probability and discounted value, and the best achievable ones,
+are computed instead of estimated from episodes, within the time limit H; for
+discount gamma and k steps left (k = H at the start):
+  value_k(s)   = E[sum_t gamma^t r_t] over the next k steps (0 on terminal cells)
+  success_k(s) = P(reaching a goal within k steps)
 
-Conventions, for discount gamma and k steps left (k = H at the start):
-  value_k(s)   = E[sum_t gamma^t r_t] over the next k steps (0 on H and G: they end it)
-  success_k(s) = P(reaching G within k steps)
-
-`evaluate_policy` scores a stationary deterministic policy (one action per cell, e.g.
-the greedy policy of a learned Q or logits table), `evaluate_stochastic_policy` one
-that samples its action from a distribution per cell (an actor-critic's softmax: the
-policy its critic V estimates); the first is the second over one-hot distributions.
-`optimum` gives the reference a learned policy is measured against and two bounds
-beside it:
-  - pi* (`policy`, `success`, `value`): the optimal stationary policy of the discounted
-    problem (value iteration to convergence), scored exactly within the time limit.
-    An agent sees only its cell and bootstraps through the time limit, so this is
-    the policy it converges to; "optimal success" and V* in reports mean pi*'s.
-  - the time-aware optimum (`horizon_success`, `horizon_value`): finite-horizon value
-    iteration, whose policy depends on the steps left (no cell-only policy can
-    follow it); its value bounds every policy's.
-  - `max_success`: the best success probability of any policy within H steps.
-The discount changes pi*: on slippery 8x8 (H = 200, rewards +1/-1/0) pi* succeeds
-with 0.890 for gamma 0.99 but 0.876 for gamma 0.9, the time-aware optimum for gamma
-0.99 with 0.908, and the best any policy can do is 0.913.
-
-Every figure is per cell; a run reports it at the start: at `start_cell`, or, for a
-model that also has `start_distribution` (float64 [S], e.g. gymnasium's Taxi: 300
-start states), as the expectation over it (`at_start`). Beside the discounted value,
-each policy's undiscounted expected return within the time limit (`returns`) is what
-a mean episode return estimates, and `return_target` turns a fraction of pi*'s into
-a return to stop at.
+`evaluate_policy` scores one action per cell (a greedy policy), and
+`evaluate_stochastic_policy` a distribution per cell (the softmax a critic's V is
+for). `optimum` gives pi*, the optimal stationary policy of the discounted problem
+("optimal" in reports means pi*'s; the discount changes it), and two bounds beside
+it: the time-aware optimum and the best success of any policy. Every figure is per
+cell; a run reports it at the start (`at_start`: the start cell, or the expectation
+over a `start_distribution` such as Taxi's). `returns` is a policy's undiscounted
+expected return (what a mean episode return estimates), `return_target` a fraction
+of pi*'s as a return to stop at, and `make_policy_stats` the same programme jitted,
+for a training loop to screen its greedy policy.
 """
 
 from __future__ import annotations
@@ -172,7 +153,9 @@ def stationary_optimum(
 
 
 def _horizon_optimum(env: Tabular, discount: float):
-    """Finite-horizon value iteration: (value [S], its success [S], max success [S])."""
+    """Finite-horizon value iteration: (value [S], its success [S], max success [S]).
+    The time-aware optimum's policy depends on the steps left, so no cell-only policy can
+    follow it; its value bounds every policy's."""
     d = dynamics(env)
     cells = np.arange(env.num_cells)
     value, success, best = (np.zeros(env.num_cells) for _ in range(3))

@@ -1,6 +1,7 @@
 """Part of an env's observation hidden from the agent: a task that needs memory made
-from one that does not (`config.env.hidden_observation`; issue 39's masked CartPole is
-gymnax CartPole-v1 with its two velocities, elements 1 and 3, hidden).
+from one that does not (`config.env.hidden_observation`; e.g. the masked CartPole of
+configs/ppo_masked_cartpole.py is gymnax CartPole-v1 with its two velocities, elements
+1 and 3, hidden).
 
 The wrapper drops the hidden elements of the flattened observation everywhere the agent
 could see them (`reset`, `step`, `observe`), so every caller of the interface, the

@@ -42,7 +42,7 @@ def make_act(unroll, to_items) -> packing.PackedFn:
     tail) -> ((carry, tail), packed)`, `act.unpack(packed) -> (items, stats)` as numpy.
 
     The items and episode statistics leave the device as one packed buffer: per-leaf
-    `device_get`s cost an actor a quarter of its rollout's time (`distrl.packing`).
+    `device_get`s cost more than the copy itself (`distrl.packing`).
     """
 
     def act(params, carry, key, epsilon, tail):
@@ -125,8 +125,7 @@ class Actor:
     def _budget_spent(self, acting: "_Acting") -> bool:
         """Whether the run's env steps, as the counter last answered this actor, reached
         `budget.env_steps`. Actors stop there themselves: the evaluator sees the budget
-        only between its evaluations, and a fast pipeline acted through them (PPO on
-        HalfCheetah: 65.5k env steps for a budget of 50k)."""
+        only between its evaluations, and a fast pipeline would act well past it."""
         budget = self._config.budget.env_steps
         return bool(budget) and acting.tally.run_env_steps() >= budget
 
@@ -191,7 +190,7 @@ class Actor:
         )
         a.key, step_key = _split_key(a.key)
         # Dispatch is asynchronous: XLA computes chunk k+1 while Python writes chunk
-        # k to Reverb (+50% env steps/s for PPO at B=64; benchmarks/README.md).
+        # k to Reverb (docs/decisions.md, "The learner publishes only finished updates").
         (a.carry, a.tail), output = a.act(a.params.params, a.carry, step_key, epsilon, a.tail)
         written = 0
         if a.pending is not None:

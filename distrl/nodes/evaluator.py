@@ -1,24 +1,16 @@
 """Stage 6 of the data flow: the evaluator node, which also decides when to stop.
 
-Every `every_seconds` of wall time, or each time the actors' env steps pass a
-multiple of `every_env_steps` when that is set (a cadence that does not depend on
-the pipeline's speed), it pulls the learner's latest params, runs greedy episodes on
-B envs in one jitted call (one episode on a deterministic map, where it is exact),
-scores the greedy policy exactly against the optimum (`envs.exact`), reads the
-counter, writes a row to `logs/evaluator.csv`
-(the source of learning curves and of the launcher's progress line) and prints one
-progress line to its own output. It also logs the replay table's numbers
-(`ReplayMonitor`). A target counts as reached only when its interval's lower bound
-reaches it (the success rate's, `target_success`; the mean return's,
-`target_return`; both when both are set): an evaluation that touches it is confirmed
-by `confirm_envs` more episodes first, so one lucky sample never ends a run. When
-the target is reached or a budget (env steps, learner steps, wall time) is spent,
-it writes `result.json` (the interval, the exact figures, the value grid and
-greedy actions as arrays), prints the final success rate, value grid and policy
-arrows, and stops the whole program. The params of the policy it would report
-are saved each time that policy changes (`checkpoints.policy.Keeper`), so the policy
-result.json reports is on disk, even after a kill. The exact figures and the grids
-are those of an env that has them (`envs.tabular_model`, `reporting.has_grids`).
+Every `every_seconds`, or each time the actors' env steps pass a multiple of
+`every_env_steps` (a cadence that does not depend on the pipeline's speed), it pulls
+the learner's latest params, plays greedy (or sampled) episodes in one jitted call,
+scores the policy exactly against the optimum where the env has a tabular model
+(`envs.exact`), reads the counter and writes a row to `logs/evaluator.csv` (the
+learning curves' and the launcher's progress line's source), with the replay table's
+numbers (`ReplayMonitor`). A target counts only when its interval's lower bound
+reaches it over `confirm_envs` episodes (`stop_reason`). At a target or a spent
+budget it writes `result.json`, prints the final figures and grids, and stops the
+program; the policy it would report is kept on disk as it changes
+(`checkpoints.policy.Keeper`). docs/decisions.md, "The evaluator decides when to stop".
 """
 
 import time
@@ -308,7 +300,7 @@ def first_counts(counter, should_stop, fallback: dict) -> dict:
     """The counter's totals once it first answers (retried each second), or `fallback`
     if the program stops first. Rows start from the counter's figures, never from a
     placeholder: an evaluator restarted while the counter moved (a lost machine on Ray)
-    logged zeros until it answered, and its totals seemed to go back."""
+    would log zeros until it answered, and its totals would seem to go back."""
     while True:
         try:
             return counter.get_counts()

@@ -230,8 +230,8 @@ class Learner:
     def _loop(self, training: "_Training") -> None:
         """Updates until the program stops, with `learner.updates_in_flight` (DQN)
         updates dispatched before the oldest is waited for, so the host's dispatch
-        overlaps the device's compute (waiting for each update ran the update 1.44x
-        slower in one process, benchmarks/README.md, session 10); 0 waits for each."""
+        overlaps the device's compute; 0 waits for each (docs/decisions.md, "DQN reads
+        8 batches per dataset read")."""
         in_flight = self._config.learner.updates_in_flight
         overlapped(
             _timed(training.feed),
@@ -288,9 +288,9 @@ class Learner:
         checkpoints it; returns its metrics (on the device)."""
         update = self._pending.popleft()
         start = time.perf_counter()
-        # Publish only finished updates: unbounded async dispatch let the version
-        # run ~30 updates ahead of the params get_params could return, and made
-        # get_params wait for the whole backlog.
+        # Publish only finished updates: with unbounded async dispatch the version runs
+        # ahead of the params get_params can return, and get_params waits for the whole
+        # backlog (docs/decisions.md, "The learner publishes only finished updates").
         jax.block_until_ready(update.state.step)
         metrics_ = dict(update.metrics)
         priorities = metrics_.pop("priorities", None)  # [(K,) N] |TD|, DQN only
@@ -377,8 +377,8 @@ class _Training(NamedTuple):
 
 
 # A stopping learner whose loop has not ended this long after the stop (its main
-# thread stuck in a native Reverb call: seen after a replay node died, and when
-# actors stopped first) writes its final checkpoint from another thread; Reverb's
+# thread stuck in a native Reverb call, as after a replay node died, or when actors
+# stopped first) writes its final checkpoint from another thread; Reverb's
 # tables are asked for with a timeout, after the learner's own state is safe.
 _FINAL_SAVE_AFTER_S = 3.0
 

@@ -78,6 +78,6 @@ class ParamsClient:
             return False
         self.last_lag = version - self.version if self.version >= 0 else 0
         # On the device once per version: numpy params passed to the jitted rollout
-        # were copied host to device on every call (benchmarks/README.md, issue 14).
+        # would be copied host to device on every call.
         self.version, self.params = version, jax.device_put(params)
         return True

@@ -23,12 +23,10 @@ from distrl.pipelines import replay_table
 from distrl.pipelines.base import Pipeline, zeros
 from distrl.types import QTransition, Versioned
 
-# replay.item_steps's default: 2 time steps per DQN item (items of 2 x 64 transitions
-# at the default B) wrote 1.4-1.7x the transitions per second of 1 into Reverb, with
-# env steps to solve 4x4 unchanged (10 seeds) and slippery 8x8 within its run-to-run
-# spread; 4 (one item per batch) wrote 1.9-2.9x but took about a fifth more env steps
-# on 4x4 and needs min_size 1,024 (benchmarks/README.md, "Issue 14: DQN replay items
-# of [k, B] transitions"). A run saved before the field has k = 1 (`config.upgrade`).
+# replay.item_steps's default: Reverb's cost is per item, and 2 time steps per item
+# write more per second with learning per env step unchanged, where 4 needed more env
+# steps (docs/decisions.md, "A DQN item is k time steps of one actor's B envs"). A run
+# saved before the field has k = 1 (`config.upgrade`).
 ITEM_STEPS = 2
 
 
@@ -52,11 +50,12 @@ class Transitions(Pipeline):
         "learner": dict(
             batch_size=256,  # transitions per update; a multiple of k x actor.num_envs
             # batches taken per dataset read, then cut into views: a read costs about
-            # 250 us whatever it holds, a third of an update here (benchmarks/README.md)
+            # the same whatever it holds (docs/decisions.md, "DQN reads 8 batches per
+            # dataset read")
             batches_per_read=8,
             # updates dispatched before the oldest is waited for (its params are served
-            # once finished); 1 ran the learner alone 1.2-1.5x, but was not shown to
-            # learn as well (benchmarks/README.md, session 10); 0: wait for each
+            # once finished); 0: wait for each. 1 is opt-in: faster alone, but it took
+            # more env steps (docs/decisions.md, "DQN reads 8 batches per dataset read")
             updates_in_flight=0,
         ),
     }
@@ -133,8 +132,7 @@ class Transitions(Pipeline):
     def reading(self, config) -> replay.Reading:
         """Whole batches, `learner.batches_per_read` per read; in flight: max(64 time
         steps of B envs, i.e. 64 / k items, 4 batches) unless `learner.max_in_flight`
-        says: samples taken further ahead add their wait to the data age (64 items of
-        k = 4 steps were 64 batches ahead: data age +17% on slippery 8x8)."""
+        says: samples taken further ahead add their wait to the data age."""
         per_batch = self.items_per_batch(config)
         derived = max(-(-64 // config.replay.item_steps), 4 * per_batch)
         return replay.Reading(

@@ -84,9 +84,8 @@ class LaunchpadLifecycle:
             failures.record_exception(run_dir, name, err)
             # Under test_mt the node is a thread of the test process, and Launchpad's test
             # harness answers a thread that raised by SIGQUIT-killing that whole process 3 s
-            # later, unless the test's own cleanup ran first (a race the failing-node test
-            # lost under load): the failure is recorded and the program stopping, so the
-            # thread just ends.
+            # later, unless the test's own cleanup runs first (a race under load): the
+            # failure is recorded and the program stopping, so the thread just ends.
             if not self.in_own_process():
                 lp.stop()
                 return
@@ -106,8 +105,8 @@ class _StopNotice:
 
     Launchpad's handler that sets the node's stop event is a Python signal handler,
     which runs only when the main thread executes Python: a main thread blocked in a
-    native call (a Reverb sample, seen in the learner) never saw the stop, and
-    nothing waiting on the event (the learner's final checkpoint) ran. The C-level
+    native call (a Reverb sample in the learner) never sees the stop, and nothing
+    waiting on the event (the learner's final checkpoint) runs. The C-level
     handler writes each signal's number to the wakeup fd at once; a thread reads it.
     Only in a node process's main thread (not under test_mt, where nodes are threads).
     """

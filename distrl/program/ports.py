@@ -1,16 +1,16 @@
 """Ports for node servers that nothing else on this machine is given.
 
-Launchpad binds each local node address to a port portpicker finds free at that
-moment, which is a port the kernel hands out for outgoing connections too (its
-ephemeral range). Any client socket, of this run or another, can take that port
-before the node's server binds it; the server then fails to start ("Failed to start
-Courier gRPC server"), and again on every restart, as its address is fixed (seen
-in CI with tests running in parallel). So a node's port is drawn below the
-ephemeral range (above Ray's worker ports, 10002-19999), where no connection is
-given one, and is a launcher's only while it holds an exclusive `flock` on the port's
-file in one per-user directory of /tmp: two launchers starting together are never
-given the same port, and the kernel drops the lock when the launcher (and any
-process forked from it) is gone, however it ends, so nothing is left to clean up.
+Launchpad binds each local node address to a port portpicker finds free at that moment,
+which is a port the kernel hands out for outgoing connections too (its ephemeral range).
+Any client socket, of this run or another, can take that port before the node's server
+binds it; the server then fails to start ("Failed to start Courier gRPC server"), and
+again on every restart, as its address is fixed (as in CI, tests running in parallel).
+So a node's port is drawn below the ephemeral range (above Ray's worker ports,
+10002-19999), where no connection is given one, and is a launcher's only while it holds
+an exclusive `flock` on the port's file in one per-user directory of /tmp: two launchers
+starting together are never given the same port, and the kernel drops the lock when the
+launcher (and any process forked from it) is gone, however it ends, so nothing is left
+to clean up.
 """
 
 import fcntl

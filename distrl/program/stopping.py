@@ -54,8 +54,7 @@ def stop_signals_interrupt():
 @contextlib.contextmanager
 def stop_signals_ignored():
     """Ctrl-C, SIGTERM and SIGHUP ignored for the block: a second signal must not cut
-    the stop of every node short and leave some running (seen on Ray: a Ctrl-C that
-    arrived while the nodes were being stopped left four of them behind)."""
+    the stop of every node short and leave some running."""
     with _handled(_STOP_SIGNALS, signal.SIG_IGN):
         yield
 
@@ -64,14 +63,13 @@ def stop_signals_ignored():
 def stop_signals_noted():
     """Ctrl-C, SIGTERM and SIGHUP set the event this yields, instead of raising.
 
-    Seen in two full-suite runs of the Ray launcher: after a Ctrl-C the driver went on
-    renewing its watch calls for minutes (six a second in its Ray core worker log) and
-    stopped nothing, until the test's cluster was torn down. A KeyboardInterrupt
-    surfaces wherever the main thread runs its next Python bytecode, which on a Ray
-    driver may be inside Ray's own code, and nothing guarantees that it reaches the
-    launcher (Python code that Ray's native core calls back into cannot pass an
-    exception on: it is printed and dropped). A handler that only sets an event has
-    nothing to lose; the watch looks at it between its waits.
+    A KeyboardInterrupt can be lost on a Ray driver, which then goes on watching and
+    stops nothing (docs/decisions.md, "A stop signal to the Ray launcher is an event,
+    not a KeyboardInterrupt"): it surfaces wherever the main thread runs its next
+    Python bytecode, which on a Ray driver may be inside Ray's own code, and Python
+    code that Ray's native core calls back into cannot pass an exception on (it is
+    printed and dropped). A handler that only sets an event has nothing to lose; the
+    watch looks at it between its waits.
     """
     signalled = threading.Event()
 

@@ -1,31 +1,24 @@
 """Stage 7, on this machine: distrl's own `local_mp` launcher, which supervises the nodes.
 
-Launchpad's `local_mp` launcher stops the program when a node dies, without
-naming it, and its nodes outlive a killed launcher. This one keeps Launchpad's
-nodes, handles, address binding, pickling and entry point (`staging`,
-`nodeproc`, shared with the Ray launcher) and owns the processes:
+Launchpad's `local_mp` launcher stops the program when a node dies, without naming it,
+and its nodes outlive a killed launcher (docs/decisions.md, "distrl supervises its own
+node processes"). This one keeps Launchpad's nodes, handles, address binding, pickling
+and entry point (`staging`, `nodeproc`, shared with the Ray launcher) and owns the
+processes (`run`):
 
-1. Start: every node runs in a child process (`nodeproc.NodeProcess`) that dies
-   with this launcher however it dies (PR_SET_PDEATHSIG), servers on loopback
-   only (`bindhost`), output in `<run_dir>/logs/nodes/<group>/<i>`; a fork of the
-   preloaded parent (`zygote`, the learning stack imported once), or a fresh
-   interpreter when that parent cannot serve.
-2. Watch (the main thread, every 0.1 s): a node's `lp.stop()` touches the stop
-   file (`lifecycle.stop_via_file`) and ends the watch; a node that exits non-zero
-   (an exception, a signal, a native abort) is named with its cause in
-   `failures/<node>.txt` and, while the restart policy allows (`restarts`: at most
-   `config.restart.max_per_node`, after a backoff doubled per restart of that node),
-   started again, its report moved to `failures/restarted/`; otherwise the program stops.
-3. Scale (`scaling`): a request for N actors in the work directory
-   (`launch/scale.py`) starts actors (new ids' nodes, made by the program's
-   `more_actors`) or stops the newest ones (SIGTERM: each ends its rollout and
-   write, and exits; SIGKILL after the termination notice); each change is one
-   line of `<run_dir>/actors.log`, as is the launch.
-4. Stop: on the stop file, a failure, Ctrl-C, SIGTERM or SIGHUP every node gets
-   SIGTERM (actors and evaluator first, then the learner, then replay and counter,
-   so that the learner's final checkpoint finds Reverb up), and a node still
-   running `--lp_termination_notice_secs` after its SIGTERM gets a stack dump and
-   SIGKILL (named in logs/nodes/launcher).
+1. Start: each node in a child process that dies with this launcher
+   (`nodeproc.NodeProcess`), servers on loopback only (`bindhost`), output in
+   `<run_dir>/logs/nodes/<group>/<i>`; a fork of the preloaded parent (`zygote`), or
+   a fresh interpreter when that parent cannot serve.
+2. Watch (the main thread, every 0.1 s): a node's `lp.stop()` touches the stop file
+   (`lifecycle.stop_via_file`); a node that exits non-zero is named with its cause in
+   `failures/<node>.txt` and restarted while `restarts` allows, else the program stops.
+3. Scale (`scaling`): a `launch/scale.py` request starts or stops actors; each change
+   is one line of `<run_dir>/actors.log`.
+4. Stop: on the stop file, a failure, Ctrl-C, SIGTERM or SIGHUP, every node gets
+   SIGTERM (`stopping.stop_phases`: actors and evaluator, the learner, then replay and
+   counter, so the learner's final checkpoint finds Reverb up), and a stack dump and
+   SIGKILL after `--lp_termination_notice_secs`.
 
 Every restart is listed in result.json (`restarts`) and the final summary.
 """

@@ -1,9 +1,9 @@
 """A preloaded parent for `local_mp` node processes: the learning stack imported once,
 then one `fork()` per node start.
 
-A fresh node process spends about 3.3 s of CPU importing TensorFlow (for Reverb),
-JAX, Launchpad and distrl's nodes before it runs a line of its own; six of them on
-two cores made a run's start-up about 11 s. The local supervisor instead starts one
+A fresh node process spends seconds of CPU importing TensorFlow (for Reverb), JAX,
+Launchpad and distrl's nodes before it runs a line of its own (docs/decisions.md,
+"distrl supervises its own node processes"). The local supervisor instead starts one
 process, the preloaded parent (`serve`, run by `_BOOTSTRAP`), which imports that
 stack and then forks a child per node start and restart. The child applies its
 node's environment and output, makes itself die with the parent, and runs
@@ -93,7 +93,7 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
 _MAX_MESSAGE = 1 << 20
 _CHILD_POLL_S = 0.05  # how often the parent looks for exited children
-_READY_TIMEOUT_S = 120.0  # its imports: about 3.3 s of CPU, far longer on a loaded machine
+_READY_TIMEOUT_S = 120.0  # its imports: seconds of CPU, far longer on a loaded machine
 
 # Run by `python -c` with the socket's fd: dies with the launcher from its first line,
 # like a plain node; ignores Ctrl-C and hang-ups (the launcher answers those with an
@@ -145,7 +145,7 @@ def main(fd: int) -> None:
     if node is not None:
         _become_node(node)  # never returns: the child exits when its node does
     # Served (or refused): nothing to tear down that the kernel does not take back,
-    # and the supervisor waits for this exit (Python's own took about 0.8 s here).
+    # and the supervisor waits for this exit (Python's own teardown is slow).
     exits.now(0)
 
 
@@ -256,8 +256,8 @@ def _become_node(node: dict) -> None:
 def _exit(code: int) -> None:
     """Ends the child as the interpreter's exit does, in its order (non-daemon threads
     joined, atexit handlers, standard streams flushed), but without its teardown of
-    every module: in a process holding TensorFlow and JAX that takes about 1.3 s of
-    CPU, frees only memory the kernel takes back anyway, and made a stopped node
+    every module: in a process holding TensorFlow and JAX that takes over a second of
+    CPU, frees only memory the kernel takes back anyway, and can make a stopped node
     outlive Launchpad's 1 s SIGALRM (then die by it). multiprocessing's forked
     children end with os._exit too."""
     import atexit  # noqa: PLC0415
@@ -556,8 +556,8 @@ _early: Zygote | None = None
 
 def start_early(env: dict) -> None:
     """Starts the preloaded parent now, with `env`, the environment every node will
-    share as far as it is known before the launcher's own imports: its imports (about
-    3 s of CPU) then run beside the launcher's (as long again) instead of after them.
+    share as far as it is known before the launcher's own imports: its imports then
+    run beside the launcher's instead of after them.
     The supervisor adopts it (`take_early`, `Zygote.adopt`); a launcher that ends
     first (a bad flag, a crash) takes it along by its parent-death signal."""
     global _early

@@ -22,8 +22,8 @@ def target_forms(address: str) -> tuple[str, ...]:
 
     gRPC shares one connection (subchannel), and its reconnect backoff, between
     every channel of a process with the same canonical target: after an outage a
-    new client on the old target waits for the old connection's next attempt
-    (1, 1.6, 2.6, 4.1, 6.6 s apart, measured as 7-9 s after a server was back).
+    new client on the old target waits for the old connection's next attempt (gRPC's
+    backoff: 1 s, then 1.6x longer each time, so seconds after a server is back).
     "dns:host:port" names the same server but is another target, so a client on
     it connects at once. A reconnect alternates between the two forms.
     """

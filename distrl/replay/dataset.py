@@ -69,7 +69,7 @@ class _Pull:
     """A dataset iterator whose `next()` runs in a thread of its own, one call at a time.
 
     A lost server blocks `next()` in native code (Reverb's sampler retries until gRPC
-    reconnects, 7-9 s after the server is back), so the caller waits for a call with
+    reconnects, seconds after the server is back), so the caller waits for a call with
     a deadline instead and can give up on it (`close`: the thread ends when that call
     returns, and drops its iterator). With `ahead`, the next call starts as soon as a
     result is taken (it runs while the caller uses the sample); without, only when

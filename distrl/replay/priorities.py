@@ -58,9 +58,9 @@ class PriorityUpdater:
     Updates go through `connection` (`Connection.call`): a replay restarted during
     the run costs the update in hand a reconnect (shared with the learner's
     dataset and checkpoints), not gRPC's reconnect backoff (Reverb's
-    `mutate_priorities` waits, without a deadline, for the old connection: 4-9 s
-    after the server is back: an update taking `_PATIENCE_S` while the server does
-    not answer is made again on the renewed connection).
+    `mutate_priorities` waits, without a deadline, for the old connection until
+    seconds after the server is back: an update taking `_PATIENCE_S` while the
+    server does not answer is made again on the renewed connection).
     """
 
     def __init__(self, connection: Connection, max_pending: int = 8):

@@ -10,7 +10,7 @@ class Reading(NamedTuple):
 
     items_per_batch: Reverb items in one learner batch.
     batches_per_read: batches taken per dataset read and cut into views (a tf.data
-      read costs about 250 us whatever it holds).
+      read costs about the same whatever it holds).
     in_flight: samples a dataset worker requests ahead.
     prefetch: batches fetched ahead of the update (0: none).
     consumed: sampling removes the item (a queue). Then every item taken is learned

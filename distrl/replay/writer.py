@@ -38,8 +38,8 @@ class Writer:
     Every item is one appended step referenced whole, so the writer calls Reverb's
     C++ writer directly (`_append_item`): the Python `TrajectoryWriter.append` and
     `create_item` (path flattening, column history, `TrajectoryColumn`s) cost more
-    than the C++ work for a DQN actor's 16 items per rollout at k = 1
-    (benchmarks/README.md, "Issue 14: the DQN data path").
+    than the C++ work for a DQN actor's many small items (docs/decisions.md, "No queue
+    chunk is dropped").
     """
 
     def __init__(

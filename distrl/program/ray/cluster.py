@@ -1,39 +1,27 @@
 """Stage 7, on a cluster: the same `lp.Program` launched on Ray (`--lp_launch_type=ray`).
 
-The entry points of the Ray launcher: `connected` joins the cluster, `launch_count`
-says how many actors a launch takes, `run` launches a program and waits for its end.
-Launchpad's open-source launchers put every node on one machine; this one keeps
-Launchpad's nodes, handles, pickling and process entry point, and changes only where
-each node runs and what its handles resolve to. Its parts, in the order a launch
-uses them:
+Entry points: `connected` joins the cluster, `launch_count` says how many actors a
+launch takes, `run` launches a program and waits for its end. Launchpad's nodes,
+handles, pickling and entry point stay; only where each node runs and what its
+handles resolve to change. The parts, in the order a launch uses them:
 
-1. Place (`placement`, `hosts`): one `nodehost.NodeHost` Ray actor per Launchpad node,
-   asking for its group's resources (`placement.placement_options`). Each host reports
-   its Ray node, its IP and, for every `lp.Address` its node owns, a port that is free
-   on that machine.
-2. Bind (`hosts`): each address is bound to `staging.HostPortAddress(ip, port)`, so a
-   handle resolves to the serving node's machine wherever it is dereferenced: actors
-   on one machine write to the Reverb server on another and pull parameters from the
-   learner there.
-3. Start (`hosts`): each node's function is pickled the way `local_mp` pickles it, and
-   its host runs Launchpad's own `process_entry.py` on it in a child process (which
-   dies with the host), output in `<run_dir>/logs/nodes/<group>/<i>`. The servers
-   bind the host's cluster address (`distrl.program.bindhost`).
-4. Watch (`watch`, `verdict`): one long `NodeHost.watch` call per node; a host that
-   fails a call or does not answer is lost only on Ray's verdict, and one that answers
-   again goes on where it was.
-5. Restart (`recovery`, with the policy both launchers share, `program.restarts`): a
-   node exiting non-zero or whose host is lost is recorded in `failures/` with its
-   host and started again on the same host, or on a new one; the holders of a moved
-   node's address are restarted with the new one.
-6. Scale (`scale`, `follow`): `launch/scale.py` requests, and with
-   `config.ray.actors="auto"` the actor count follows Ray's node table.
-7. Stop (`launch`): on a stop file, a failure beyond the restarts, or Ctrl-C, SIGTERM
-   or SIGHUP here, every node gets SIGTERM, SIGKILL after
-   `--lp_termination_notice_secs`, and every host actor is killed.
+1. Place (`placement`, `hosts`): one `nodehost.NodeHost` Ray actor per node, with its
+   group's resources; each reports its Ray node, its IP and a free port there for
+   every `lp.Address` its node owns.
+2. Bind (`hosts`): each address to that machine's port, so a handle resolves to the
+   serving node's machine wherever it is dereferenced; the servers bind the host's
+   cluster address (`distrl.program.bindhost`).
+3. Start (`hosts`): each node pickled as `local_mp` pickles it and run by its host in
+   a child process, output in `<run_dir>/logs/nodes/<group>/<i>`.
+4. Watch (`watch`, `verdict`): a host that fails a call is lost only on Ray's verdict.
+5. Restart (`recovery`, `program.restarts`): on the same host or on a new one; the
+   holders of a moved node's address restart with the new one.
+6. Scale (`scale`, `follow`): `launch/scale.py` requests, or Ray's node table with
+   `config.ray.actors="auto"`.
+7. Stop (`launch`): SIGTERM to every node, SIGKILL after the notice, hosts killed.
 
-The run directory must be on a file system every machine sees (each node writes its
-logs, checkpoints and results there), and every machine needs the same install.
+The run directory must be on a file system every machine sees, and every machine
+needs the same install.
 """
 
 import contextlib

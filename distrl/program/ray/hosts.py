@@ -5,7 +5,8 @@ there, its node started, and killed at the end; `placement.json` says where each
 
 Binding each address to `staging.HostPortAddress(ip, port)` before the pickles are made
 is what makes a handle resolve to the serving node's machine wherever it is
-dereferenced (docs/decisions.md, "On a Ray cluster").
+dereferenced (docs/decisions.md, "Servers listen where they should, through a bind()
+shim").
 """
 
 import collections
@@ -73,8 +74,8 @@ class Hosts:
         new ports. Returns None, or (a node, why) when one was not placed within
         `timeout_s`.
 
-        Ray learns that a machine is gone only when its health checks give up (about
-        12 s here), while the watch calls to its hosts fail at once: until then it may
+        Ray learns that a machine is gone only when its health checks give up (seconds
+        later), while the watch calls to its hosts fail at once: until then it may
         put a new host on that very machine, where it dies with it. Such a host is
         replaced by another until the time is up.
         """

@@ -5,7 +5,8 @@ one is not lost by that: a network pause does both. It is lost on Ray's verdict:
 Ray node dead in Ray's node table (the GCS's health checks gave up on it), its actor
 dead (a call failed otherwise than as unavailable), or when it has not answered for
 `UNREACHABLE_GRACE_S` while Ray still counts its node alive (a partition the health
-checks do not see). docs/decisions.md, "On a Ray cluster", item 6.
+checks do not see). docs/decisions.md, "A host is lost on Ray's verdict, not on a failed
+call".
 """
 
 import ray
