@@ -28,8 +28,9 @@ Env steps/s with `a` actors:
 - gated on-policy: the actors act, then wait while the learner learns from what they
   acted, so the two phases take turns: 1 / (1/A + 1/B), A the act phase's rate (the
   actors', the server's inserts; out of cores: 'actors') and B the learn phase's (the
-  learner's, the server's samples; out of cores: 'learner'). The params' round trip is
-  left out.
+  learner's, the server's samples; out of cores: 'learner'), and each round (one
+  learner batch of env steps, `round_steps`) waits `round_trip_s` more for the new params
+  to reach the actors: R / (R/A + R/B + trip).
 A host saturates at the fewest actors within `WITHIN` of the most env steps/s any count
 up to its cores reaches; the stage that limits that most is the one that saturates first.
 """
@@ -54,6 +55,8 @@ class Rates:
     samples_per_step: float  # transitions learned from per env step
     gated: bool = False  # on-policy with the version gate (fresh data)
     service_per_actor: float = 0.0  # the counter's cores per actor
+    round_steps: int = 0  # gated: env steps of one round, a learner batch (0: no round)
+    round_trip_s: float = 0.0  # gated: seconds a round waits for the new params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +136,8 @@ def predict(rates: Rates, learner: Learner, cores: float, actors: int) -> Predic
     (act_stage, act), (learn_stage, learn) = _least(acting), _least(learning)
     if act <= 0 or learn <= 0:
         return Prediction(actors, 0.0, act_stage if act <= 0 else learn_stage, 0.0)
-    rate = 1 / (1 / act + 1 / learn)
+    steps = rates.round_steps or 1.0
+    rate = steps / (steps / act + steps / learn + rates.round_trip_s)
     return Prediction(actors, rate, learn_stage if learn <= act else act_stage, rate / learns)
 
 

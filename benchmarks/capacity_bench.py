@@ -29,6 +29,8 @@ import csv
 import datetime
 import math
 import os
+import statistics
+import time
 
 from benchmarks import capacity, report, rows
 from benchmarks.capacity import Learner, Rates
@@ -89,6 +91,10 @@ def measure(bench) -> dict:
             "samples_per_step": spi,
             "gated": gated,
         }
+        if gated:  # a round is one learner batch; the new params' way to its actors
+            a = config.actor
+            batch = config.learner.batch_chunks * a.unroll_length * a.num_envs
+            out["inputs"][name].update(round_steps=batch, round_trip_s=params_round_trip(config))
     for name, reverb in read_ceilings(configs, bench.s["ceiling_s"]).items():
         out["inputs"][name]["reverb"] = reverb
     bench.save()
@@ -111,6 +117,40 @@ def measure(bench) -> dict:
             bench.save()
     predict_checks(out, os.cpu_count())
     return out
+
+
+def params_round_trip(config, calls: int = 30) -> float:
+    """Seconds from a new params version on the learner to an actor acting with it, as
+    the gated actor gets it: the learner's `get_params` (a copy to the host) over courier
+    to a client that puts them on its device; the median of `calls` in this process."""
+    import courier  # noqa: PLC0415 - the data path's, only where measured
+    import jax  # noqa: PLC0415
+    from launchpad.nodes.courier import courier_utils  # noqa: PLC0415
+
+    from distrl import experiment as experiment_lib  # noqa: PLC0415
+    from distrl.program import ports  # noqa: PLC0415
+
+    params = experiment_lib.Experiment(config).agent.init(jax.random.PRNGKey(0)).params
+
+    class Served:
+        def get_params(self):
+            return 0, jax.device_get(params)
+
+    claims = ports.Claims()
+    port = claims.port()
+    server = courier_utils.make_courier_server(Served(), port=port)
+    server.Start()
+    try:
+        client = courier.Client(f"localhost:{port}")
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            jax.block_until_ready(jax.device_put(client.get_params()[1]))
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+    finally:
+        server.Stop()
+        claims.release()
 
 
 def read_ceilings(configs: dict, seconds: float) -> dict:
@@ -152,6 +192,8 @@ def rates_of(inputs: dict, shape=None) -> Rates | None:
         samples_per_step=spi,
         gated=gated,
         service_per_actor=_cores(actor, "counter"),
+        round_steps=inputs.get("round_steps", 0) if gated else 0,
+        round_trip_s=inputs.get("round_trip_s", 0.0) if gated else 0.0,
     )
 
 
@@ -190,7 +232,7 @@ def device_learners(devices: list, preset: str, inputs: dict) -> list:
             continue
         kind = (row["device"], row.get("figure") or "resident")
         rate = float(row["samples_per_s"])
-        commit = row["commit"]
+        commit = row.get("commit", "")
         if kind not in best or best[kind][0] != commit or rate > best[kind][1]:
             best[kind] = (commit, rate)  # a later commit's rows replace earlier ones
     latest = {}

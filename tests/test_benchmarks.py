@@ -2,6 +2,7 @@
 (ceilings, at a tiny size) measures real numbers into its rows, and the table's
 rows, start-up and memory figures are computed as benchmarks/README.md says."""
 
+import dataclasses
 import importlib
 import json
 import math
@@ -646,6 +647,11 @@ def test_capacity_model_of_gated_actors_takes_turns_with_the_learner():
     s = saturation(rates, learner, 8)
     assert s.best.actors == 8 and math.isclose(s.best.env_steps_per_s, 8000 / 9, rel_tol=1e-6)
     assert s.at.actors == 6 and s.best.bottleneck == "learner"
+    # each round of 1,000 env steps waits 0.5 s more for the new params: 1 actor's
+    # round takes 1 s acting, 1 s learning and the trip, 1000 / 2.5 = 400
+    tripped = _rates(gated=True, insert_per_core=1e12, sample_per_core=1e12, round_steps=1000)
+    tripped = dataclasses.replace(tripped, round_trip_s=0.5)
+    assert math.isclose(predict(tripped, learner, 8, 1).env_steps_per_s, 400.0)
     # a counter's cores per actor leave the actors fewer: 2 cores, 0.5 per actor
     served = _rates(actor_per_core=100.0, service_per_actor=0.5)
     p = predict(served, Learner("CPU learner", 1e6, 1.0), 2, 2)
