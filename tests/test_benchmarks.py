@@ -682,11 +682,12 @@ def test_capacity_table_and_check_rows_from_measured_inputs(tmp_path):
     assert (learner.host_per_core, learner.host_cores) == (250_000.0, 1.2)
     assert capacity_bench.host_work_per_core(inputs) == 500_000.0  # the read ceiling's
     devices = tmp_path / "learner_devices.csv"
+    # the device's best K fed from the host (as the learner node is), where measured
     devices.write_text(
-        "preset,batch,updates_per_call,samples_per_s,platform,device\n"
-        "dqn,[256],1,2000000,cpu,cpu\ndqn,[256],8,9000000,tpu,TPU v5 lite\n"
-        "dqn,[256],1,1000000,tpu,TPU v5 lite\ndqn,[256],1,2500000,tpu,TPU v5 lite\n"
-        'ppo,"[16, 128]",1,5,tpu,TPU v5 lite\n'
+        "preset,figure,batch,updates_per_call,samples_per_s,platform,device\n"
+        "dqn,resident,[256],1,2000000,cpu,cpu\ndqn,resident,[256],8,9000000,tpu,TPU v5 lite\n"
+        "dqn,fed,[256],1,1000000,tpu,TPU v5 lite\ndqn,fed,[256],8,2500000,tpu,TPU v5 lite\n"
+        'ppo,resident,"[16, 128]",1,5,tpu,TPU v5 lite\n'
     )
     (tpu,) = capacity_bench.device_learners(capacity_bench.read_devices(devices), "dqn", inputs)
     assert (tpu.name, tpu.device_samples_per_s, tpu.host_cores) == ("TPU v5 lite", 2.5e6, 1.0)
