@@ -51,7 +51,7 @@ from distrl.types import CoreChunk
 CASES = (
     ("dqn", "dqn", {}),  # [256]
     ("dqn[4096]", "dqn", {"learner.batch_size": 4096}),
-    ("dqn[65536]", "dqn", {"learner.batch_size": 65536}),
+    ("dqn[65536]", "dqn", {"learner.batch_size": 65536, "replay.max_size": 131_072}),
     ("dqn_breakout", "dqn_breakout", {}),
     ("sac_pendulum", "sac_pendulum", {}),
     ("td3_pendulum", "td3_pendulum", {}),
