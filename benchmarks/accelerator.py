@@ -250,26 +250,32 @@ def td_form_rows(seconds: float, batch_size: int = 4096) -> list:
     ]
 
 
-def measure(cases, seconds: float, k: int) -> dict:
-    """Every case's rows on this process's default device, with its platform and kind."""
+def measure(cases, seconds: float, k: int, out: str = "") -> dict:
+    """Every case's rows on this process's default device, with its platform and kind;
+    written to `out` (JSON) after each case, so a run cut short keeps what it measured."""
     device = jax.devices()[0]
-    rows = []
-    for name, config_name, overrides in CASES:
-        if name not in cases:
-            continue
-        began = time.perf_counter()
-        rows += case_rows(name, config_name, overrides, seconds, k)
-        print(f"{name}: {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
-    rows += td_form_rows(seconds)
-    return dict(
+    result = dict(
         platform=jax.default_backend(),
         device=device.device_kind,
         k=k,
         date=datetime.date.today().isoformat(),
         load=f"{os.getloadavg()[0]:.1f}",
         command=" ".join(["python -m benchmarks.accelerator", *sys.argv[1:]]),
-        rows=rows,
+        rows=[],
     )
+    parts = [
+        (name, lambda n=name, c=config_name, o=overrides: case_rows(n, c, o, seconds, k))
+        for name, config_name, overrides in CASES
+        if name in cases
+    ]
+    for name, rows in [*parts, ("dqn_td", lambda: td_form_rows(seconds))]:
+        began = time.perf_counter()
+        result["rows"] += rows()
+        print(f"{name}: {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
+        if out:
+            with open(out, "w") as f:
+                json.dump(result, f, indent=1)
+    return result
 
 
 def compare(base: dict, other: dict) -> list:
@@ -336,11 +342,7 @@ def main(argv) -> None:
         for case, figure, b, o, ratio in compare(base, other):
             print(f"{case:>22} {figure:>12} {b:>12,.0f} {o:>12,.0f} {ratio:>8.2f}x")
         return
-    result = measure(set(_CASES.value), _SECONDS.value, _K.value)
-    _print(result)
-    if _OUT.value:
-        with open(_OUT.value, "w") as f:
-            json.dump(result, f, indent=1)
+    _print(measure(set(_CASES.value), _SECONDS.value, _K.value, _OUT.value))
 
 
 if __name__ == "__main__":
