@@ -24,9 +24,6 @@ from distrl import envs
 from distrl.acting import intervals, rollout
 
 WHO = "evaluation"  # who acted, in the error of a non-finite action (`rollout.check_actions`)
-# Steps per test of "all episodes done": an accelerator pays per loop iteration, and the
-# steps after an episode's end leave its figures as they are.
-_STEPS_PER_CHECK = 8
 
 
 def is_deterministic(env: envs.Environment, greedy: bool = True) -> bool:
@@ -121,14 +118,9 @@ def play_episodes(env: envs.Environment, act: Callable, params, key, num_envs: i
         none,
         core_state,
     )
-
-    def steps(c):  # a few steps per check: finished envs stay frozen, so extra ones are no-ops
-        step = lambda c_, _: (_episode_step(env, act, params, epsilon, c_), None)
-        return jax.lax.scan(step, c, None, length=_STEPS_PER_CHECK, unroll=_STEPS_PER_CHECK)[0]
-
     carry = jax.lax.while_loop(
         lambda c: ~jnp.all(c.done),  # the time limit guarantees termination
-        steps,
+        lambda c: _episode_step(env, act, params, epsilon, c),
         carry,
     )
     return Episodes(
