@@ -53,10 +53,8 @@ def data_shape(config) -> tuple:
     """(samples learned per env step, gated): a replay table's samples per insert, or
     1 for an on-policy queue, gated where its actors wait for each params version."""
     from distrl import experiment as experiment_lib  # noqa: PLC0415
-    from distrl.agents import PipelineKind  # noqa: PLC0415
 
-    kind = experiment_lib.Experiment(config).pipeline.kind
-    if kind in (PipelineKind.REPLAY, PipelineKind.SEQUENCES):
+    if not experiment_lib.Experiment(config).pipeline.reading(config).consumed:  # a replay table
         return float(config.replay.samples_per_insert), False
     return 1.0, config.actor.chunks_per_version > 0
 

@@ -214,7 +214,12 @@ class Evaluator:
             if reason is None and self._wait_until_due(counts):
                 reason = "stopped"  # a signal, Ctrl-C, or a failed node
             if reason is not None:
-                if report.episodes < confirm_envs:
+                if reason not in ("target_reached", "stopped") and source.refresh_now():
+                    # the budget ran out during this evaluation (a first compile under
+                    # load takes seconds): the run's last policy is the learner's newest
+                    report = jax.device_get(confirm(source.params, confirm_key))
+                    reason = stop_reason(c, report, counts, elapsed, target, target_return)
+                elif report.episodes < confirm_envs:
                     report = jax.device_get(confirm(source.params, confirm_key))
                 self._last_params = source.params
                 final = reported_at_end(
