@@ -41,6 +41,7 @@ from absl import app, flags
 
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks import learner as learner_bench
 from benchmarks.common import append_csv, load_config, measure_rates
 from distrl import experiment as experiment_lib
 from distrl.agents import dqn
@@ -79,24 +80,6 @@ CSV_COLUMNS = (
     "preset", "figure", "batch", "updates_per_call", "updates_per_s", "samples_per_s", "note",
 )  # fmt: skip
 FIGURES = {"update": "resident", "update_many": "resident", "fed": "fed", "fed_many": "fed"}
-
-
-def random_batches(experiment, count: int, rng) -> list:
-    """`count` learner batches of random items of the pipeline's example shape: actions
-    in range, booleans about 1 in 20 true (episode ends), numbers in [0, 1)."""
-    config, env, pipeline = experiment.config, experiment.env, experiment.pipeline
-    k = pipeline.items_per_batch(config)
-    example = pipeline.example_item(config, env).data
-
-    def fill(x):
-        shape = (k,) + x.shape
-        if x.dtype == np.bool_:
-            return rng.random(shape) < 0.05
-        if np.issubdtype(x.dtype, np.integer):
-            return rng.integers(0, env.spec.num_actions, shape, dtype=x.dtype)
-        return rng.random(shape, dtype=np.float32).astype(x.dtype)
-
-    return [jax.tree.map(fill, example) for _ in range(count)]
 
 
 def _rows(batch) -> int:
@@ -143,7 +126,7 @@ def case_rows(name: str, config_name: str, overrides: dict, seconds: float, k: i
     experiment = experiment_lib.make(load_config(config_name, overrides))
     agent, pipeline = experiment.agent, experiment.pipeline
     rng = np.random.default_rng(0)
-    items = random_batches(experiment, 4, rng)
+    items = learner_bench.random_batches(experiment, 4, rng)
     batches = [pipeline.learner_batch(x) for x in items]
     rows = _rows(batches[0])
     state = jax.device_put(agent.init(jax.random.PRNGKey(0)))
@@ -221,9 +204,8 @@ def td_form_rows(seconds: float, batch_size: int = 4096) -> list:
     """The DQN TD loss's gradient, gathers under vmap against the one-hot select."""
     experiment = experiment_lib.make(load_config("dqn", {"learner.batch_size": batch_size}))
     agent, pipeline = experiment.agent, experiment.pipeline
-    batch = jax.device_put(
-        pipeline.learner_batch(random_batches(experiment, 1, np.random.default_rng(0))[0])
-    )
+    items = learner_bench.random_batches(experiment, 1, np.random.default_rng(0))[0]
+    batch = jax.device_put(pipeline.learner_batch(items))
     params = jax.device_put(agent.init(jax.random.PRNGKey(0)).params)
     net, config = agent.network, agent.config
 

@@ -170,32 +170,14 @@ def update_ceiling(config, seconds: float) -> dict:
     """Updates/s and samples/s of the jitted update at the learner's batch shape: the
     pipeline's `learner_batch` of `items_per_batch` items of random content."""
     experiment = experiment_lib.Experiment(config)
-    env, agent = experiment.env, experiment.agent
-    pipeline = experiment_lib.Experiment(config).pipeline
+    agent, pipeline = experiment.agent, experiment.pipeline
     rng = np.random.default_rng(0)
-    batches = [pipeline.learner_batch(_random_items(pipeline, config, env, rng)) for _ in range(4)]
+    batches = [pipeline.learner_batch(b) for b in learner_bench.random_batches(experiment, 4, rng)]
     rate = learner_bench.update_rate(agent, batches, jax.devices()[0], seconds)
     rows = pipeline.batch_rows(config)
     steps = batches[0].chunk if isinstance(batches[0], CoreChunk) else batches[0]
     shape = list(steps.action.shape)
     return {"updates_per_s": rate, "samples_per_s": rate * rows, "batch": str(shape)}
-
-
-def _random_items(pipeline, config, env, rng):
-    """`items_per_batch` items shaped like the pipeline's example, of random values:
-    actions in range, booleans about 1 in 20 true (episode ends), numbers in [0, 1)."""
-    k = pipeline.items_per_batch(config)
-    example = pipeline.example_item(config, env).data
-
-    def fill(x):
-        shape = (k,) + x.shape
-        if x.dtype == np.bool_:
-            return rng.random(shape) < 0.05
-        if np.issubdtype(x.dtype, np.integer):
-            return rng.integers(0, env.spec.num_actions, shape, dtype=x.dtype)
-        return rng.random(shape, dtype=np.float32).astype(x.dtype)
-
-    return jax.tree.map(fill, example)
 
 
 def reverb_ceilings(work: ActorWork, address: str, seconds: float) -> dict:

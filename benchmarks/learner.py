@@ -75,6 +75,24 @@ def random_ppo_batch(
     )
 
 
+def random_batches(experiment, count: int, rng) -> list:
+    """`count` learner batches of random items of the pipeline's example shape: actions
+    in range, booleans about 1 in 20 true (episode ends), numbers in [0, 1)."""
+    config, env, pipeline = experiment.config, experiment.env, experiment.pipeline
+    k = pipeline.items_per_batch(config)
+    example = pipeline.example_item(config, env).data
+
+    def fill(x):
+        shape = (k,) + x.shape
+        if x.dtype == np.bool_:
+            return rng.random(shape) < 0.05
+        if np.issubdtype(x.dtype, np.integer):
+            return rng.integers(0, env.spec.num_actions, shape, dtype=x.dtype)
+        return rng.random(shape, dtype=np.float32).astype(x.dtype)
+
+    return [jax.tree.map(fill, example) for _ in range(count)]
+
+
 def update_rate(agent, batches, device, seconds: float) -> float:
     """Updates/s of `agent.update` cycling over `batches`, all resident on `device`."""
     state = jax.device_put(agent.init(jax.random.PRNGKey(0)), device)
