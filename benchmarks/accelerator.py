@@ -80,6 +80,7 @@ CSV_COLUMNS = (
     "preset", "figure", "batch", "updates_per_call", "updates_per_s", "samples_per_s", "note",
 )  # fmt: skip
 FIGURES = {"update": "resident", "update_many": "resident", "fed": "fed", "fed_many": "fed"}
+FIGURES.update(td_gather="td_gather", td_one_hot="td_one_hot")  # the two TD forms, resident
 
 
 def _rows(batch) -> int:
@@ -225,6 +226,8 @@ def td_form_rows(seconds: float, batch_size: int = 4096) -> list:
         dict(
             case=f"dqn_td[{batch_size}]",
             figure=f"td_{name}",
+            batch=f"[{batch_size}]",
+            updates_per_call=1,
             updates_per_s=r,
             samples_per_s=r * batch_size,
         )
