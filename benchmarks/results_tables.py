@@ -118,10 +118,49 @@ def suite_costs_table(results=evidence.RESULTS) -> str:
     return table([*header, "load"], rows)
 
 
+def accelerator_table(results=evidence.RESULTS) -> str:
+    """README's "On an accelerator": each case of the newest accelerator pass
+    (learner_devices.csv, benchmarks/accelerator.py), its learner updates/s on the chip
+    at K=1 and the largest K, resident and fed from the host, beside the same call's
+    CPU pass where it reached the case."""
+    found = evidence.read("learner_devices", results)
+    chips = [r for r in found if r["platform"] in ("tpu", "gpu")]
+    if not chips:
+        return table(["preset", "batch"], [])
+    commit = chips[-1]["commit"]
+    ran = [r for r in found if r["commit"] == commit]
+    k = max(int(r["updates_per_call"]) for r in ran)
+
+    def rate(platform, preset, figure, per_call):
+        return next(
+            (
+                f"{float(r['updates_per_s']):,.0f}"
+                for r in ran
+                if (r["platform"], r["preset"], r["figure"], int(r["updates_per_call"]))
+                == (platform, preset, figure, per_call)
+            ),
+            "—",
+        )
+
+    chip = chips[-1]["platform"]
+    cases = dict.fromkeys((r["preset"], r["batch"]) for r in ran if r["platform"] == chip)
+    rows = [
+        [f"`{preset}`", batch]
+        + [rate(chip, preset, figure, n) for n in (1, k) for figure in ("resident", "fed")]
+        + [rate("cpu", preset, "resident", n) for n in (1, k)]
+        for preset, batch in cases
+        if not preset.startswith("dqn_td")
+    ]
+    device = chips[-1]["device"]
+    header = [f"preset (at {commit})", "batch", f"{device}, K=1", "K=1, fed", f"K={k}"]
+    return table([*header, f"K={k}, fed", "its host's CPU, K=1", f"CPU, K={k}"], rows)
+
+
 def tables(found, results=evidence.RESULTS) -> dict:
     """{region name: its markdown} for the DOCS."""
     return {
         "suite-costs": suite_costs_table(results),
+        "accelerator": accelerator_table(results),
         "suites": suites_table(found),
         "stay-learned": _groups_table(found, (evidence.LAST_EVALUATION,), STAY_COLUMNS),
         "to-target": _groups_table(found, (evidence.FIRST,), TARGET_COLUMNS),

@@ -182,7 +182,8 @@ def test_stale_names_the_table_that_differs(tmp_path):
     root = _copy_docs(tmp_path)
     assert results_tables.stale(root) == []
     readme = root / "README.md"
-    readme.write_text(readme.read_text().replace("| `ppo_breakout` |", "| `ppo_breakout` | 99 |"))
+    row = "| `ppo_spaceinvaders` |"
+    readme.write_text(readme.read_text().replace(row, row + " 99 |"))
     assert results_tables.stale(root) == ["README.md: suites"]
 
 
@@ -210,3 +211,24 @@ def test_a_suite_without_rows_says_how_to_measure_it():
     for suite in suites.SUITES:
         assert results_page.command(suite) in page
     assert results_tables.suites_table(found).count("not measured") == len(suites.SUITES)
+
+
+def test_the_accelerator_table_is_the_newest_chip_pass_beside_its_hosts_cpu(tmp_path):
+    columns = "commit,platform,device,preset,figure,batch,updates_per_call,updates_per_s"
+    rows = [
+        "aaa,tpu,TPU v5 lite,dqn,resident,[256],1,100",  # an older pass: not shown
+        "bbb,tpu,TPU v5 lite,dqn,resident,[256],1,2018",
+        "bbb,tpu,TPU v5 lite,dqn,fed,[256],1,773",
+        "bbb,tpu,TPU v5 lite,dqn,resident,[256],32,60587",
+        "bbb,tpu,TPU v5 lite,dqn,fed,[256],32,14324",
+        "bbb,tpu,TPU v5 lite,ppo,resident,\"[16, 128]\",1,1600",
+        "bbb,tpu,TPU v5 lite,dqn_td[4096],td_gather,[4096],1,27",
+        "bbb,cpu,cpu,dqn,resident,[256],1,2154",
+    ]
+    (tmp_path / "learner_devices.csv").write_text("\n".join([columns, *rows]) + "\n")
+    lines = results_tables.accelerator_table(tmp_path).splitlines()
+    assert lines[0].startswith("| preset (at bbb) | batch | TPU v5 lite, K=1 | K=1, fed | K=32 |")
+    assert lines[2:] == [
+        "| `dqn` | [256] | 2,018 | 773 | 60,587 | 14,324 | 2,154 | — |",
+        "| `ppo` | [16, 128] | 1,600 | — | — | — | — | — |",
+    ]
