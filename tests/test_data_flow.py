@@ -3,9 +3,11 @@ exploration (`epsilon_spread`), the on-policy version gate and the validation of
 settings."""
 
 import concurrent.futures
+import json
 import threading
 import time
 
+import jax
 import pytest
 
 from distrl import config as config_lib
@@ -210,3 +212,32 @@ def test_the_learner_loop_keeps_at_most_in_flight_updates_started(in_flight):
     assert finished == list(range(5)) and not started
     # when item i starts, all but the last `in_flight` of the i before it are finished
     assert [done for _, _, done in log] == [max(0, i - in_flight) for i in range(5)]
+
+
+def test_a_budget_spent_during_an_evaluation_reports_the_learners_newest_params(tmp_path):
+    """The budget passed while the evaluator was evaluating (a first compile under load
+    takes seconds): the run's result is the newest params', not those evaluated."""
+    from configs import ppo
+    from distrl.nodes.counter import Counter
+    from distrl.nodes.evaluator import Evaluator
+
+    config = ppo.get_config()
+    config.budget.env_steps = 1_000
+    config.evaluator.update(dict(num_envs=20, confirm_envs=20, keep_best=False))
+    exp = experiment_lib.make(config)
+    first = exp.agent.init(jax.random.PRNGKey(0)).params
+    newest = jax.tree.map(lambda x: x + 1.0, first)
+
+    class LearnerMovedOn:  # the learner's `get_params`: v0, then v7 (it went on meanwhile)
+        calls = 0
+
+        def get_params(self):
+            self.calls += 1
+            return (0, first) if self.calls == 1 else (7, newest)
+
+    learner = LearnerMovedOn()
+    counter = Counter({"env_steps": 1_000})  # spent by the first evaluation's end
+    Evaluator(exp, learner, counter, None, str(tmp_path), time.time()).run()
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["stop_reason"] == "env_step_budget" and result["param_version"] == 7, result
+    assert learner.calls == 2

@@ -1,7 +1,5 @@
 """Evaluation: scripted episodes with known outcomes, value and arrow grid rendering."""
 
-import json
-
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -425,35 +423,3 @@ def test_a_nonfinite_action_in_an_evaluation_is_named_with_its_copy_and_step():
     assert np.isnan(evaluation.make_evaluator(env, bad, 3)(None, key).mean_return)
     fine = evaluation.make_evaluator(env, nan_on_copy_1_from(99), 3, env_name=name)(None, key)
     assert float(fine.mean_return) == pytest.approx(-1.25)
-
-
-def test_a_budget_spent_during_an_evaluation_reports_the_learners_newest_params(tmp_path):
-    """The budget passed while the evaluator was evaluating (a first compile under load
-    takes seconds): the run's result is the newest params', not those evaluated."""
-    import time
-
-    from configs import ppo
-    from distrl import experiment
-    from distrl.nodes.counter import Counter
-    from distrl.nodes.evaluator import Evaluator
-
-    config = ppo.get_config()
-    config.budget.env_steps = 1_000
-    config.evaluator.update(dict(num_envs=20, confirm_envs=20, keep_best=False))
-    exp = experiment.make(config)
-    first = exp.agent.init(jax.random.PRNGKey(0)).params
-    newest = jax.tree.map(lambda x: x + 1.0, first)
-
-    class LearnerMovedOn:  # the learner's `get_params`: v0, then v7 (it went on meanwhile)
-        calls = 0
-
-        def get_params(self):
-            self.calls += 1
-            return (0, first) if self.calls == 1 else (7, newest)
-
-    learner = LearnerMovedOn()
-    counter = Counter({"env_steps": 1_000})  # spent by the first evaluation's end
-    Evaluator(exp, learner, counter, None, str(tmp_path), time.time()).run()
-    result = json.loads((tmp_path / "result.json").read_text())
-    assert result["stop_reason"] == "env_step_budget" and result["param_version"] == 7, result
-    assert learner.calls == 2

@@ -221,7 +221,7 @@ def test_the_accelerator_table_is_the_newest_chip_pass_beside_its_hosts_cpu(tmp_
         "bbb,tpu,TPU v5 lite,dqn,fed,[256],1,773",
         "bbb,tpu,TPU v5 lite,dqn,resident,[256],32,60587",
         "bbb,tpu,TPU v5 lite,dqn,fed,[256],32,14324",
-        "bbb,tpu,TPU v5 lite,ppo,resident,\"[16, 128]\",1,1600",
+        'bbb,tpu,TPU v5 lite,ppo,resident,"[16, 128]",1,1600',
         "bbb,tpu,TPU v5 lite,dqn_td[4096],td_gather,[4096],1,27",
         "bbb,cpu,cpu,dqn,resident,[256],1,2154",
     ]
