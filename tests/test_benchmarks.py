@@ -598,6 +598,7 @@ def test_accelerator_rows_come_from_a_host_without_reverb_launchpad_or_tensorflo
     assert [(r["preset"], r["figure"], r["updates_per_call"]) for r in written] == [
         ("dqn", "resident", "1"), ("dqn", "fed", "1"), ("dqn", "resident", "2"),
         ("dqn", "fed", "2"), ("ppo", "resident", "1"), ("ppo", "fed", "1"),
+        ("dqn_td[4096]", "td_gather", "1"), ("dqn_td[4096]", "td_one_hot", "1"),
     ]  # fmt: skip
     for row in written:
         assert (row["platform"], row["device"], row["commit"]) == ("cpu", "cpu", "abc1234"), row
