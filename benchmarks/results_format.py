@@ -1,6 +1,7 @@
 """How the results tables write their cells: returns, shares of the optimum, across-seed
 intervals (`benchmarks/aggregate.py`), env steps, markdown tables."""
 
+import re
 import statistics
 
 from benchmarks import aggregate, evidence
@@ -52,3 +53,16 @@ def table(header, rows) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     cells = lambda row: " | ".join(str(c).replace("|", "\\|") for c in row)  # noqa: E731
     return "\n".join(lines + [f"| {cells(row)} |" for row in rows])
+
+
+def short_of(values, published: str, exact: bool) -> bool:
+    """The across-seed mean's 95% interval lies wholly below the published figure (its
+    leading number; the optimum, 100%, for a tabular env); False where there is none."""
+    if exact:
+        target = 1.0
+    else:
+        found = re.match(r"-?[\d,]+(\.\d+)?", published)
+        if not found:  # "—", or "about 10 ...": nothing to fall short of
+            return False
+        target = float(found.group(0).replace(",", ""))
+    return len(values) > 1 and aggregate.summarize(values).mean_high < target

@@ -16,7 +16,14 @@ import sys
 
 from benchmarks import evidence, results_page, suites
 from benchmarks.evidence import ROOT
-from benchmarks.results_format import interval, seeds_cell, table, to_target_cell, values_of
+from benchmarks.results_format import (
+    interval,
+    seeds_cell,
+    short_of,
+    table,
+    to_target_cell,
+    values_of,
+)
 
 REGION = re.compile(
     r"(?P<open><!-- results:(?P<name>[\w-]+) -->\n)(?P<body>.*?)"
@@ -54,6 +61,8 @@ def suites_table(found) -> str:
         budget += f" (suite: {suite_budget})" * (best.budget not in ("", suite_budget))
         value = interval(values_of(best), suite.exact)
         value += " of the optimum" * (suite.exact and value != "—")
+        short = short_of(values_of(best), suite.published, suite.exact)
+        value += ", short of the published" * (best.budget == suite_budget and short)
         rows.append([f"`{suite.name}`", suite.env, budget, value, seeds_cell(best)])
         rows[-1] += [evidence.SHORT[best.protocol], published]
     header = ["suite", "env", "budget", "final: mean [95% CI]", "seeds, mode", "measured as"]

@@ -232,3 +232,14 @@ def test_the_accelerator_table_is_the_newest_chip_pass_beside_its_hosts_cpu(tmp_
         "| `dqn` | [256] | 2,018 | 773 | 60,587 | 14,324 | 2,154 | — |",
         "| `ppo` | [16, 128] | 1,600 | — | — | — | — | — |",
     ]
+
+
+def test_a_suite_is_short_of_its_published_figure_only_when_its_interval_lies_below():
+    from benchmarks.results_format import short_of
+
+    assert short_of([-561.0, -1130.0, -162.0, -151.0, -178.0], "-152 at 20k", False)
+    assert not short_of([-147.0, -148.0, -144.0, -149.0, -147.0], "-157 at 20k", False)
+    assert not short_of([5.0, 40.0], "about 10 at 5M frames", False)  # no figure to hold to
+    assert not short_of([1.0, 1.0, 1.0, 1.0, 0.0], "the optimum", True)  # 100% in reach
+    assert short_of([0.5, 0.6, 0.55], "the optimum", True)
+    assert not short_of([100.0], "1,443", False)  # one seed: no interval
