@@ -171,12 +171,17 @@ def case_rows(name: str, config_name: str, overrides: dict, seconds: float, k: i
 
 
 def _flops(agent, state, batch) -> float:
-    """XLA's count of one update's floating-point operations, from its lowered program
-    (no second compile); 0 if unknown."""
-    analysis = agent.update.lower(state, batch).cost_analysis()
-    if isinstance(analysis, list):  # older JAX: one dict per computation
-        analysis = analysis[0] if analysis else {}
-    return float((analysis or {}).get("flops", 0.0))
+    """XLA's count of one update's floating-point operations: from its lowered program
+    (no second compile) where the platform counts there, else from the compiled one
+    (TPU on JAX 0.10 counts only there); 0 if unknown."""
+    lowered = agent.update.lower(state, batch)
+    for analysis in (lambda: lowered.cost_analysis(), lambda: lowered.compile().cost_analysis()):
+        found = analysis()
+        if isinstance(found, list):  # older JAX: one dict per computation
+            found = found[0] if found else {}
+        if (found or {}).get("flops"):
+            return float(found["flops"])
+    return 0.0
 
 
 def _flops_row(name: str, flops: float, updates_per_s: float, rows: int) -> dict:
