@@ -128,40 +128,36 @@ def suite_costs_table(results=evidence.RESULTS) -> str:
 
 
 def accelerator_table(results=evidence.RESULTS) -> str:
-    """README's "On an accelerator": each case of the newest accelerator pass
-    (learner_devices.csv, benchmarks/accelerator.py), its learner updates/s on the chip
-    at K=1 and the largest K, resident and fed from the host, beside the same call's
-    CPU pass where it reached the case."""
+    """README's "On an accelerator": each case the chip ran (learner_devices.csv,
+    benchmarks/accelerator.py), its learner updates/s on the chip at K=1 and the largest
+    K, resident and fed from the host, beside the chip host's CPU (the CPU passes of the
+    device machine's calls): each figure the newest row of its kind, the commit of the
+    chip's K=1 row beside it."""
     found = evidence.read("learner_devices", results)
     chips = [r for r in found if r["platform"] in ("tpu", "gpu")]
     if not chips:
         return table(["preset", "batch"], [])
-    commit = chips[-1]["commit"]
-    ran = [r for r in found if r["commit"] == commit]
-    k = max(int(r["updates_per_call"]) for r in ran)
+    chip, device = chips[-1]["platform"], chips[-1]["device"]
+    k = max(int(r["updates_per_call"]) for r in chips)
+    chip_commits = {r["commit"] for r in chips}
+    newest = {}  # in file order: a later row of a kind replaces an earlier one
+    for r in found:
+        if r["platform"] == chip or (r["platform"] == "cpu" and r["commit"] in chip_commits):
+            newest[(r["platform"], r["preset"], r["figure"], int(r["updates_per_call"]))] = r
 
     def rate(platform, preset, figure, per_call):
-        return next(
-            (
-                f"{float(r['updates_per_s']):,.0f}"
-                for r in ran
-                if (r["platform"], r["preset"], r["figure"], int(r["updates_per_call"]))
-                == (platform, preset, figure, per_call)
-            ),
-            "—",
-        )
+        r = newest.get((platform, preset, figure, per_call))
+        return f"{float(r['updates_per_s']):,.0f}" if r else "—"
 
-    chip = chips[-1]["platform"]
-    cases = dict.fromkeys((r["preset"], r["batch"]) for r in ran if r["platform"] == chip)
+    cases = dict.fromkeys((r["preset"], r["batch"]) for r in chips if r["device"] == device)
     rows = [
-        [f"`{preset}`", batch]
+        [f"`{preset}`", batch, newest[(chip, preset, "resident", 1)]["commit"]]
         + [rate(chip, preset, figure, n) for n in (1, k) for figure in ("resident", "fed")]
         + [rate("cpu", preset, "resident", n) for n in (1, k)]
         for preset, batch in cases
         if not preset.startswith("dqn_td")
     ]
-    device = chips[-1]["device"]
-    header = [f"preset (at {commit})", "batch", f"{device}, K=1", "K=1, fed", f"K={k}"]
+    header = ["preset", "batch", "at", f"{device}, K=1", "K=1, fed", f"K={k}"]
     return table([*header, f"K={k}, fed", "its host's CPU, K=1", f"CPU, K={k}"], rows)
 
 

@@ -16,8 +16,8 @@ from benchmarks.common import measure_rates
 from distrl import experiment as experiment_lib
 from distrl import local
 
-TRAINER_ITERATIONS = 2  # iterations per call, both loops: one evaluation per call at the
-# preset's cadence (16,384 env steps = 2 iterations of [128, 64])
+TRAINER_ITERATIONS = 2  # iterations per call, both loops; distrl.local evaluates at the
+# preset's cadence across calls (ppo_breakout: 131,072 env steps, every 16 iterations)
 
 
 def blocking(call):

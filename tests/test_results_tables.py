@@ -213,24 +213,28 @@ def test_a_suite_without_rows_says_how_to_measure_it():
     assert results_tables.suites_table(found).count("not measured") == len(suites.SUITES)
 
 
-def test_the_accelerator_table_is_the_newest_chip_pass_beside_its_hosts_cpu(tmp_path):
+def test_the_accelerator_table_takes_each_figures_newest_row_beside_its_hosts_cpu(tmp_path):
     columns = "commit,platform,device,preset,figure,batch,updates_per_call,updates_per_s"
     rows = [
-        "aaa,tpu,TPU v5 lite,dqn,resident,[256],1,100",  # an older pass: not shown
+        "aaa,tpu,TPU v5 lite,dqn,resident,[256],1,100",  # replaced by bbb's
+        "aaa,tpu,TPU v5 lite,dqn,fed,[256],1,700",  # replaced by bbb's
+        "aaa,tpu,TPU v5 lite,sac,resident,[256],1,1270",  # a case bbb's pass left out
+        "aaa,cpu,cpu,dqn,resident,[256],1,2154",  # the chip host's CPU (aaa ran the chip)
+        "ccc,cpu,cpu,dqn,resident,[256],32,9999",  # another machine's CPU: no chip rows
         "bbb,tpu,TPU v5 lite,dqn,resident,[256],1,2018",
         "bbb,tpu,TPU v5 lite,dqn,fed,[256],1,773",
         "bbb,tpu,TPU v5 lite,dqn,resident,[256],32,60587",
         "bbb,tpu,TPU v5 lite,dqn,fed,[256],32,14324",
         'bbb,tpu,TPU v5 lite,ppo,resident,"[16, 128]",1,1600',
         "bbb,tpu,TPU v5 lite,dqn_td[4096],td_gather,[4096],1,27",
-        "bbb,cpu,cpu,dqn,resident,[256],1,2154",
     ]
     (tmp_path / "learner_devices.csv").write_text("\n".join([columns, *rows]) + "\n")
     lines = results_tables.accelerator_table(tmp_path).splitlines()
-    assert lines[0].startswith("| preset (at bbb) | batch | TPU v5 lite, K=1 | K=1, fed | K=32 |")
+    assert lines[0].startswith("| preset | batch | at | TPU v5 lite, K=1 | K=1, fed | K=32 |")
     assert lines[2:] == [
-        "| `dqn` | [256] | 2,018 | 773 | 60,587 | 14,324 | 2,154 | — |",
-        "| `ppo` | [16, 128] | 1,600 | — | — | — | — | — |",
+        "| `dqn` | [256] | bbb | 2,018 | 773 | 60,587 | 14,324 | 2,154 | — |",
+        "| `sac` | [256] | aaa | 1,270 | — | — | — | — | — |",
+        "| `ppo` | [16, 128] | bbb | 1,600 | — | — | — | — | — |",
     ]
 
 
