@@ -29,8 +29,8 @@ import pytest
 import ray
 from conftest import assert_nothing_left, launch_train, listening_addresses, load_config
 from launchpad import address as lp_address
+from test_recovery import _rows as _supervised_rows
 from test_scale import _acting, _env_steps, _grows, _scale
-from test_supervise import _rows as _supervised_rows
 
 from distrl import experiment as experiment_lib
 from distrl.config import ConfigError

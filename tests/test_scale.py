@@ -9,7 +9,9 @@ import time
 
 import pytest
 from conftest import ROOT, assert_nothing_left, launch_train
-from test_supervise import _node_process, _rows, _stopped_by_ctrl_c, _wait_while_running
+from conftest import node_process as _node_process
+from conftest import wait_while_running as _wait_while_running
+from test_recovery import _rows, _stopped_by_ctrl_c
 
 from distrl import experiment as experiment_lib
 from distrl.nodes.actor import actor_epsilon
