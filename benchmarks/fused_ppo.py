@@ -243,10 +243,11 @@ def measure(config, seconds: float, iterations_per_call: int = 4, log=None) -> d
     }
 
 
-def run_to(config, env_steps: int, iterations_per_call: int = 50) -> dict:
-    """Trains the fused loop for `env_steps` (whole iterations) from scratch: the wall
-    time from its build to the last step, compilation included, and the mean return of
-    the episodes that ended in the last call (sampled, as it trains)."""
+def run_to(config, env_steps: int, iterations_per_call: int = 50) -> tuple[dict, dict]:
+    """Trains the fused loop for `env_steps` (whole calls) from scratch: (figures, the
+    final params). Figures: the wall time from its build to the last step, compilation
+    included, and the mean return of the episodes that ended in the last call (sampled,
+    as it trains)."""
     start = time.perf_counter()
     init, call, steps_per_call = make_call(config, iterations_per_call)
     carry, steps = init(jax.random.PRNGKey(config.seed)), 0
@@ -254,11 +255,12 @@ def run_to(config, env_steps: int, iterations_per_call: int = 50) -> dict:
         carry, (ended, total) = call(carry)
         steps += steps_per_call
     ended, total = jax.device_get((ended, total))
-    return {
+    figures = {
         "env_steps": steps,
         "wall_seconds": time.perf_counter() - start,
         "last_call_return": float(total.sum() / max(ended.sum(), 1)),
     }
+    return figures, carry.params
 
 
 def _main():
@@ -276,7 +278,7 @@ def _main():
         del argv
         config = cli.load(holder)
         if env_steps.value:
-            print(run_to(config, env_steps.value))
+            print(run_to(config, env_steps.value)[0])
         else:
             print(measure(config, seconds.value, log=print))
 

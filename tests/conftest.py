@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import cpu_profile
 import leftovers
 import psutil
 import pytest
@@ -35,8 +36,13 @@ def load_config(name: str):
     return cli.load_file(name)
 
 
+def pytest_addoption(parser):
+    cpu_profile.add_option(parser)
+
+
 def pytest_configure(config):
     leftovers.install(config)
+    cpu_profile.install(config)
 
 
 # The files whose tests take longest, longest first: sums of the longest test times of

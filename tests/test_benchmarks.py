@@ -605,3 +605,22 @@ def test_accelerator_rows_come_from_a_host_without_reverb_launchpad_or_tensorflo
         assert float(row["samples_per_s"]) > 0
         assert row["command"].startswith("python -m benchmarks.accelerator --cases=dqn,ppo")
     assert written[0]["batch"] == "[256]" and written[4]["batch"] == "[16, 128]"
+
+
+def test_parity_trains_both_programs_alike_and_plays_their_last_policies_alike():
+    """benchmarks/parity.py at a tiny size: distrl.local and the fused loop train from
+    one seed for the same whole iterations, and one evaluation (evaluator.confirm_envs
+    sampled episodes) plays each last policy; the summary gives each program's seeds."""
+    from benchmarks import parity
+    from benchmarks.common import load_config
+
+    sizes = {"actor.num_envs": 4, "actor.unroll_length": 8, "evaluator.confirm_envs": 20}
+    config = load_config("ppo_breakout", sizes)
+    assert parity.iterations_for(config, 1000) == 16  # 64 env steps an iteration: [8, 2 x 4]
+    rows = parity.run_seed(config, 3, 8 * 64)
+    assert [r["program"] for r in rows] == list(parity.PROGRAMS)
+    for row in rows:
+        assert row["seed"] == 3 and row["env_steps"] == 512 and row["episodes"] == 20, row
+        assert row["return_low"] <= row["mean_return"] <= row["return_high"], row
+    text = parity.summary(rows + [dict(r, seed=4) for r in rows])
+    assert text.count("over 2 seeds") == 2, text
