@@ -143,6 +143,50 @@ def _suite_section(suite, groups, results) -> str:
     return "\n\n".join(head + [_group_section(suite, g, results) for g in groups])
 
 
+def _parity_cell(rows, program: str, seed: str) -> str:
+    """One run's last-policy return and its interval, or "—"."""
+    r = next((r for r in rows if (r["program"], r["seed"]) == (program, seed)), None)
+    if r is None:
+        return "—"
+    low, high = (fmt(float(r[k]), False) for k in ("return_low", "return_high"))
+    return f"{fmt(float(r['mean_return']), False)} [{low}, {high}]"
+
+
+def parity_section(results=evidence.RESULTS) -> str:
+    """ "Per-step parity with a peer" from parity.csv (`benchmarks/parity.py`): per study,
+    each seed's last-policy return for distrl.local and the fused loop, and each
+    program's across-seed mean with its interval; "" without rows."""
+    found = evidence.read("parity", results)
+    parts = []
+    for study in dict.fromkeys(r["study"] for r in found):
+        rows = [r for r in found if r["study"] == study]
+        first = rows[0]
+        programs = list(dict.fromkeys(r["program"] for r in rows))
+        seeds = list(dict.fromkeys(r["seed"] for r in rows))
+        returns = {
+            p: [float(r["mean_return"]) for r in rows if r["program"] == p] for p in programs
+        }
+        cells = [[s, *(_parity_cell(rows, p, s) for p in programs)] for s in seeds]
+        cells.append(["across seeds", *(interval(returns[p], False) for p in programs)])
+        parts += [
+            f"### `{first['config']}` at {evidence.steps(int(first['env_steps']))} env steps "
+            f"(`{study}`, {first['commit']}, "
+            f"{' '.join(dict.fromkeys((first['platform'], first['device'])))})",
+            f"Each run's last policy over {first['episodes']} episodes (its 95% interval); "
+            f"across seeds: the mean, its 95% bootstrap interval. Measured by "
+            f"`{first['command'].rsplit(' --seeds', 1)[0]}`.",
+            table(["seed", *programs], cells),
+        ]
+    if not parts:
+        return ""
+    head = (
+        "## Per-step parity with a peer\n\n`distrl.local` against the fused one-file PPO "
+        "loop (`benchmarks/fused_ppo.py`): the same seed, env, network and settings, the "
+        "same iterations, each last policy played by the same evaluation."
+    )
+    return "\n\n".join([head, *parts])
+
+
 def page(found, results=evidence.RESULTS) -> str:
     """docs/results.md's text."""
     parts = [
@@ -156,7 +200,8 @@ def page(found, results=evidence.RESULTS) -> str:
     for suite in suites.SUITES:
         if found[suite.name]:
             parts.append(_suite_section(suite, found[suite.name], results))
-    return "\n\n".join(parts) + "\n"
+    parity = parity_section(results)
+    return "\n\n".join(parts + [parity] * bool(parity)) + "\n"
 
 
 def draw_curves(found, results=evidence.RESULTS, docs=ROOT / "docs") -> list:

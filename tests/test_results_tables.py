@@ -247,3 +247,23 @@ def test_a_suite_is_short_of_its_published_figure_only_when_its_interval_lies_be
     assert not short_of([1.0, 1.0, 1.0, 1.0, 0.0], "the optimum", True)  # 100% in reach
     assert short_of([0.5, 0.6, 0.55], "the optimum", True)
     assert not short_of([100.0], "1,443", False)  # one seed: no interval
+
+
+def test_the_parity_section_gives_each_seed_and_the_mean_over_seeds(tmp_path):
+    from benchmarks import results_page
+
+    assert results_page.parity_section(tmp_path) == ""  # no rows: no section
+    columns = "study,commit,command,platform,device,config,program,seed,env_steps,"
+    columns += "mean_return,return_low,return_high,episodes"
+    command = "python -m benchmarks.parity --config=configs/ppo_breakout.py --seeds=1"
+    rows = [
+        f"s,abc,{command},cpu,cpu,ppo_breakout,{program},{seed},2007040,{r},{r - 1},{r + 1},1000"
+        for seed, (ours, theirs) in ((1, (20.0, 14.0)), (2, (16.0, 16.0)))
+        for program, r in (("distrl.local", ours), ("fused", theirs))
+    ]
+    (tmp_path / "parity.csv").write_text("\n".join([columns, *rows]) + "\n")
+    text = results_page.parity_section(tmp_path)
+    assert "### `ppo_breakout` at 2.01M env steps (`s`, abc, cpu)" in text
+    assert "`python -m benchmarks.parity --config=configs/ppo_breakout.py`" in text
+    assert "| 1 | 20.0 [19.0, 21.0] | 14.0 [13.0, 15.0] |" in text
+    assert "| across seeds | 18.0 [16.0, 20.0] | 15.0 [14.0, 16.0] |" in text
