@@ -149,6 +149,27 @@ def wait_while_running(proc, deadline: float, ready, why=None, period_s: float =
     return found
 
 
+def kill_node_when(proc, run_dir, node: str, ready, within_s: float, then_s: float):
+    """Once `ready()` holds (within `within_s`) and node `node` ("actor/0", "replay") of
+    the launcher `proc` is alive, SIGKILLs that node, then waits up to `then_s` for the
+    launcher to end: (its output, the time of the kill). A failure on the way kills the
+    launcher, so nothing outlives the test."""
+    try:
+        victim = wait_while_running(
+            proc,
+            time.time() + within_s,
+            lambda: ready() and node_process(proc.pid, run_dir, node),
+            period_s=0.1,
+        )
+        victim.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        out, _ = proc.communicate(timeout=then_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return out, killed_at
+
+
 def node_process(launcher_pid: int, run_dir, name: str):
     """The live process of node `name` ("actor/0", "replay") of a launcher, or None."""
     pid = node_pids(run_dir).get(name)

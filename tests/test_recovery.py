@@ -9,7 +9,7 @@ import signal
 import time
 
 import pytest
-from conftest import assert_nothing_left, launch_train
+from conftest import assert_nothing_left, kill_node_when, launch_train
 from conftest import node_process as _node_process
 from conftest import wait_while_running as _wait_while_running
 
@@ -129,16 +129,7 @@ def test_the_default_program_survives_an_actor_killed_with_sigkill(tmp_path):
     runs is restarted, and the run still ends on its target, exit 0, with its result."""
     run_dir = tmp_path / "run"
     proc = launch_train(["--config=configs/dqn.py", f"--run_dir={run_dir}"])
-    try:
-        deadline = time.time() + 300
-        victim = _wait_while_running(
-            proc, deadline, lambda: _node_process(proc.pid, run_dir, "actor/0"), period_s=0.1
-        )
-        victim.send_signal(signal.SIGKILL)
-        out, _ = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    out, _ = kill_node_when(proc, run_dir, "actor/0", lambda: True, 300, 300)
     assert proc.returncode == 0, out[-3000:]
     cause = "exited with code -9 (killed by SIGKILL)"
     assert f"distrl: actor/0 {cause}; restarting it in 1.0 s (restart 1 of 3)" in out, out[-3000:]
@@ -169,15 +160,9 @@ def test_a_killed_node_of_a_fail_fast_run_is_named_in_one_line_and_the_learner_c
             "--config.budget.env_steps=0",
         ]
     )
-    try:
-        deadline = time.time() + 400
-        _wait_while_running(proc, deadline, lambda: len(_evaluator_rows(run_dir)) >= 3)
-        _node_process(proc.pid, run_dir, "replay").send_signal(signal.SIGKILL)
-        killed_at = time.time()
-        out, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    out, killed_at = kill_node_when(
+        proc, run_dir, "replay", lambda: len(_evaluator_rows(run_dir)) >= 3, 400, 120
+    )
     assert proc.returncode == 1, out[-3000:]
     cause = "replay exited with code -9 (killed by SIGKILL)"
     assert f"distrl: {cause}; stopping the program" in out

@@ -5,13 +5,12 @@ runs, so they go to a test worker of their own beside test_recurrent.py's."""
 
 import json
 import os
-import signal
 import time
 
 import jax
 import numpy as np
 import pytest
-from conftest import assert_nothing_left, launch_train, node_process, wait_while_running
+from conftest import assert_nothing_left, kill_node_when, launch_train
 
 from distrl import checkpoints, metrics
 from distrl import experiment as experiment_lib
@@ -42,26 +41,16 @@ def test_a_restarted_actor_process_rejoins_and_the_run_keeps_learning(tmp_path):
     learner again, and the run still confirms its target."""
     run_dir = tmp_path / "run"
     proc = launch_train(_memory_chain_flags(run_dir))
-    try:
-        deadline = time.time() + 240
-        actor_log = metrics.csv_path(str(run_dir), "actor_0")
-        learner_log = metrics.csv_path(str(run_dir), "learner")
-        victim = wait_while_running(  # once it acted and the learner learned from it
-            proc,
-            deadline,
-            lambda: (
-                os.path.exists(actor_log)
-                and os.path.exists(learner_log)
-                and node_process(proc.pid, run_dir, "actor/0")
-            ),
-            period_s=0.1,
-        )
-        victim.send_signal(signal.SIGKILL)
-        killed_at = time.time()
-        out, _ = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    actor_log = metrics.csv_path(str(run_dir), "actor_0")
+    learner_log = metrics.csv_path(str(run_dir), "learner")
+    out, killed_at = kill_node_when(  # once it acted and the learner learned from it
+        proc,
+        run_dir,
+        "actor/0",
+        lambda: os.path.exists(actor_log) and os.path.exists(learner_log),
+        240,
+        240,
+    )
     assert proc.returncode == 0, out[-3000:]
     cause = "exited with code -9 (killed by SIGKILL)"
     assert f"distrl: actor/0 {cause}; restarting it" in out, out[-3000:]
