@@ -97,6 +97,8 @@ SUITES = (
     ),
     _preset("ppo_breakout", "gymnax:Breakout-MinAtar", 10_000_000, "28", GYMNAX),
     _preset("ppo_spaceinvaders", "gymnax:SpaceInvaders-MinAtar", 10_000_000, "131", GYMNAX),
+    _preset("ppo_asterix", "gymnax:Asterix-MinAtar", 10_000_000, "15", GYMNAX),
+    _preset("ppo_freeway", "gymnax:Freeway-MinAtar", 10_000_000, "58", GYMNAX),
     _preset("sac_pendulum", "gymnax:Pendulum-v1", 20_000, "-157 at 20k", ZOO),
     _preset("td3_pendulum", "gymnax:Pendulum-v1", 20_000, "-152 at 20k", ZOO),
     _preset("ppo_pendulum", "gymnax:Pendulum-v1", 100_000, "-172 at 100k", ZOO),

@@ -1,15 +1,15 @@
-"""The env presets (configs/ppo_cartpole.py, dqn_cartpole.py, ppo_breakout.py,
-dqn_breakout.py, ppo_spaceinvaders.py; gymnasium's CartPole: ppo_gymnasium_cartpole.py,
-dqn_gymnasium_cartpole.py; gymnasium's toy-text: ppo_gymnasium_frozenlake8x8.py,
-tabular_gymnasium_taxi.py, ppo_gymnasium_taxi.py; Pendulum-v1: sac_pendulum.py,
-td3_pendulum.py, ppo_pendulum.py, sac_gymnasium_pendulum.py; gymnasium's MuJoCo
-HalfCheetah-v5: sac_mujoco.py, td3_mujoco.py, ppo_mujoco.py; memory tasks:
-ppo_masked_cartpole.py, ppo_memory_chain.py): each loads and validates with the target
-(or budget) it states; a CartPole pipeline under Launchpad's test_mt (real Reverb, real
-courier nodes) improves the greedy return; the comparison report of such a run (an env
-without a success signal) compares mean returns with their intervals, not success
-rates. Bad values in these configs exit 2 through launch/train.py
-(tests/test_launch.py, BAD_INPUTS)."""
+"""The env presets (configs/ppo_cartpole.py, dqn_cartpole.py; MinAtar: ppo_breakout.py,
+dqn_breakout.py, ppo_spaceinvaders.py, ppo_asterix.py, ppo_freeway.py; gymnasium's
+CartPole: ppo_gymnasium_cartpole.py, dqn_gymnasium_cartpole.py; gymnasium's toy-text:
+ppo_gymnasium_frozenlake8x8.py, tabular_gymnasium_taxi.py, ppo_gymnasium_taxi.py;
+Pendulum-v1: sac_pendulum.py, td3_pendulum.py, ppo_pendulum.py,
+sac_gymnasium_pendulum.py; gymnasium's MuJoCo HalfCheetah-v5: sac_mujoco.py,
+td3_mujoco.py, ppo_mujoco.py; memory tasks: ppo_masked_cartpole.py,
+ppo_memory_chain.py): each loads and validates with the target (or budget) it states; a
+CartPole pipeline under Launchpad's test_mt (real Reverb, real courier nodes) improves
+the greedy return; the comparison report of such a run (an env without a success signal)
+compares mean returns with their intervals, not success rates. Bad values in these
+configs exit 2 through launch/train.py (tests/test_launch.py, BAD_INPUTS)."""
 
 import jax
 import pytest
@@ -34,6 +34,8 @@ PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     "ppo_breakout": ("gymnax:Breakout-MinAtar", "ppo", 28.0, 3),  # the sampled policy's
     "dqn_breakout": ("gymnax:Breakout-MinAtar", "dqn", 10.0, 3),
     "ppo_spaceinvaders": ("gymnax:SpaceInvaders-MinAtar", "ppo", 131.0, 3),  # gymnax's PPO
+    "ppo_asterix": ("gymnax:Asterix-MinAtar", "ppo", 15.0, 3),
+    "ppo_freeway": ("gymnax:Freeway-MinAtar", "ppo", 58.0, 3),
     "sac_pendulum": ("gymnax:Pendulum-v1", "sac", -200.0, 1),
     "td3_pendulum": ("gymnax:Pendulum-v1", "td3", -200.0, 1),
     "ppo_pendulum": ("gymnax:Pendulum-v1", "ppo", -200.0, 1),
@@ -44,7 +46,7 @@ PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     "r2d2_masked_cartpole": ("gymnax:CartPole-v1", "r2d2", 475.0, 1),
 }
 
-IMAGE_TORSOS = {"ppo_breakout": "mlp", "dqn_breakout": "conv", "ppo_spaceinvaders": "mlp"}
+IMAGE_TORSOS = {"dqn_breakout": "conv"}  # the other MinAtar presets: gymnax-blines' MLP
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -63,7 +65,7 @@ def test_each_env_preset_loads_and_validates_with_its_target(name):
     if target_return:  # "greedy mean return lower bound >= 475 over 1,000 episodes"
         assert config.evaluator.confirm_envs == 1000
     if rank == 3:  # gymnax-blines' MLP for PPO (its published 28), MinAtar's conv for DQN
-        assert config.agent.torso == IMAGE_TORSOS[name]
+        assert config.agent.torso == IMAGE_TORSOS.get(name, "mlp")
     # the two modes judge at the same env-step cadence
     iteration = config.num_actors * config.actor.num_envs * config.actor.unroll_length
     assert (
