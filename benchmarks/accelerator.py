@@ -23,7 +23,9 @@ platform, each in its own process (a TPU is held by one process at a time):
     python -m benchmarks.accelerator --rows=tpu.json,cpu.json --commit=<sha> \
         --csv=benchmarks/results/learner_devices.csv      # the records (capacity's input)
 
-Every row carries the platform and the device kind that measured it.
+Every row carries the platform and the device kind that measured it. `--trace=DIR`
+also profiles three resident calls of each case (`update_many`, or `update`) into
+`DIR/<case>/` (XProf's format: op by op on the device): where an update's time goes.
 """
 
 import datetime
@@ -74,6 +76,7 @@ _ROWS = flags.DEFINE_list("rows", [], "Measured JSON files whose rows go to --cs
 _CSV = flags.DEFINE_string("csv", "", "--rows: append them to this results CSV.")
 _COMMIT = flags.DEFINE_string("commit", "", "--rows: the commit the measurement ran on.")
 _NOTE = flags.DEFINE_string("note", "", "--rows: the rows' note.")
+_TRACE = flags.DEFINE_string("trace", "", "Also write a profiler trace of each case here.")
 # benchmarks/results/learner_devices.csv, read by benchmarks/capacity_bench.py
 CSV_COLUMNS = (
     "study", "date", "commit", "commit_source", "command", "load", "platform", "device",
@@ -122,8 +125,11 @@ def _fed(fn, state, host_items, to_batch, per_call):
     return step
 
 
-def case_rows(name: str, config_name: str, overrides: dict, seconds: float, k: int) -> list:
-    """The figures of one preset at its learner batch on the default device."""
+def case_rows(
+    name: str, config_name: str, overrides: dict, seconds: float, k: int, trace: str = ""
+) -> list:
+    """The figures of one preset at its learner batch on the default device; with
+    `trace`, a profile of its resident calls (`_trace`)."""
     experiment = experiment_lib.make(load_config(config_name, overrides))
     agent, pipeline = experiment.agent, experiment.pipeline
     rng = np.random.default_rng(0)
@@ -148,6 +154,8 @@ def case_rows(name: str, config_name: str, overrides: dict, seconds: float, k: i
             jax.block_until_ready,
         )
     rates = measure_rates(steps, seconds)
+    if trace:
+        _trace(os.path.join(trace, name), steps["update_many" if many else "update"][0])
     leading = batches[0].chunk if isinstance(batches[0], CoreChunk) else batches[0]
     shape = str(list(leading.reward.shape))
     out = []
@@ -168,6 +176,18 @@ def case_rows(name: str, config_name: str, overrides: dict, seconds: float, k: i
     if flops:
         out.append(_flops_row(name, flops, rates["update"], rows))
     return out
+
+
+def _trace(log_dir: str, step, calls: int = 3) -> None:
+    """A profile of `calls` compiled calls of `step` into `log_dir` (XProf's format): the
+    device's ops with their flops and bytes, few host events, so it stays small."""
+    options = jax.profiler.ProfileOptions()
+    options.host_tracer_level = 1  # annotations only
+    options.python_tracer_level = 0
+    options.enable_hlo_proto = True  # each op's flops and bytes for XProf's op tables
+    with jax.profiler.trace(log_dir, profiler_options=options):
+        for _ in range(calls):
+            jax.block_until_ready(step())
 
 
 def _flops(agent, state, batch) -> float:
@@ -240,7 +260,7 @@ def td_form_rows(seconds: float, batch_size: int = 4096) -> list:
     ]
 
 
-def measure(cases, seconds: float, k: int, out: str = "") -> dict:
+def measure(cases, seconds: float, k: int, out: str = "", trace: str = "") -> dict:
     """Every case's rows on this process's default device, with its platform and kind;
     written to `out` (JSON) after each case, so a run cut short keeps what it measured."""
     device = jax.devices()[0]
@@ -254,7 +274,7 @@ def measure(cases, seconds: float, k: int, out: str = "") -> dict:
         rows=[],
     )
     parts = [
-        (name, lambda n=name, c=config_name, o=overrides: case_rows(n, c, o, seconds, k))
+        (name, lambda n=name, c=config_name, o=overrides: case_rows(n, c, o, seconds, k, trace))
         for name, config_name, overrides in CASES
         if name in cases
     ]
@@ -332,7 +352,7 @@ def main(argv) -> None:
         for case, figure, b, o, ratio in compare(base, other):
             print(f"{case:>22} {figure:>12} {b:>12,.0f} {o:>12,.0f} {ratio:>8.2f}x")
         return
-    _print(measure(set(_CASES.value), _SECONDS.value, _K.value, _OUT.value))
+    _print(measure(set(_CASES.value), _SECONDS.value, _K.value, _OUT.value, _TRACE.value))
 
 
 if __name__ == "__main__":

@@ -565,9 +565,10 @@ def test_capacity_table_and_check_rows_from_measured_inputs(tmp_path):
 def test_accelerator_rows_come_from_a_host_without_reverb_launchpad_or_tensorflow(tmp_path):
     """`accelerator.py` on a host with only the core's packages (a TPU host): the data
     path's packages made unimportable, a replay and an on-policy preset's updates are
-    timed (K per call and fed from the host for the replay one), and `--rows` turns them
-    into learner_devices.csv rows naming the platform, device kind and commit given."""
-    measured, out = tmp_path / "cpu.json", tmp_path / "devices.csv"
+    timed (K per call and fed from the host for the replay one), `--trace` profiles each
+    case's calls, and `--rows` turns them into learner_devices.csv rows naming the
+    platform, device kind and commit given."""
+    measured, out, trace = tmp_path / "cpu.json", tmp_path / "devices.csv", tmp_path / "trace"
     code = (
         "import importlib.abc, sys\n"
         "class Block(importlib.abc.MetaPathFinder):\n"
@@ -577,7 +578,8 @@ def test_accelerator_rows_come_from_a_host_without_reverb_launchpad_or_tensorflo
         "sys.meta_path.insert(0, Block())\n"
         "from absl import app\n"
         "from benchmarks import accelerator\n"
-        f"sys.argv = ['x', '--cases=dqn,ppo', '--seconds=0.05', '--k=2', '--out={measured}']\n"
+        "sys.argv = ['x', '--cases=dqn,ppo', '--seconds=0.05', '--k=2',\n"
+        f"            '--out={measured}', '--trace={trace}']\n"
         "app.run(accelerator.main)\n"
     )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu")
@@ -586,6 +588,8 @@ def test_accelerator_rows_come_from_a_host_without_reverb_launchpad_or_tensorflo
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, env=env, timeout=600
     )
     assert done.returncode == 0, done.stderr[-2000:]
+    for case in ("dqn", "ppo"):  # one profile each, in XProf's format
+        assert len(list((trace / case).glob("plugins/profile/*/*.xplane.pb"))) == 1, case
     rows_cmd = [
         sys.executable, "-m", "benchmarks.accelerator",
         f"--rows={measured}", f"--csv={out}", "--commit=abc1234",
