@@ -31,9 +31,43 @@ def _run(config_name: str, run_dir: str, **budget):
     return program.run(config, "test_mt")
 
 
+@pytest.fixture(scope="module")
+def dqn_run(tmp_path_factory):
+    """One DQN 4x4 run for two tests: (result, run dir, [(port, claimed)] of each server
+    the launch bound, with whether the launcher held its claim (`distrl.program.ports`)
+    while the run went). Looking at the ports takes nothing from the run: a claim this
+    test could take is released at once."""
+    seen = []
+    launch = program.lp.launch
+
+    def launch_and_look(prog, **kwargs):  # the real launch; then the bound addresses
+        started = launch(prog, **kwargs)
+        for node in prog.get_all_nodes():
+            for address in node.addresses:
+                port = int(address.resolve().rsplit(":", 1)[1])
+                fd = os.open(os.path.join(ports.claims_dir(), str(port)), os.O_CREAT | os.O_RDWR)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    claimed = False
+                except BlockingIOError:  # the launcher holds it
+                    claimed = True
+                finally:
+                    os.close(fd)
+                seen.append((port, claimed))
+        return started
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(program.lp, "launch", launch_and_look)
+        result, out_dir = _run("dqn", str(tmp_path_factory.mktemp("dqn") / "run"))
+    return result, out_dir, seen
+
+
 @pytest.mark.parametrize("config_name", ["dqn", "dqn-prioritized", "ppo", "grpo", "reinforce"])
-def test_trains_to_full_success_on_4x4(config_name, run_dir):
-    result, out_dir = _run(config_name, run_dir)
+def test_trains_to_full_success_on_4x4(config_name, run_dir, request):
+    if config_name == "dqn":  # the run test_servers_listen_on_claimed_ports... looks at
+        result, out_dir, _ = request.getfixturevalue("dqn_run")
+    else:
+        result, out_dir = _run(config_name, run_dir)
     assert result is not None, "the evaluator wrote no result"
     assert result["stop_reason"] == "target_reached", result
     assert result["evaluation"]["success_rate"] == 1.0
@@ -195,31 +229,11 @@ def test_actors_stop_at_the_env_step_budget_between_evaluations(run_dir):
     assert 20_000 <= result["counts"]["env_steps"] <= 2 * 20_000, result["counts"]
 
 
-def test_servers_listen_on_claimed_ports_outside_the_ephemeral_range(run_dir, monkeypatch):
+def test_servers_listen_on_claimed_ports_outside_the_ephemeral_range(dqn_run):
     """Launchpad's test_mt binds each node itself; distrl's binding replaces it, so the
     servers keep out of the range client sockets take ports from, on ports this
     launcher holds a claim on while the run goes (`distrl.program.ports`)."""
-    seen = []
-    launch = program.lp.launch
-
-    def launch_and_look(prog, **kwargs):  # the real launch; then the bound addresses
-        started = launch(prog, **kwargs)
-        for node in prog.get_all_nodes():
-            for address in node.addresses:
-                port = int(address.resolve().rsplit(":", 1)[1])
-                fd = os.open(os.path.join(ports.claims_dir(), str(port)), os.O_CREAT | os.O_RDWR)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    claimed = False
-                except BlockingIOError:  # the launcher holds it
-                    claimed = True
-                finally:
-                    os.close(fd)
-                seen.append((port, claimed))
-        return started
-
-    monkeypatch.setattr(program.lp, "launch", launch_and_look)
-    result, _ = _run("dqn", run_dir)
+    result, _, seen = dqn_run
     assert result["stop_reason"] == "target_reached", result
     low, _ = ports.ephemeral_range()
     assert len(seen) >= 4, seen  # replay, learner, counter, actors, evaluator
