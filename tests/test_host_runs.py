@@ -122,6 +122,10 @@ def test_gymnasium_frozenlake_learns_and_is_judged_on_its_own_tables(tmp_path):
             # no env stepped in Python declares itself deterministic, so success is a
             # Wilson bound over 10,000 episodes (0.9996 at 10,000 of 10,000), never 1.0
             "--config.evaluator.target_success=0.999",
+            # the routine evaluations (each second) of 100 episodes, not 1,000: the
+            # untrained policy's 1,000 episodes of 100 steps in Python held the first
+            # one back past 120k env steps (a run of 26 CPU s, now 17-21)
+            "--config.evaluator.num_envs=100",
             f"--run_dir={run_dir}",
         ]
     )
