@@ -17,6 +17,7 @@ Matplotlib's object API with the Agg canvas: no pyplot global state, no display.
 
 import json
 import os
+import textwrap
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -279,7 +280,7 @@ def plot_comparison(curves, x_axes, title: str, path: str, target=None, panels=P
                 for y in lines.get(y_key, []):
                     ax.axhline(y, color="0.4", ls="--", lw=0.8)
     axes[0, 0].legend(loc="lower right", fontsize=8)
-    fig.suptitle(title)
+    fig.suptitle(textwrap.fill(title, 9 * 5 * len(x_axes), break_on_hyphens=False))
     return _save(fig, path)
 
 
