@@ -149,18 +149,33 @@ class Monitor:
 
 def node_cpu(log_dir: str) -> dict:
     """{'<group>/<i>': CPU seconds (user + system, all threads) so far} of this
-    process's node children, known by their output file as in `node_memory`; {}
+    process's node processes, known by their output file as in `node_memory`; {}
     without `log_dir`."""
     out = {}
-    for child in psutil.Process().children() if log_dir else ():
+    for proc in _descendants() if log_dir else ():
         try:
-            name = os.path.relpath(os.readlink(f"/proc/{child.pid}/fd/1"), log_dir)
-            times = child.cpu_times()
+            name = os.path.relpath(os.readlink(f"/proc/{proc.pid}/fd/1"), log_dir)
+            times = proc.cpu_times()
         except (psutil.Error, OSError):
             continue
-        if not name.startswith(".."):
+        if _is_node(name):
             out[name] = times.user + times.system
     return out
+
+
+def _descendants() -> list:
+    """This process's children and theirs: a node forked by the preloaded parent
+    (`distrl.program.zygote`) is a grandchild."""
+    try:
+        return psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _is_node(name: str) -> bool:
+    """Whether an output file's path under the log dir is a node's, `<group>/<i>` (the
+    supervisor's own log, `launcher`, is its and the preloaded parent's)."""
+    return "/" in name and not name.startswith("..")
 
 
 def machine_busy() -> float:
@@ -179,13 +194,14 @@ def cores_between(before: dict, after: dict, seconds: float) -> dict:
 
 def node_memory(log_dir: str) -> dict:
     """{'<group>/<i>': {'rss_gb', 'hwm_gb', 'pss_gb', 'uss_gb'}} of this process's node
-    children, each known by its output file `<log_dir>/<group>/<i>` (Launchpad's
+    processes, each known by its output file `<log_dir>/<group>/<i>` (the supervisor's
     output_to_files). hwm is the peak RSS (VmHWM); PSS splits shared pages among the
-    processes sharing them, USS counts only a process's own."""
+    processes sharing them (a forked node's with the preloaded parent too), USS
+    counts only a process's own."""
     out = {}
-    for child in psutil.Process().children():
-        name, memory = _named_memory(child, log_dir)
-        if memory is not None and not name.startswith(".."):
+    for proc in _descendants():
+        name, memory = _named_memory(proc, log_dir)
+        if memory is not None and _is_node(name):
             out[name] = memory
     return out
 

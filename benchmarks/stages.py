@@ -1,8 +1,10 @@
 """The system's stages under local_mp: the real Actor alone, the real Learner alone,
 and the whole program, each measured from counter and Reverb-table snapshots.
 
-Each measurement is one Launchpad program run by `python -m benchmarks.stages` in a
-subprocess of its own session (so that every node it starts can be killed):
+Each measurement is one Launchpad program, run as distrl's launcher runs its own
+(`distrl.program.beside`: the supervisor, each node a fork of the preloaded parent),
+by `python -m benchmarks.stages` in a subprocess of its own session (so that every
+node it starts can be killed):
 - `--mode=stage`: replay (an unlimited table, `benchmarks.tables`), counter,
   `FixedParams`, one real Actor (`StageActor`) and the real Learner held at a gate
   (`GatedLearner`). Phase 1 times the actor alone; then the actor is stopped and the
@@ -31,7 +33,6 @@ import sys
 import time
 
 import launchpad as lp
-import psutil
 from absl import flags
 
 from benchmarks import nodes, tables
@@ -49,7 +50,7 @@ from distrl import experiment as experiment_lib
 from distrl.nodes.actor import Actor
 from distrl.nodes.counter import Counter
 from distrl.nodes.learner import Learner
-from distrl.program import launcher, topology
+from distrl.program import beside, launcher, topology
 from distrl.program.lifecycle import LAUNCHPAD
 
 
@@ -150,26 +151,23 @@ def e2e_program(config, run_dir: str, warmup: float, window: float):
 def launch_and_measure(
     p, counter, replays, plan, run_dir: str, out_path: str, monitor_cls=Monitor
 ) -> dict:
-    """Runs a program under local_mp with distrl's per-group process settings, times
+    """Runs a program as distrl's launcher runs it under local_mp (its supervisor: a
+    fork of the preloaded parent per node, distrl's per-group process settings), times
     it from this (the launcher) process, writes the snapshots and the nodes' memory
     (and returns them), then stops the program. With LAUNCHPAD_LOGGING_DIR set, each
     node's output goes to a file there, by which `node_memory` knows the node."""
-    resources = launcher.local_resources()
-    resources = {group: r for group, r in resources.items() if group in p.groups}
     counter.set_client_kwargs(call_timeout=datetime.timedelta(seconds=3))
     log_dir = os.environ.get("LAUNCHPAD_LOGGING_DIR")
-    terminal = "output_to_files" if log_dir else "current_terminal"
-    manager = lp.launch(p, launch_type="local_mp", terminal=terminal, local_resources=resources)
-    measured = monitor_cls(counter, replays, run_dir, log_dir=log_dir or "").run(plan)
-    measured["memory"] = node_memory(log_dir) if log_dir else {}
-    write_json(out_path, measured)
-    try:
-        manager.stop_and_wait()
-    except psutil.NoSuchProcess:
-        # A gated stage node exits once its body is done (LAUNCHPAD.guard), which
-        # Launchpad's stop does not expect; the caller kills this whole session.
-        pass
-    return measured
+
+    def measure() -> dict:
+        measured = monitor_cls(counter, replays, run_dir, log_dir=log_dir or "").run(plan)
+        measured["memory"] = node_memory(log_dir) if log_dir else {}
+        write_json(out_path, measured)
+        return measured
+
+    envs = launcher.node_envs()
+    envs = {group: envs.get(group, {}) for group in p.groups}
+    return beside.run(p, run_dir, envs, measure, output_dir=log_dir)
 
 
 def summarize_actor(phase, config) -> dict:

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import pkgutil
+import signal
 import subprocess
 import sys
 import time
@@ -82,9 +83,14 @@ def test_startup_is_the_last_node_to_step():
 
 
 def test_node_memory_names_each_node_by_its_output_file(tmp_path):
+    """A node forked by the preloaded parent (a grandchild here) is found by its output
+    file too; the parent's own, the supervisor's log `launcher`, names no node."""
     os.makedirs(tmp_path / "actor")
-    with open(tmp_path / "actor" / "0", "w") as out:
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdout=out)
+    node = f"exec {sys.executable} -c 'import time; time.sleep(60)' > {tmp_path}/actor/0"
+    with open(tmp_path / "launcher", "w") as out:
+        child = subprocess.Popen(
+            ["sh", "-c", f"({node}) & wait"], stdout=out, start_new_session=True
+        )
     try:
         memory = {}
         for _ in range(100):  # until the child has started (its fd 1 is the file)
@@ -98,7 +104,7 @@ def test_node_memory_names_each_node_by_its_output_file(tmp_path):
         summary = stages.summarize_memory(memory)
         assert summary["actor"] == node and summary["total"]["count"] == 1
     finally:
-        child.kill()
+        os.killpg(child.pid, signal.SIGKILL)  # the grandchild too
         child.wait()
 
 

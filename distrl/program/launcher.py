@@ -19,14 +19,13 @@ import time
 
 import launchpad as lp
 from absl import logging
-from launchpad.nodes.python.local_multi_processing import PythonProcess
 
 from distrl import checkpoints, metrics, resources
 from distrl import config as config_lib
 from distrl import experiment as experiment_lib
 from distrl.analysis import plots
 from distrl.nodes import counter
-from distrl.program import bindhost, nodeenv, ports, scaling, staging, supervisor
+from distrl.program import nodeenv, ports, scaling, staging, supervisor
 from distrl.program.errors import NodeFailure
 from distrl.program.topology import make_program
 from distrl.records import failures, results, rundir
@@ -37,15 +36,6 @@ def node_envs(run_dir: str | None = None, learner_device: str = "auto") -> dict:
     there; the learner's JAX platform is `learner_device` (config.learner.device)."""
     tmp_dir = os.path.join(run_dir, rundir.TMP_DIR) if run_dir else None
     return nodeenv.node_envs(tmp_dir, learner_device)
-
-
-def local_resources(run_dir: str | None = None):
-    """Per-group process settings for Launchpad's own `local_mp` launcher (benchmarks):
-    servers listen on loopback only."""
-    loopback = bindhost.environment(bindhost.LOOPBACK)
-    return {
-        label: PythonProcess(env={**env, **loopback}) for label, env in node_envs(run_dir).items()
-    }
 
 
 def prepare(

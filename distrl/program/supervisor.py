@@ -46,7 +46,15 @@ _POLL_S = 0.1
 
 
 def run(
-    program, config, run_dir: str, envs: dict, stream, terminal: str, show_progress: bool = True
+    program,
+    config,
+    run_dir: str,
+    envs: dict,
+    stream,
+    terminal: str,
+    show_progress: bool = True,
+    output_dir: str | None = None,
+    started=None,
 ) -> list[dict]:
     """Runs `program` with a process per node until it stops; returns the restarts made.
 
@@ -54,8 +62,11 @@ def run(
     "output_to_files" (output per node, one progress line on `stream`) or
     "current_terminal" (every node's output here, prefixed with its name). Only
     `config.restart` is read, and with `show_progress` what the progress line shows.
+    `output_dir`: where the nodes' output goes (default: the run's `logs/nodes`);
+    `started(stop_file)` is called once every node started: creating `stop_file`
+    stops the program (`distrl.program.beside`).
     """
-    output_dir = rundir.node_output_dir(run_dir)
+    output_dir = output_dir or rundir.node_output_dir(run_dir)
     os.makedirs(output_dir, exist_ok=True)
     work = scaling.open_work_dir(run_dir, "local_mp")
     supervisor = _Supervisor(config, run_dir, os.path.join(output_dir, "launcher"), stream)
@@ -63,20 +74,17 @@ def run(
         supervisor.prepare(program, envs, output_dir, work, terminal == "current_terminal")
         show = show_progress and terminal == "output_to_files"
         line = progress.ProgressLine(run_dir, config, stream) if show else contextlib.nullcontext()
-        supervisor.run(line)
+        supervisor.run(line, started)
     finally:
         supervisor.close()
         shutil.rmtree(work, ignore_errors=True)
     return supervisor.policy.restarts
 
 
-def _node_process(
-    n: staging.Staged, env: dict, where: dict, claims: ports.Claims, parent
-) -> nodeproc.NodeProcess:
-    """Node `n`'s process, not started yet: its addresses bound to loopback ports from
-    `claims`, its pickle in the work directory, its output in `where["output_dir"]` (or,
-    with `where["echo"]`, here), forked from the preloaded `parent` when there is one."""
-    staging.bind_local(n.node, claims)
+def _node_process(n: staging.Staged, env: dict, where: dict, parent) -> nodeproc.NodeProcess:
+    """Node `n`'s process, not started yet: its pickle (addresses bound) in the work
+    directory, its output in `where["output_dir"]` (or, with `where["echo"]`, here),
+    forked from the preloaded `parent` when there is one."""
     data_file = os.path.join(where["work"], n.name.replace("/", "_") + ".pkl")
     with open(data_file, "wb") as f:
         f.write(staging.pickled(n, where["work"]))
@@ -128,10 +136,10 @@ class _Supervisor:
         early = zygote.take_early()
         if early is None:
             self._zygote = self._start_zygote(list(node_env.values()))
+        for n in staged:  # all before any pickle: a node may hold a later node's handle
+            staging.bind_local(n.node, self._ports)
         for n in staged:
-            self._nodes[n.name] = _node_process(
-                n, node_env[n.name], where, self._ports, self._zygote
-            )
+            self._nodes[n.name] = _node_process(n, node_env[n.name], where, self._zygote)
         if early is not None:
             self._zygote = self._adopt(early, list(node_env.values()))
             for node in self._nodes.values():
@@ -161,10 +169,12 @@ class _Supervisor:
             self._zygote.close()
         self._ports.release()
 
-    def run(self, line) -> None:
+    def run(self, line, started=None) -> None:
         try:
             for name, p in self._nodes.items():
                 self._log(f"{name} started, pid {p.start()}")
+            if started is not None:
+                started(self._stop_file)
             if self._scaler.scalable:
                 actors = sorted(n for n in self._nodes if n.startswith("actor/"))
                 scaling.record_launch(self._run_dir, actors)
@@ -301,7 +311,8 @@ class _Scaler:
     def _start(self, index: int, count: int, nodes: dict) -> str:
         """Stages, binds, pickles and starts actor `index` of `count`; its name."""
         n = staging.stage_added(self._more.added(index, count), "actor", index)
-        p = _node_process(n, self._env, self.where, self._ports, self.zygote)
+        staging.bind_local(n.node, self._ports)
+        p = _node_process(n, self._env, self.where, self.zygote)
         p.start()
         nodes[n.name] = p
         return n.name
