@@ -107,7 +107,7 @@ SUITES = (
     ),
     _mujoco("ppo_mujoco", "HalfCheetah-v5", 1_000_000, "1,443", CLEANRL_PPO),
     _mujoco("ppo_mujoco", "Hopper-v5", 1_000_000, "2,383", CLEANRL_PPO),
-    _mujoco("ppo_mujoco", "Walker2d-v5", 1_000_000),
+    _mujoco("ppo_mujoco", "Walker2d-v5", 1_000_000, "2,288", CLEANRL_PPO),
     _mujoco("ppo_mujoco", "Ant-v5", 1_000_000),
     _mujoco("sac_mujoco", "HalfCheetah-v5", 300_000, *_td3_curve("HalfCheetah", HALFCHEETAH_300K)),
     _mujoco("sac_mujoco", "Hopper-v5", 300_000, *_td3_curve("Hopper", HOPPER_300K)),
