@@ -280,6 +280,44 @@ def make_actor_critic_network(torso: Torso, actions, shared_torso: bool = False)
     return hk.without_apply_rng(hk.transform(forward))
 
 
+_VARIANCE = hk.initializers.VarianceScaling()  # hk.GRU's default for w_i and w_h
+
+
+class GRU(hk.Module):
+    """hk.GRU's cell (its parameters w_i, w_h, b, their initialisers and arithmetic) with
+    the input projection apart from the recurrence: an unroll projects a whole sequence
+    in one batched matmul and runs only the state's two matmuls step by step."""
+
+    def __init__(self, hidden_size: int, name: str | None = None):
+        super().__init__(name=name)
+        self.hidden_size = hidden_size
+
+    def project(self, x):
+        """x [..., I] -> the input's gate pre-activations [..., 3H] (x @ w_i)."""
+        shape = [x.shape[-1], 3 * self.hidden_size]
+        return jnp.matmul(x, hk.get_parameter("w_i", shape, x.dtype, init=_VARIANCE))
+
+    def weights(self, dtype) -> tuple:
+        """(w_h [H, 3H], b [3H]): what `gru_step` takes besides the projected input."""
+        h = self.hidden_size
+        w_h = hk.get_parameter("w_h", [h, 3 * h], dtype, init=_VARIANCE)
+        return w_h, hk.get_parameter("b", [3 * h], dtype, init=jnp.zeros)
+
+    def __call__(self, x, state):
+        gates = self.project(x)
+        state = gru_step(gates, state, *self.weights(gates.dtype))
+        return state, state
+
+
+def gru_step(gates_x, state, w_h, b):
+    """One GRU step from the projected input [..., 3H] and the state [..., H]."""
+    h = state.shape[-1]
+    zr = gates_x[..., : 2 * h] + jnp.matmul(state, w_h[:, : 2 * h]) + b[: 2 * h]
+    z, r = jnp.split(jax.nn.sigmoid(zr), 2, axis=-1)
+    a = jnp.tanh(gates_x[..., 2 * h :] + jnp.matmul(r * state, w_h[:, 2 * h :]) + b[2 * h :])
+    return (1 - z) * state + z * a
+
+
 CORES = ("none", "gru")  # an actor-critic's recurrent core after its torso (agent.core)
 
 
@@ -303,7 +341,7 @@ def make_recurrent_actor_critic(
         names = ("torso",) if shared_torso else ("policy_torso", "value_torso")
         hidden, new_state = [], []
         for name, h in zip(names, state):
-            out, h = hk.GRU(core_size, name=f"{name}_gru")(_torso(torso, name)(obs), h)
+            out, h = GRU(core_size, name=f"{name}_gru")(_torso(torso, name)(obs), h)
             hidden.append(out)
             new_state.append(h)
         h_pi, h_v = hidden[0], hidden[-1]
@@ -314,16 +352,57 @@ def make_recurrent_actor_critic(
     return hk.without_apply_rng(hk.transform(forward))
 
 
-def make_recurrent_q(torso: Torso, num_actions: int, core_size: int) -> hk.Transformed:
+class RecurrentNet(NamedTuple):
+    """A recurrent network's `init` and `apply` (one step, as hk.Transformed's) and its
+    `unroll`: apply(params, state, observation [T, N, ...], last [T, N], next_observation
+    [T, N, ...] | None) -> (the state after the last step, outs [T, N, ...], the outs of
+    each next observation or None), the state reset to zeros after each step where
+    last[t]: `distrl.agents.recurrent.unroll`'s numbers, with every layer that does not
+    read the state run once over [T, N] outside the scan."""
+
+    init: Callable
+    apply: Callable
+    unroll: Callable
+
+
+def make_recurrent_q(torso: Torso, num_actions: int, core_size: int) -> RecurrentNet:
     """R2D2's Q network: the torso, a GRU of `core_size`, a linear Q head.
     apply(params, obs [N, *obs_shape], state) -> (q [N, A], state), the state
-    `core_state(core_size, True, N)`'s tuple (one torso). One step of N sequences."""
+    `core_state(core_size, True, N)`'s tuple (one torso). One step of N sequences;
+    `unroll` runs it over [T, N]."""
+
+    def layers():
+        return (
+            _torso(torso, "torso"),
+            GRU(core_size, name="torso_gru"),
+            hk.Linear(num_actions, name="q_head"),
+        )
 
     def forward(obs, state):
-        out, h = hk.GRU(core_size, name="torso_gru")(_torso(torso, "torso")(obs), state[0])
-        return hk.Linear(num_actions, name="q_head")(out), (h,)
+        body, gru, head = layers()
+        out, h = gru(body(obs), state[0])
+        return head(out), (h,)
 
-    return hk.without_apply_rng(hk.transform(forward))
+    def unroll(state, observation, last, next_observation=None):
+        body, gru, head = layers()
+        steps = observation.shape[0]
+        both = [observation] + ([] if next_observation is None else [next_observation])
+        gates = gru.project(body(jnp.concatenate(both)))  # [T (+ T), N, 3H]
+        w_h, b = gru.weights(gates.dtype)
+
+        def step(h, inputs):
+            projected, ended = inputs
+            h = gru_step(projected, h, w_h, b)
+            return jnp.where(ended[..., None], jnp.zeros_like(h), h), h
+
+        final, hs = jax.lax.scan(step, state[0], (gates[:steps], last))  # hs [T, N, H]
+        nexts = None if next_observation is None else head(gru_step(gates[steps:], hs, w_h, b))
+        return (final,), head(hs), nexts
+
+    stepped = hk.without_apply_rng(hk.transform(forward))
+    return RecurrentNet(
+        stepped.init, stepped.apply, hk.without_apply_rng(hk.transform(unroll)).apply
+    )
 
 
 # The state-dependent log std of a SAC actor is squashed into this range: wide enough

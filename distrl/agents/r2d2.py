@@ -3,12 +3,12 @@ from stored sequences.
 
 Batch: a `types.CoreChunk` of `Transition` [L, N] (N sequences of L steps, time-major,
 as `pipelines.sequences` reads them) and the core's state at each sequence's first
-step, leaves [1, N, H]. Each sequence (`sequence_td`, vmapped over N):
+step, leaves [1, N, H]. Each sequence (`batch_td`: the networks unroll all N at once):
 - burn-in: its first `burn_in` steps only warm the stored state (no gradient through
   them, no loss on them);
 - the online network unrolls the rest from the warmed state, the target network the
   whole sequence from the stored one, each state reset after an episode end as the
-  actor reset it (`recurrent.unroll`);
+  actor reset it (`networks.RecurrentNet.unroll`: the numbers of `recurrent.unroll`);
 - n-step double-Q targets with value rescaling h (`rlax.signed_hyperbolic`, h^-1
   `rlax.signed_parabolic`): y_t = h(R_t + D_t h^-1(Q_target(s', argmax_a Q(s', a)))),
   with R_t, D_t and s' the n-step window of `nstep.n_step_transitions` (it stops at
@@ -103,36 +103,49 @@ def n_step_targets(config: R2D2Config, seq: Transition, bootstrap):
     )
 
 
-def sequence_td(net, config: R2D2Config, params, target_params, seq: Transition, start):
-    """(td [K], the online Q of the taken actions [K]) of ONE sequence `seq` [L] from its
-    stored core state `start` (leaves [H]); K = `learned_steps`."""
-
-    def step_of(p):
-        def step(obs, state):  # one sequence: a batch of one for the network
-            q, state = net.apply(p, obs[None], jax.tree.map(lambda x: x[None], state))
-            return q[0], jax.tree.map(lambda x: x[0], state)
-
-        return step
-
+def batch_td(net, config: R2D2Config, params, target_params, chunk: Transition, start):
+    """(td [N, K], the online Q of the taken actions [N, K]) of N sequences `chunk` [L, N]
+    from their stored core states `start` (leaves [N, H]); K = `learned_steps`. The
+    networks unroll the whole batch (`recurrent.unroll_of`), then each sequence's
+    targets are its own (`_td`, vmapped over N)."""
+    unroll = recurrent.unroll_of(net)
     b = config.burn_in
-    head = jax.tree.map(lambda x: x[:b], seq)
-    rest = jax.tree.map(lambda x: x[b:], seq)
+    head = jax.tree.map(lambda x: x[:b], chunk)
+    rest = jax.tree.map(lambda x: x[b:], chunk)
     # burn-in: the stored state warmed by the online network, no gradient through it
-    state = jax.lax.stop_gradient(
-        recurrent.warm(step_of(params), start, head.observation, head.last)
-    )
-    q, q_next = recurrent.unroll(
-        step_of(params), state, rest.observation, rest.last, rest.next_observation
-    )  # [M, A] each
-    _, q_next_target = recurrent.unroll(
-        step_of(target_params), start, seq.observation, seq.last, seq.next_observation
-    )
+    state = unroll(params, start, head.observation, head.last)[0] if b else start
+    state = jax.lax.stop_gradient(state)
+    _, q, q_next = unroll(params, state, rest.observation, rest.last, rest.next_observation)
+    _, _, q_next_target = unroll(
+        target_params, start, chunk.observation, chunk.last, chunk.next_observation
+    )  # [L, N, A]
+    return jax.vmap(functools.partial(_td, config), in_axes=1)(rest, q, q_next, q_next_target[b:])
+
+
+def _td(config: R2D2Config, rest: Transition, q, q_next, q_next_target):
+    """One sequence's (td [K], taken [K]) from its steps after the burn-in [M] and the
+    online Q of their observations, of their next observations, and the target's of
+    those [M, A]."""
     selected = jnp.argmax(jax.lax.stop_gradient(q_next), axis=-1)  # double Q: online picks
-    bootstrap = base.select_actions(q_next_target[b:], selected)  # [M], no gather (dqn.td_error)
+    bootstrap = base.select_actions(q_next_target, selected)  # [M], no gather (dqn.td_error)
     targets = jax.lax.stop_gradient(n_step_targets(config, rest, bootstrap))  # [K]
     k = targets.shape[0]
     taken = base.select_actions(q[:k], rest.action[:k])
     return targets - taken, taken
+
+
+def sequence_td(net, config: R2D2Config, params, target_params, seq: Transition, start):
+    """`batch_td` of ONE sequence `seq` [L] from its stored core state `start` (leaves
+    [H]): (td [K], taken [K])."""
+    td, taken = batch_td(
+        net,
+        config,
+        params,
+        target_params,
+        jax.tree.map(lambda x: jnp.asarray(x)[:, None], seq),
+        jax.tree.map(lambda x: jnp.asarray(x)[None], start),
+    )
+    return td[0], taken[0]
 
 
 def priorities(td_abs, eta: float):
@@ -144,9 +157,7 @@ def loss_fn(net, config: R2D2Config, params, target_params, batch: CoreChunk, we
     """Weighted mean over N sequences of each one's mean TD loss; (loss, metrics), metrics
     with `priorities` [N] (no gradient). weights: [N] importance weights (None: all 1)."""
     start = jax.tree.map(lambda x: x[0], batch.core_state)  # [N, H]
-    td, taken = jax.vmap(sequence_td, in_axes=(None, None, None, None, 1, 0))(
-        net, config, params, target_params, batch.chunk, start
-    )  # [N, K] each
+    td, taken = batch_td(net, config, params, target_params, batch.chunk, start)  # [N, K]
     huber = config.loss == "huber"
     losses = rlax.huber_loss(td, config.huber_delta) if huber else rlax.l2_loss(td)
     per_sequence = jnp.mean(losses, axis=1)

@@ -56,6 +56,18 @@ def unroll(step: Callable, start_state, observation, last, next_observation=None
     return outs if next_observation is None else (outs, next_outs)
 
 
+def unroll_of(net) -> Callable:
+    """(params, state, observation, last, next_observation=None) -> (final state, outs,
+    next outs or None) of `unroll`'s steps: the network's own `unroll` where it has one
+    (`networks.RecurrentNet`: its state-free layers batched outside the scan), else a
+    scan of `net.apply`."""
+    if hasattr(net, "unroll"):
+        return net.unroll
+    return lambda params, state, observation, last, next_observation=None: _scan(
+        functools.partial(net.apply, params), state, observation, last, next_observation
+    )
+
+
 def warm(step: Callable, start_state, observation, last):
     """The state after `unroll`'s steps over [T] (a burn-in: only the state is kept)."""
     return _scan(step, start_state, observation, last, None)[0]
