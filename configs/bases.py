@@ -6,6 +6,7 @@ that a preset file then tunes: `from configs.bases import to_return`.
 
 import ml_collections
 
+from distrl import cli
 from distrl.config import base_config
 
 
@@ -102,3 +103,14 @@ def mujoco(algorithm: str) -> ml_collections.ConfigDict:
     c.evaluator.update(dict(num_envs=10, every_env_steps=5_120))
     c.budget.update(dict(env_steps=1_000_000, seconds=3600.0))
     return c
+
+
+def ppo_minatar(env_name: str, target_return: float) -> ml_collections.ConfigDict:
+    """The base of configs/ppo_spaceinvaders.py, ppo_asterix.py and ppo_freeway.py:
+    configs/ppo_breakout.py's agent, actors and evaluation on another MinAtar game, to
+    `target_return` (gymnax's published PPO figure) within 5M env steps / 1,800 s."""
+    config = cli.load_file("ppo_breakout")
+    config.env.name = env_name
+    config.evaluator.target_return = float(target_return)
+    config.budget.update(dict(env_steps=5_000_000, seconds=1800.0))
+    return config

@@ -12,12 +12,8 @@ keeps ppo_breakout's discount 0.99 and stops at half those env steps, so that a 
 fits in minutes here. What it reaches: docs/results.md, "`ppo_spaceinvaders`".
 """
 
-from distrl import cli
+from configs.bases import ppo_minatar
 
 
 def get_config():
-    config = cli.load_file("ppo_breakout")  # its agent, actors and evaluation, then:
-    config.env.name = "gymnax:SpaceInvaders-MinAtar"
-    config.evaluator.target_return = 131.0
-    config.budget.update(dict(env_steps=5_000_000, seconds=1800.0))
-    return config
+    return ppo_minatar("gymnax:SpaceInvaders-MinAtar", 131)
