@@ -328,30 +328,6 @@ def core_state(core_size: int, shared_torso: bool, batch_size: int) -> tuple:
     return (zeros,) if shared_torso else (zeros, zeros)
 
 
-def make_recurrent_actor_critic(
-    torso: Torso, actions, shared_torso: bool, core_size: int
-) -> hk.Transformed:
-    """`make_actor_critic_network` with a GRU of `core_size` between each torso and its
-    heads: apply(params, obs [N, *obs_shape], state) -> ((policy, v [N]), state), the
-    state `core_state`'s tuple (one [N, core_size] per torso). One step of N sequences;
-    `distrl.agents.recurrent.unroll` runs it over time."""
-
-    def forward(obs, state):
-        obs = _input(torso, obs)
-        names = ("torso",) if shared_torso else ("policy_torso", "value_torso")
-        hidden, new_state = [], []
-        for name, h in zip(names, state):
-            out, h = GRU(core_size, name=f"{name}_gru")(_torso(torso, name)(obs), h)
-            hidden.append(out)
-            new_state.append(h)
-        h_pi, h_v = hidden[0], hidden[-1]
-        policy = _policy_head(actions, h_pi)
-        value = hk.Linear(1, name="value_head")(h_v)[..., 0]
-        return (policy, value), tuple(new_state)
-
-    return hk.without_apply_rng(hk.transform(forward))
-
-
 class RecurrentNet(NamedTuple):
     """A recurrent network's `init` and `apply` (one step, as hk.Transformed's) and its
     `unroll`: apply(params, state, observation [T, N, ...], last [T, N], next_observation
@@ -365,44 +341,96 @@ class RecurrentNet(NamedTuple):
     unroll: Callable
 
 
+def make_recurrent_actor_critic(
+    torso: Torso, actions, shared_torso: bool, core_size: int
+) -> RecurrentNet:
+    """`make_actor_critic_network` with a GRU of `core_size` between each torso and its
+    heads: apply(params, obs [N, *obs_shape], state) -> ((policy, v [N]), state), the
+    state `core_state`'s tuple (one [N, core_size] per torso). One step of N sequences;
+    `unroll` runs it over [T, N]."""
+    names = ("torso",) if shared_torso else ("policy_torso", "value_torso")
+
+    def cores():
+        return [(_torso(torso, name), GRU(core_size, name=f"{name}_gru")) for name in names]
+
+    def heads(hidden):
+        policy = _policy_head(actions, hidden[0])  # first: the init keys stay in their order
+        return policy, hk.Linear(1, name="value_head")(hidden[-1])[..., 0]
+
+    def forward(obs, state):
+        obs = _input(torso, obs)
+        new_state = tuple(gru(body(obs), h)[1] for (body, gru), h in zip(cores(), state))
+        return heads(new_state), new_state
+
+    def unroll(state, observation, last, next_observation=None):
+        inputs = _input(torso, _and_next(observation, next_observation))
+        return _unroll_cores(cores(), heads, state, inputs, last)
+
+    stepped = hk.without_apply_rng(hk.transform(forward))
+    return RecurrentNet(
+        stepped.init, stepped.apply, hk.without_apply_rng(hk.transform(unroll)).apply
+    )
+
+
 def make_recurrent_q(torso: Torso, num_actions: int, core_size: int) -> RecurrentNet:
     """R2D2's Q network: the torso, a GRU of `core_size`, a linear Q head.
     apply(params, obs [N, *obs_shape], state) -> (q [N, A], state), the state
     `core_state(core_size, True, N)`'s tuple (one torso). One step of N sequences;
     `unroll` runs it over [T, N]."""
 
-    def layers():
-        return (
-            _torso(torso, "torso"),
-            GRU(core_size, name="torso_gru"),
-            hk.Linear(num_actions, name="q_head"),
-        )
+    def cores():
+        return [(_torso(torso, "torso"), GRU(core_size, name="torso_gru"))]
+
+    def heads(hidden):
+        return hk.Linear(num_actions, name="q_head")(hidden[0])
 
     def forward(obs, state):
-        body, gru, head = layers()
-        out, h = gru(body(obs), state[0])
-        return head(out), (h,)
+        [(body, gru)] = cores()
+        _, h = gru(body(obs), state[0])
+        return heads((h,)), (h,)
 
     def unroll(state, observation, last, next_observation=None):
-        body, gru, head = layers()
-        steps = observation.shape[0]
-        both = [observation] + ([] if next_observation is None else [next_observation])
-        gates = gru.project(body(jnp.concatenate(both)))  # [T (+ T), N, 3H]
-        w_h, b = gru.weights(gates.dtype)
-
-        def step(h, inputs):
-            projected, ended = inputs
-            h = gru_step(projected, h, w_h, b)
-            return jnp.where(ended[..., None], jnp.zeros_like(h), h), h
-
-        final, hs = jax.lax.scan(step, state[0], (gates[:steps], last))  # hs [T, N, H]
-        nexts = None if next_observation is None else head(gru_step(gates[steps:], hs, w_h, b))
-        return (final,), head(hs), nexts
+        return _unroll_cores(cores(), heads, state, _and_next(observation, next_observation), last)
 
     stepped = hk.without_apply_rng(hk.transform(forward))
     return RecurrentNet(
         stepped.init, stepped.apply, hk.without_apply_rng(hk.transform(unroll)).apply
     )
+
+
+def _and_next(observation, next_observation):
+    """observation [T, ...] and, where given, next_observation [T, ...] as one [T or 2T, ...]."""
+    if next_observation is None:
+        return observation
+    return jnp.concatenate([observation, next_observation])
+
+
+def _unroll_cores(cores, heads, state, inputs, last):
+    """A `RecurrentNet.unroll` (see there) of GRU `cores` [(torso, GRU)] and `heads`
+    (hidden states, one per core -> outs): each torso and input projection over all of
+    `inputs` (the T observations, then the T next ones if `inputs` holds 2T) at once, the
+    scan over T steps of the GRUs' state matmuls alone, each next observation's step from
+    its step's state (before any reset) and the heads batched after it."""
+    steps = last.shape[0]
+    gates = [gru.project(body(inputs)) for body, gru in cores]  # [T or 2T, N, 3H] each
+    weights = [gru.weights(g.dtype) for (_, gru), g in zip(cores, gates)]
+
+    def step(hs, inputs):
+        projected, ended = inputs
+        new = tuple(gru_step(g, h, *w) for g, h, w in zip(projected, hs, weights))
+        return tuple(jnp.where(ended[..., None], jnp.zeros_like(h), h) for h in new), new
+
+    final, hidden = jax.lax.scan(step, tuple(state), (tuple(g[:steps] for g in gates), last))
+    with_next = inputs.shape[0] > steps
+    if with_next:
+        hidden = tuple(
+            jnp.concatenate([h, gru_step(g[steps:], h, *w)])
+            for h, g, w in zip(hidden, gates, weights)
+        )
+    outs = heads(hidden)
+    if not with_next:
+        return final, outs, None
+    return final, jax.tree.map(lambda x: x[:steps], outs), jax.tree.map(lambda x: x[steps:], outs)
 
 
 # The state-dependent log std of a SAC actor is squashed into this range: wide enough

@@ -3,7 +3,6 @@ n-step windows that stop at episode ends, the burn-in (state only, no gradient),
 Q through a scripted recurrent network, the state reset inside a sequence, and the
 priority mix of a sequence's |TD|."""
 
-import functools
 from typing import NamedTuple
 
 import jax
@@ -195,52 +194,3 @@ def test_the_update_has_no_gather_or_scatter():
     batch = _constant_batch(n)
     text = agent.update.lower(state, batch, jnp.ones(n)).as_text()
     assert "stablehlo.gather" not in text and "stablehlo.scatter" not in text
-
-
-def test_the_networks_unroll_is_its_steps_run_in_a_scan():
-    """`make_recurrent_q`'s unroll (torso, GRU input projection and head batched over
-    [T, N] outside the scan) gives the numbers and gradient of its one-step apply scanned
-    with resets (`recurrent.unroll`'s generic form), and its params are hk.GRU's: the same
-    names, shapes and initial values, so earlier checkpoints load."""
-    import haiku as hk  # noqa: PLC0415
-
-    from distrl import networks  # noqa: PLC0415
-
-    torso = networks.torso_of(_config(hidden_sizes=(8,)), (3,))
-    net = networks.make_recurrent_q(torso, 2, 8)
-    state = (jnp.zeros((4, 8)),)
-    params = net.init(jax.random.PRNGKey(3), jnp.zeros((4, 3)), state)
-
-    def reference(obs, s):  # the network as written with hk.GRU
-        h = networks._torso(torso, "torso")(obs)
-        out, h = hk.GRU(8, name="torso_gru")(h, s[0])
-        return hk.Linear(2, name="q_head")(out), (h,)
-
-    old = hk.without_apply_rng(hk.transform(reference))
-    old_params = old.init(jax.random.PRNGKey(3), jnp.zeros((4, 3)), state)
-    assert jax.tree.map(np.shape, params) == jax.tree.map(np.shape, old_params)
-    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(old_params)):
-        np.testing.assert_array_equal(a, b)
-
-    rng = np.random.default_rng(1)
-    obs = jnp.asarray(rng.normal(size=(6, 4, 3)), jnp.float32)
-    next_obs = jnp.asarray(rng.normal(size=(6, 4, 3)), jnp.float32)
-    last = jnp.asarray(rng.random((6, 4)) < 0.3)
-    start = (jnp.asarray(rng.normal(size=(4, 8)), jnp.float32),)
-    generic = lambda p, *a: recurrent._scan(lambda o, s: old.apply(p, o, s), *a)  # noqa: E731
-
-    for run in (generic, net.unroll):
-        final, outs, nexts = run(params, start, obs, last, next_obs)
-        want = generic(params, start, obs, last, next_obs)
-        np.testing.assert_allclose(final[0], want[0][0], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(outs, want[1], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(nexts, want[2], rtol=1e-5, atol=1e-6)
-
-    def loss(run, p):
-        _, outs, nexts = run(p, start, obs, last, next_obs)
-        return jnp.sum(outs**2) + jnp.sum(jnp.sin(nexts))
-
-    grads = jax.grad(functools.partial(loss, net.unroll))(params)
-    want = jax.grad(functools.partial(loss, generic))(params)
-    for a, b in zip(jax.tree.leaves(grads), jax.tree.leaves(want)):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

@@ -1,4 +1,7 @@
-"""Networks: shapes, parameter layout, the table network, shared vs separate torsos."""
+"""Networks: shapes, parameter layout, the table network, shared vs separate torsos, and
+the recurrent networks' unroll against their steps."""
+
+import functools
 
 import haiku as hk
 import jax
@@ -6,7 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from distrl import networks
+from distrl import networks, spaces
+from distrl.agents import r2d2, recurrent
 
 KEY = jax.random.PRNGKey(0)
 O, A = 16, 4
@@ -196,3 +200,84 @@ def test_observe_merges_batches_into_the_mean_and_variance_of_them_all():
     assert float(stats["count"]) == 27
     plain = networks.make_actor_critic_network(networks.Torso(()), A).init(KEY, jnp.zeros((O,)))
     assert networks.observe(plain, first) is plain  # no statistics: nothing to merge
+
+
+def _gru_reference(torso, heads, names):
+    """A recurrent network as written with hk.GRU, one step: what the unrolls must give."""
+
+    def forward(obs, state):
+        obs = networks._input(torso, obs)
+        new = []
+        for name, h in zip(names, state):
+            new.append(hk.GRU(8, name=f"{name}_gru")(networks._torso(torso, name)(obs), h)[1])
+        return heads(new), tuple(new)
+
+    return hk.without_apply_rng(hk.transform(forward))
+
+
+def _recurrent_nets():
+    """(name, the network, its hk.GRU reference): R2D2's Q network and the recurrent
+    actor-critics, separate torsos with discrete actions and one torso with a Box."""
+    torso = networks.torso_of(r2d2.R2D2Config(hidden_sizes=(8,)), (3,))
+    box = spaces.box((2,), -1.0, 1.0)
+
+    def critic(actions):
+        def heads(hidden):
+            policy = networks._policy_head(actions, hidden[0])
+            return policy, hk.Linear(1, name="value_head")(hidden[-1])[..., 0]
+
+        return heads
+
+    q_head = lambda hidden: hk.Linear(2, name="q_head")(hidden[0])  # noqa: E731
+    two = ("policy_torso", "value_torso")
+    return [
+        ("q", networks.make_recurrent_q(torso, 2, 8), _gru_reference(torso, q_head, ("torso",))),
+        (
+            "actor-critic",
+            networks.make_recurrent_actor_critic(torso, 2, False, 8),
+            _gru_reference(torso, critic(2), two),
+        ),
+        (
+            "actor-critic, one torso, Box",
+            networks.make_recurrent_actor_critic(torso, box, True, 8),
+            _gru_reference(torso, critic(box), ("torso",)),
+        ),
+    ]
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_the_networks_unroll_is_its_steps_run_in_a_scan(index):
+    """A recurrent network's unroll (torsos, GRU input projections and heads batched over
+    [T, N] outside the scan) gives the numbers and gradient of its one-step apply scanned
+    with resets (`recurrent.unroll`'s generic form), and its params are hk.GRU's network's:
+    the same names, shapes and initial values, so earlier checkpoints load."""
+    name, net, old = _recurrent_nets()[index]
+    cores = 1 if name != "actor-critic" else 2
+    state = tuple(jnp.zeros((4, 8)) for _ in range(cores))
+    params = net.init(jax.random.PRNGKey(3), jnp.zeros((4, 3)), state)
+    old_params = old.init(jax.random.PRNGKey(3), jnp.zeros((4, 3)), state)
+    assert jax.tree.map(np.shape, params) == jax.tree.map(np.shape, old_params), name
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(old_params)):
+        np.testing.assert_array_equal(a, b)
+
+    rng = np.random.default_rng(1)
+    obs, next_obs = (jnp.asarray(rng.normal(size=(6, 4, 3)), jnp.float32) for _ in range(2))
+    last = jnp.asarray(rng.random((6, 4)) < 0.3)
+    start = tuple(jnp.asarray(rng.normal(size=(4, 8)), jnp.float32) for _ in range(cores))
+    generic = recurrent.unroll_of(old)  # old.apply scanned: hk.Transformed has no unroll
+
+    def close(a, b, rtol=1e-5, atol=1e-6):
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+            np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
+
+    close(
+        net.unroll(params, start, obs, last, next_obs), generic(params, start, obs, last, next_obs)
+    )
+    close(net.unroll(params, start, obs, last)[:2], generic(params, start, obs, last)[:2])
+
+    def loss(run, p):
+        _, outs, nexts = run(p, start, obs, last, next_obs)
+        return sum(jnp.sum(jnp.sin(x)) for x in jax.tree.leaves((outs, nexts)))
+
+    grads = jax.grad(functools.partial(loss, net.unroll))(params)
+    close(grads, jax.grad(functools.partial(loss, generic))(params), rtol=1e-4, atol=1e-5)

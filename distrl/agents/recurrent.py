@@ -161,17 +161,13 @@ def stateless(net, core: Core, value_of: Callable = lambda out: out[1]):
 
 def sequence_outputs(net, params, chunk, start_state, with_next: bool = False):
     """The network's (policy, value) over a chunk `Transition` [T, N] unrolled from
-    `start_state`; with_next: also the value of each step's next observation [T, N]."""
-
-    def step(obs, state):
-        return net.apply(params, obs, state)
-
-    if not with_next:
-        return unroll(step, start_state, chunk.observation, chunk.last)
-    outs, next_outs = unroll(
-        step, start_state, chunk.observation, chunk.last, chunk.next_observation
+    `start_state` (`unroll_of`); with_next: also the value of each step's next
+    observation [T, N]."""
+    next_observation = chunk.next_observation if with_next else None
+    _, outs, next_outs = unroll_of(net)(
+        params, start_state, chunk.observation, chunk.last, next_observation
     )
-    return outs, next_outs[1]
+    return (outs, next_outs[1]) if with_next else outs
 
 
 def make_agent(config, env_spec, update_impl) -> base.Agent:
