@@ -17,6 +17,7 @@ when it stopped otherwise (a node failed beyond its restarts), 2 for a bad confi
 flag or checkpoint, 130 when interrupted.
 """
 
+import json
 import os
 import pathlib
 import sys
@@ -25,16 +26,38 @@ from distrl import compile_cache
 from distrl.program import bindhost, nodeenv, zygote
 
 _HELP = ("--help", "-h", "-?", "--helpfull", "--helpshort", "--helpxml")
+# Set across this launcher's exec of itself with the bind shim (`_preloaded_parent`):
+# its own LD_PRELOAD before that (JSON: null when it had none), put back at once.
+_OWN_PRELOAD = "DISTRL_LAUNCHER_LD_PRELOAD"
+_REEXECUTED = _OWN_PRELOAD in os.environ
+if _REEXECUTED:
+    _own = json.loads(os.environ.pop(_OWN_PRELOAD))
+    if _own is None:
+        os.environ.pop("LD_PRELOAD", None)
+    else:
+        os.environ["LD_PRELOAD"] = _own
 
 
-def _start_preloaded_parent(argv) -> None:
+def _parent_env() -> dict:
+    """The preloaded parent's environment: what every node shares (the compilation
+    cache, the bind shim, nodeenv.shared)."""
+    return {**os.environ, **nodeenv.shared(), **bindhost.environment(bindhost.LOOPBACK)}
+
+
+def _preloaded_parent(argv) -> bool:
     """A local_mp run's nodes are forks of the preloaded parent, whose imports take
-    seconds of CPU: started here, before this launcher's own imports (as long again),
-    the two import at once on two cores. It gets the environment every node
-    shares (the compilation cache, the bind shim, nodeenv.shared). It only imports
-    until the supervisor adopts it: a bad flag or config kills and reaps it before
-    this process exits (`zygote.discard_early`). Not started when this process has
-    its imports behind it already (a fork of a warm interpreter, as in the tests)."""
+    seconds of CPU. When this process's environment is the parent's in what is read
+    at exec and import (`zygote.unforkable_here`), the parent is forked from this
+    process after its imports (True: `zygote.fork_early`), and nothing imports the
+    stack twice. When only the bind shim is missing (LD_PRELOAD acts at exec), this
+    process first executes itself again with the shim loaded (which changes nothing in
+    a process without DISTRL_BIND_HOST) and its own LD_PRELOAD back. Otherwise the
+    parent is started here, before this launcher's own imports (as long again): the two
+    import at once on two cores.
+    A parent started either way only imports until the supervisor adopts it: a bad
+    flag or config kills and reaps it before this process exits
+    (`zygote.discard_early`). None is started when this process has its imports
+    behind it already (a fork of a warm interpreter, as in the tests)."""
     launch_type = "local_mp"
     for i, arg in enumerate(argv):
         if arg.startswith("--lp_launch_type="):
@@ -42,15 +65,27 @@ def _start_preloaded_parent(argv) -> None:
         elif arg == "--lp_launch_type" and i + 1 < len(argv):
             launch_type = argv[i + 1]
     if launch_type != "local_mp" or zygote.turned_off() or any(a in _HELP for a in argv):
-        return
+        return False
     if "tensorflow" in sys.modules:  # imported already (a fork of a warm interpreter)
-        return
+        return False
     compile_cache.enable()
-    loopback = bindhost.environment(bindhost.LOOPBACK)
-    zygote.start_early({**os.environ, **nodeenv.shared(), **loopback})
+    env = _parent_env()
+    unfit = zygote.unforkable_here(env)
+    if not unfit:
+        return True
+    plain = bindhost.HOST_ENV not in os.environ and __name__ == "__main__"
+    if unfit == ["LD_PRELOAD"] and plain and not _REEXECUTED:
+        own = json.dumps(os.environ.get("LD_PRELOAD"))
+        os.execve(
+            sys.executable,
+            sys.orig_argv,
+            {**os.environ, "LD_PRELOAD": env["LD_PRELOAD"], _OWN_PRELOAD: own},
+        )
+    zygote.start_early(env)
+    return False
 
 
-_start_preloaded_parent(sys.argv)
+_FORK_PARENT = _preloaded_parent(sys.argv)
 
 # The launcher's own imports (TensorFlow and JAX, via rlax and Reverb), after the start.
 import launchpad  # noqa: E402, F401 - defines --lp_launch_type
@@ -61,6 +96,9 @@ from distrl import checkpoints, cli  # noqa: E402
 from distrl import config as config_lib  # noqa: E402
 from distrl.program import errors, launcher  # noqa: E402
 from distrl.records import results, rundir  # noqa: E402
+
+if _FORK_PARENT:  # before this launcher does anything but import
+    zygote.fork_early(_parent_env())
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

@@ -242,10 +242,11 @@ def test_bad_input_is_refused_before_any_process_starts(bad_input_runs, case):
 
 
 def test_bad_input_in_a_fresh_interpreter_leaves_no_process(tmp_path):
-    """A cold launch starts the preloaded parent before its own imports (and before
-    the flags are checked): a refused launch kills and reaps it before it exits, and
-    nothing of its session is left. A child the parent had just forked (its fork probe,
-    which exits at once) may outlive it by a moment: hence a grace, not an instant."""
+    """A cold launch starts the preloaded parent (a fork of itself after its imports,
+    or before them a new interpreter) before the flags are checked: a refused launch
+    kills and reaps it before it exits, and nothing of its session is left. A child
+    the parent had just forked (its fork probe, which exits at once) may outlive it by
+    a moment: hence a grace, not an instant."""
     for args in (["--config.num_actors=abc"], ["--config.replay.max_size=7"]):
         proc = launch_train(["--config=configs/dqn.py", f"--run_dir={tmp_path}/run", *args])
         out, _ = proc.communicate(timeout=120)
@@ -318,8 +319,11 @@ def test_local_mp_dqn_two_actors_solves_and_exits_cleanly(tmp_path):
     assert "learner: updating on cpu" in (run_dir / "logs" / "nodes" / "learner" / "0").read_text()
     for i in (0, 1):
         assert f"actor {i}: acting on cpu" in (run_dir / "logs/nodes/actor" / str(i)).read_text()
-    # The preloaded parent was started before the launcher's imports, then adopted.
+    # The preloaded parent was forked from the launcher after its imports (the launcher
+    # executed itself again with the bind shim: its nodes listened on loopback only,
+    # above), then adopted.
     launcher_log = (run_dir / "logs" / "nodes" / "launcher").read_text()
+    assert "a fork of the launcher, its imports done" in launcher_log, launcher_log
     assert "started with the command, adopted" in launcher_log, launcher_log
     assert "starts the plain way" not in launcher_log, launcher_log
     assert "env steps" in out and len(out.splitlines()) < 60, out

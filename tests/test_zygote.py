@@ -4,6 +4,7 @@ parent dies its children die with it and nothing more is forked."""
 
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -117,3 +118,56 @@ def test_an_early_parent_nothing_adopted_is_reaped_at_exit():
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # reaped already
+
+
+FORKED = """
+import os, sys
+from distrl.program import zygote
+import launchpad, reverb, jax  # the launcher's imports, with its TF_CPP_MIN_LOG_LEVEL
+env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}  # the nodes'
+zygote.fork_early(env)
+z = zygote.take_early()
+log = []
+try:
+    assert z.adopt(log.append, env), log
+    assert any("a fork of the launcher" in line for line in log), log
+    with open(f"/proc/{z.pid}/stat", "rb") as f:  # this process's fork, its command line
+        assert int(f.read().rpartition(b")")[2].split()[1]) == os.getpid()  # ppid
+    with open(f"/proc/{z.pid}/cmdline", "rb") as f:  # ... retitled for ps
+        assert f.read().rstrip(b"\\0") == b"distrl.program.zygote"
+    with open(sys.argv[2], "ab") as out:
+        node = z.fork("exit", [sys.argv[1], "exit"], {**env, "XLA_FLAGS": "x"}, out.fileno())
+    print("exit", node.wait(timeout=60), flush=True)
+finally:
+    z.close()
+print("closed", z._process.returncode)
+"""
+
+LOG_LEVEL_SCRIPT = """
+import os, sys
+from jax._src import logging_config
+print("log level", os.environ["TF_CPP_MIN_LOG_LEVEL"], logging_config._default_TF_CPP_MIN_LOG_LEVEL)
+sys.exit(3)
+"""
+
+
+def test_a_parent_forked_from_a_process_that_imported_the_stack_serves(tmp_path):
+    """`fork_early`: the launcher, its imports done, forks the parent (no second
+    interpreter imports them); the parent forks nodes and ends when closed. The
+    launcher imported the stack with another TF_CPP_MIN_LOG_LEVEL than the nodes':
+    they have theirs as if they had imported it (JAX's default), and no C++ logging
+    read the launcher's during its imports (it logged nothing even at level 0)."""
+    script = tmp_path / "node.py"
+    script.write_text(LOG_LEVEL_SCRIPT)
+    env = {**_early_env(), "TF_CPP_MIN_LOG_LEVEL": "0"}
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", FORKED, str(script), str(tmp_path / "exit.out")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == "exit 3\nclosed 0\n", done.stdout + done.stderr[-3000:]
+    assert done.stderr == ""
+    assert (tmp_path / "exit.out").read_text() == "log level 2 2\n"

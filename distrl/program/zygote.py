@@ -14,10 +14,16 @@ thread (counted after the imports and before each fork: it forks only with one; 
 thread pools NumPy's and SciPy's OpenBLAS start at load stop themselves at a fork),
 no XLA backend, TensorFlow context, gRPC channel or server; those are created by each node,
 after the fork. Of the environment, the child can only change what is read after
-the fork (`FORKABLE_ENV`, and JAX_PLATFORMS, which JAX reads at import, through its
-config); a node whose environment differs from the parent's in anything else is
-started the plain way. LD_PRELOAD (the bind shim) acts at exec, so the parent itself
-is started with the nodes' shim.
+the fork (`FORKABLE_ENV`, and JAX_PLATFORMS and TF_CPP_MIN_LOG_LEVEL, which JAX reads
+at import, set again in the child); a node whose environment differs from the
+parent's in anything else is started the plain way. LD_PRELOAD (the bind shim) acts
+at exec, so the parent itself is started with the nodes' shim.
+
+`launch/train.py` does not start the parent as a second interpreter when it can help
+it: a launcher whose environment is the parent's (but for what a fork applies)
+executes itself again with the shim if it lacks it, then, its own imports done (they
+are the parent's), forks the parent (`fork_early`): the stack is imported once per
+run, not twice.
 
 The supervisor (`Zygote`) and the parent talk over a Unix SOCK_SEQPACKET pair: one
 JSON message each way per event; the node's output file (or echo pipe) travels as a
@@ -29,6 +35,7 @@ launcher. When the parent cannot start, refuses, or dies, nodes are started the
 plain way (`nodeproc`), and the launcher's log says so.
 """
 
+import contextlib
 import ctypes
 import json
 import os
@@ -88,6 +95,10 @@ FORKABLE_ENV = frozenset(
 )
 # JAX reads JAX_PLATFORMS into its config at import; the child sets the config.
 _JAX_PLATFORMS = "JAX_PLATFORMS"
+# JAX reads TF_CPP_MIN_LOG_LEVEL at import too (its default for jax_logging_level),
+# which the child sets again; TensorFlow's and XLA's C++ logging read it at their first
+# message, and importing the stack logs none (tests/test_zygote.py checks).
+_TF_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
@@ -279,11 +290,16 @@ def _apply_environment(env: dict) -> None:
 
     platforms = env.get(_JAX_PLATFORMS)
     changed = platforms != os.environ.get(_JAX_PLATFORMS)
+    log_level = env.get(_TF_LOG_LEVEL)
+    log_level_changed = log_level != os.environ.get(_TF_LOG_LEVEL)
     os.environ.clear()
     os.environ.update(env)
     tempfile.tempdir = None  # chosen again from TMPDIR when first needed
     if changed:
         sys.modules["jax"].config.update("jax_platforms", platforms)
+    jax_logging = sys.modules.get("jax._src.logging_config")
+    if log_level_changed and hasattr(jax_logging, "_default_TF_CPP_MIN_LOG_LEVEL"):
+        jax_logging._default_TF_CPP_MIN_LOG_LEVEL = log_level or "1"  # noqa: SLF001 - as at import
 
 
 # ---- the supervisor's side ----
@@ -292,7 +308,7 @@ def _apply_environment(env: dict) -> None:
 def differences(base: dict, env: dict) -> list[str]:
     """Names whose value in `env` differs from `base`'s and that a fork cannot apply."""
     names = set(base) | set(env)
-    allowed = FORKABLE_ENV | {_JAX_PLATFORMS}
+    allowed = FORKABLE_ENV | {_JAX_PLATFORMS, _TF_LOG_LEVEL}
     return sorted(n for n in names if base.get(n) != env.get(n) and n not in allowed)
 
 
@@ -334,11 +350,13 @@ class Zygote:
     it, learns their exits. Every call is from the supervisor's main thread or holds
     the lock."""
 
-    def __init__(self, env: dict, log, output, keep_output: bool = False):
+    def __init__(self, env: dict, log, output, keep_output: bool = False, fork: bool = False):
         """Starts the parent (its imports run while the supervisor goes on) with `env`
         (every node's shared environment), its output to the file object `output`;
         `log(text)` is the launcher's log. `keep_output`: `output` is a temp file whose
-        text goes to the log when the parent is closed."""
+        text goes to the log when the parent is closed. `fork`: the parent is a fork of
+        this process, which imported the stack already (`fork_early`), not a new
+        interpreter."""
         self.env = env
         self._log = log
         self._output = output if keep_output else None
@@ -349,6 +367,18 @@ class Zygote:
         self._down = False
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = ours
+        if fork:
+            try:
+                self._process = _ForkedParent(theirs, env, output)
+                self._log(
+                    f"preloaded parent pid {self.pid}: a fork of the launcher, its imports done"
+                )
+            except OSError as err:
+                self._process = None
+                self._give_up(f"could not fork ({err})")
+            finally:
+                theirs.close()
+            return
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-c", _BOOTSTRAP, str(theirs.fileno()), str(os.getpid())],
@@ -564,6 +594,137 @@ def start_early(env: dict) -> None:
     if _early is None:
         _early = Zygote(env, _EarlyLog(), tempfile.TemporaryFile(), keep_output=True)
         exits.before_exit(discard_early)
+
+
+def fork_early(env: dict) -> None:
+    """Forks the preloaded parent from this process, the launcher, whose imports are
+    done (they are the parent's: no interpreter imports the stack a second time), with
+    `env`, as `start_early`'s. This process must have been started with what the
+    parent's environment needs at exec and import (`unforkable_here` of it, before the
+    imports, empty). It forks only with one thread (after `_probe_fork`); when it
+    cannot, or an import fails, the parent starts as `start_early` starts it."""
+    global _early
+    if _early is not None:
+        return
+    try:
+        import importlib  # noqa: PLC0415
+
+        for name in PRELOAD:  # the launcher's own imports hold them all (cheap if so)
+            importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - the started parent says why in the launcher's log
+        start_early(env)
+        return
+    _probe_fork()
+    if thread_count() != 1:
+        start_early(env)
+        return
+    _early = Zygote(env, _EarlyLog(), tempfile.TemporaryFile(), keep_output=True, fork=True)
+    exits.before_exit(discard_early)
+
+
+def unforkable_here(env: dict) -> list[str]:
+    """The names in which `env` differs from this process's environment that a fork
+    of this process cannot apply (`differences`), LD_PRELOAD only when one of the
+    libraries it names is not loaded here: empty when a parent forked from this
+    process, after its imports, is the parent `env` would start."""
+    unfit = differences(dict(os.environ), env)
+    if "LD_PRELOAD" in unfit and _preloaded_here(env.get("LD_PRELOAD", "")):
+        unfit.remove("LD_PRELOAD")
+    return unfit
+
+
+def _preloaded_here(preload: str) -> bool:
+    """Whether every library of an LD_PRELOAD value is loaded in this process."""
+    try:
+        with open("/proc/self/maps") as f:
+            loaded = {line.split()[-1] for line in f if "/" in line}
+    except OSError:
+        return False
+    names = preload.replace(":", " ").split()
+    return all(os.path.realpath(name) in loaded for name in names)
+
+
+class _ForkedParent:
+    """The preloaded parent as a fork of this process, with the part of Popen's
+    interface `Zygote` uses (pid, wait, kill)."""
+
+    def __init__(self, sock, env: dict, output):
+        exits.flush()  # nothing buffered here is written twice
+        launcher = os.getpid()
+        self.returncode = None
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                _forked_parent(sock, env, output.fileno(), launcher)
+            except BaseException:  # noqa: BLE001 - said in its output, which the log gets
+                traceback.print_exc()
+                exits.flush()
+            finally:
+                os._exit(1)
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            pid, status = os.waitpid(self.pid, 0 if deadline is None else os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+            elif time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"preloaded parent pid {self.pid}", timeout)
+            else:
+                time.sleep(0.01)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def _forked_parent(sock, env: dict, out_fd: int, launcher: int) -> None:
+    """In the fork of the launcher: what `_BOOTSTRAP` does in a new interpreter (dies
+    with the launcher, ignores Ctrl-C and hang-ups), with the standard streams and
+    open files a Popen child gets, and `env` as its environment; then `main`."""
+    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != launcher:
+        os._exit(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    exits._BEFORE_EXIT.clear()  # noqa: SLF001 - the launcher's, not this process's
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(out_fd, 2)
+    keep = sock.detach()
+    for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
+        if fd > 2 and fd != keep:  # the listing's own fd among them, closed already
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    _apply_environment(env)
+    _retitle(_TITLE)
+    main(keep)
+
+
+_TITLE = "distrl.program.zygote"  # the forked parent's command line, as ps shows it
+
+
+def _retitle(title: str) -> None:
+    """Writes `title` over this process's command line (the launcher's, which the fork
+    copied), as setproctitle(3) does, so that ps, pgrep and the benchmarks' monitor tell
+    the parent (and the nodes it forks, which inherit it) from the launcher, as they
+    did when it was started by `_BOOTSTRAP`. The title ends with a NUL and the rest is
+    blanks: the kernel then shows the title alone. Left as it is when it has no room or
+    cannot be read."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (proc(5))
+        data = title.encode() + b"\0"
+        if len(data) >= end - start:
+            return
+        with open("/proc/self/mem", "r+b", buffering=0) as mem:
+            mem.seek(start)
+            mem.write(data.ljust(end - start, b" "))
+    except (OSError, ValueError, IndexError):
+        pass
 
 
 def discard_early() -> None:
