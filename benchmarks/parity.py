@@ -7,6 +7,7 @@ when the across-seed intervals of the two last-policy returns do not overlap.
 
     python -m benchmarks.parity --config=configs/ppo_breakout.py --seeds=51,52,53,54,55 \
         --env_steps=2000000 --record=STUDY      # rows to benchmarks/results/parity.csv
+                                                # (or --out=FILE, e.g. from another machine)
 
 Both programs share the env, the network (`distrl.networks`: the same params tree, so
 one evaluation plays both) and the settings; the fused loop records its own minibatch
@@ -128,12 +129,13 @@ def _main():
     seeds = flags.DEFINE_list("seeds", ["51", "52", "53", "54", "55"], "Seeds, each run twice.")
     env_steps = flags.DEFINE_integer("env_steps", 2_000_000, "Env steps of each run.")
     record = flags.DEFINE_string("record", "", "Append the rows to parity.csv as this study.")
+    out = flags.DEFINE_string("out", CSV, "--record: the CSV the rows go to.")
 
     def run(argv):
         del argv
         config = cli.load(holder)
         commit, dirty = head_commit()
-        if record.value and dirty:
+        if record.value and dirty and os.path.abspath(out.value) == CSV:
             raise SystemExit("parity: commit first (rows name the commit they ran on)")
         s = fused_ppo.settings_of(config)
         steps = iterations_for(config, env_steps.value) * s.steps * s.num_envs
@@ -151,18 +153,18 @@ def _main():
             rows += [dict(r, load=f"{load:.1f}") for r in seed_rows]
             if record.value:
                 command = ["python", "-m", "benchmarks.parity", *sys.argv[1:]]
-                command = [a for a in command if not a.startswith(("--seeds", "--record"))]
+                command = [a for a in command if not a.startswith(("--seeds", "--record", "--out"))]
                 context = dict(
                     study=record.value,
                     date=datetime.date.today().isoformat(),
                     commit=commit,
                     commit_source="recorded",
                     command=shlex.join([*command, f"--seeds={seed}"]),
+                    note="uncommitted changes in the tree" * dirty,
                     config=os.path.basename(flags.FLAGS["config"].config_filename)[:-3],
-                    note="",
                     **device_fields(),
                 )
-                append_csv(CSV, COLUMNS, [dict(context, **r) for r in seed_rows[-2:]])
+                append_csv(out.value, COLUMNS, [dict(context, **r) for r in seed_rows[-2:]])
         print(summary(rows))
 
     cli.run(run)
