@@ -338,8 +338,8 @@ class Bench:
         """Each recurrent preset (rows.RECURRENT): its actor's rollout and
         compute against a jitted scan of the same env and network carrying the core's
         state, in alternating slices; its jitted update on device batches; then, in a
-        stage program of its own, its real Actor filling its table and its real Learner
-        alone on it (PPO's chunks, R2D2's sequences sampled from Reverb), so
+        stage program (one for all of them), its real Actor filling its table and its
+        real Learner alone on it (PPO's chunks, R2D2's sequences sampled from Reverb), so
         each learner's ratio divides two figures of this section."""
         from benchmarks import ceilings
 
@@ -352,15 +352,15 @@ class Bench:
                 "update": ceilings.update_ceiling(config, seconds),
             }
             self.save()
-        for name in rows.RECURRENT:  # a program each, within its subprocess's time cap
-            measured = self._program("stage", [name], 1)
+        measured = self._program("stage", list(rows.RECURRENT), 1)  # one program for all
+        for name in rows.RECURRENT:
             out[name].update(
                 learner=measured.get(f"{name}-learner"),
                 stage_actor=measured.get(f"{name}-actor"),
                 error=measured.get("error"),
                 wall=measured["wall"],
             )
-            self.save()
+        self.save()
 
     def capacity(self) -> None:
         """The capacity model's inputs here, its predictions and its check (see
