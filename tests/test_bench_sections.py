@@ -199,7 +199,8 @@ def test_capacity_section_measures_its_inputs_and_checks_the_model(tmp_path, mon
     assert row["figure"] == check["predicted"] > 0 and row["ceiling"] == check["measured"] > 0
     assert row["status"] == ("PASS" if abs(row["ratio"] - 1) <= 0.25 else "MISS")
     assert (row["platform"], row["device"]) == ("cpu", "cpu")
-    assert check["e2e"]["machine_cores"] >= check["cores_total"] > 0  # other work's too
+    # the machine's cores hold the program's and other work's (equal, to rounding, alone)
+    assert check["e2e"]["machine_cores"] >= check["cores_total"] - 1e-9 > 0
     assert [p["cores"] for p in check["predictions"]][1:] == [str(os.cpu_count())]
     text = (tmp_path / "capacity.md").read_text()
     assert "| 208 | CPU learner |" in text and "- dqn-1, measured" in text
