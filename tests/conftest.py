@@ -2,6 +2,7 @@
 user does (in its own process session, so that every process it started can be
 checked for afterwards), and a clean CPU setup."""
 
+import contextlib
 import json
 import os
 import pathlib
@@ -17,12 +18,27 @@ import psutil
 import pytest
 
 from distrl import cli, compile_cache
+from distrl.records import rundir
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, str(ROOT / "launch" / "train.py")]
 
 # The suite compiles the same functions in many processes: distrl's cache, as a run uses.
 compile_cache.enable()
+# Runs draw no plots at their end (about a CPU second each); the plots' tests turn them
+# on around their runs (`drawing_plots`).
+os.environ[rundir.PLOTS_ENV] = "off"
+
+
+@contextlib.contextmanager
+def drawing_plots():
+    """Runs started inside draw their plots at their end, as they do by default."""
+    os.environ.pop(rundir.PLOTS_ENV)
+    try:
+        yield
+    finally:
+        os.environ[rundir.PLOTS_ENV] = "off"
+
 
 # Tests stop runs as a user does, with Ctrl-C (SIGINT). A suite started in the background
 # of a non-interactive shell inherits SIGINT ignored, and every launcher it started would

@@ -22,7 +22,7 @@ import jax
 import numpy as np
 import psutil
 import pytest
-from conftest import ROOT, load_config
+from conftest import ROOT, drawing_plots, load_config
 
 from distrl import (
     checkpoints,
@@ -111,7 +111,8 @@ def short_run(tmp_path_factory):
     scratch, saved = tmp_path_factory.mktemp("scratch"), tempfile.tempdir
     tempfile.tempdir = str(scratch)
     try:
-        result, out_dir = program.run(config, "test_mt")
+        with drawing_plots():  # test_plots_are_pngs_and_redrawn_by_the_plot_command's
+            result, out_dir = program.run(config, "test_mt")
     finally:
         tempfile.tempdir = saved
     return result, pathlib.Path(out_dir), scratch

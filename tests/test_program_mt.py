@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import load_config
+from conftest import drawing_plots, load_config
 
 from distrl import metrics, pipelines, policy
 from distrl.acting import exact_check
@@ -78,6 +78,9 @@ def test_trains_to_full_success_on_4x4(config_name, run_dir, request):
     assert os.path.exists(os.path.join(out_dir, "config.json"))
     assert "G" in result["grids"] and ">" in result["grids"]
     _check_data_accounting(config_name, result, out_dir)
+    # under DISTRL_PLOTS=off (the suite's) no plots at the end: the summary says how
+    assert not os.path.exists(os.path.join(out_dir, "plots"))
+    assert f"(plots: python launch/plot.py {out_dir})" in results.summary(result, out_dir)
 
 
 def _check_data_accounting(config_name: str, result, out_dir: str):
@@ -118,7 +121,8 @@ def test_slippery_result_carries_interval_and_exact_answers(run_dir):
         dict(num_envs=500, confirm_envs=5000, target_of_optimal=0.9, every_env_steps=20_000)
     )
     config.budget.update(dict(env_steps=3_000_000, seconds=150.0))
-    result, out_dir = program.run(config, "test_mt")
+    with drawing_plots():
+        result, out_dir = program.run(config, "test_mt")
     ev, answer = result["evaluation"], result["exact"]
     assert answer["discount"] == 0.9
     assert answer["optimal_success"] == pytest.approx(0.740, abs=1e-3)

@@ -190,7 +190,8 @@ def run(
     debugging). `resume` continues the run in `config.run_dir` from its last
     checkpoint. The result is None when the program ended without the evaluator
     writing one. Raises ConfigError before anything starts when the config, or
-    the checkpoint to resume, cannot work. Plots are drawn into `<run_dir>/plots/`.
+    the checkpoint to resume, cannot work. Plots are drawn into `<run_dir>/plots/`
+    (none with $DISTRL_PLOTS=off).
     Under launch type "ray" the nodes run on the Ray cluster at `ray_address`
     (`distrl.program.ray.cluster`; "auto": the cluster this machine belongs to).
     """
@@ -263,7 +264,8 @@ def _outcome(run_dir: str, restarts: list):
     if result is None:
         return None, run_dir
     try:
-        plots.plot_run(run_dir)
+        if rundir.plots_at_the_end():
+            plots.plot_run(run_dir)
     except Exception as err:  # noqa: BLE001 - a plot must not lose a finished run's result
         logging.warning("plots of %s failed: %s", run_dir, err)
     return result, run_dir

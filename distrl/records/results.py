@@ -86,7 +86,12 @@ def summary(result, run_dir: str) -> str:
     if result.get("grids"):
         lines.append(result["grids"])
     lines += on_disk(result, run_dir)
-    lines.append(f"run directory {run_dir} (plots in {os.path.join(run_dir, rundir.PLOTS_DIR)})")
+    plots = (
+        f"plots in {os.path.join(run_dir, rundir.PLOTS_DIR)}"
+        if rundir.plots_at_the_end()
+        else f"plots: python launch/plot.py {run_dir}"
+    )
+    lines.append(f"run directory {run_dir} ({plots})")
     return "\n".join(lines)
 
 

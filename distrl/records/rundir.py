@@ -51,6 +51,9 @@ LOCK_FILE = ".lock"
 CONFIG_FILE = "config.json"
 RESULT_FILE = "result.json"
 PLOTS_DIR = "plots"
+# "off": a finished run draws no plots (sweeps, the test suite: about a CPU second a
+# run); launch/plot.py draws them from the run directory's records at any time.
+PLOTS_ENV = "DISTRL_PLOTS"
 TMP_DIR = "tmp"  # temp files of launchpad and the node processes (local_mp)
 NODE_OUTPUT_DIR = os.path.join("logs", "nodes")
 # Config keys a resumed run may change: when to stop, how often to log, where it
@@ -268,3 +271,8 @@ def _busy(run_dir: str, fd: int) -> RunDirBusy:
         f"wait for it to end or stop it (kill {holder}) before launching or resuming "
         f"there again"
     )
+
+
+def plots_at_the_end() -> bool:
+    """Whether a finished run draws its plots into PLOTS_DIR ($DISTRL_PLOTS is not "off")."""
+    return os.environ.get(PLOTS_ENV, "").lower() != "off"
