@@ -24,10 +24,9 @@ ARGS  ?=
 UV    := uv==0.13.9
 # Test processes at once (pytest-xdist): most tests wait on node processes, so more than the
 # cores. Each test file runs on one of them, in order: one Ray cluster at a time (its head's
-# /tmp/ray is this machine's), module fixtures made once. The order is conftest's (the
-# longest files first), not xdist's own (the files with most tests first).
+# /tmp/ray is this machine's), module fixtures made once.
 JOBS  ?= 3
-PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile --no-loadscope-reorder
+PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile
 
 .PHONY: setup lint test test-cluster test-all test-fast run bench results clean setup-core \
 	test-core

@@ -61,33 +61,28 @@ def pytest_configure(config):
     cpu_profile.install(config)
 
 
-# The files whose tests take longest, longest first: their summed test times, mean of
-# three runs of the suite (pytest -n 3 at fb32c62-97dfc38, 2 cores: about 220, 135, 115,
-# 90, 90, 85, 85, 85, 85, 60, 50, 45, 45, 45, 40 s).
+# The files whose tests take longest, longest first: sums of the longest test times of
+# one run (make test at 594ea4c, under load, split as now: about 425, 320, 315, 260,
+# 200, 105, 100, 100, 80, 80 s).
 LONGEST_FILES = (
+    "test_recurrent_runs.py",
+    "test_recovery.py",
     "test_bench_sections.py",
     "test_experiment.py",
-    "test_program_mt.py",
-    "test_recovery.py",
-    "test_host_runs.py",
-    "test_recurrent_runs.py",
     "test_launch.py",
     "test_supervise.py",
+    "test_scale.py",
+    "test_host_runs.py",
+    "test_program_mt.py",
     "test_replay.py",
     "test_benchmarks.py",
-    "test_scale.py",
-    "test_zygote.py",
-    "test_local.py",
-    "test_core.py",
-    "test_recurrent.py",
 )
 
 
 def pytest_collection_modifyitems(config, items):
     """The multi-process runs first, the longest files' first (a stable sort), so under
-    pytest-xdist (`make test`: a file per worker at a time, in this order, which
-    --no-loadscope-reorder keeps) the long files start at once and run beside the many
-    short tests instead of after them."""
+    pytest-xdist (`make test`: a file per worker at a time, in this order) the long
+    files start at once and run beside the many short tests instead of after them."""
 
     def rank(item):
         name = item.path.name
