@@ -61,37 +61,6 @@ def pytest_configure(config):
     cpu_profile.install(config)
 
 
-# The files whose tests take longest, longest first: sums of the longest test times of
-# one run (make test at 594ea4c, under load, split as now: about 425, 320, 315, 260,
-# 200, 105, 100, 100, 80, 80 s).
-LONGEST_FILES = (
-    "test_recurrent_runs.py",
-    "test_recovery.py",
-    "test_bench_sections.py",
-    "test_experiment.py",
-    "test_launch.py",
-    "test_supervise.py",
-    "test_scale.py",
-    "test_host_runs.py",
-    "test_program_mt.py",
-    "test_replay.py",
-    "test_benchmarks.py",
-)
-
-
-def pytest_collection_modifyitems(config, items):
-    """The multi-process runs first, the longest files' first (a stable sort), so under
-    pytest-xdist (`make test`: a file per worker at a time, in this order) the long
-    files start at once and run beside the many short tests instead of after them."""
-
-    def rank(item):
-        name = item.path.name
-        longest = LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES)
-        return item.get_closest_marker("slow") is None, longest
-
-    items.sort(key=rank)
-
-
 @pytest.fixture
 def run_dir(tmp_path):
     return str(tmp_path / "run")
