@@ -651,8 +651,10 @@ def _manifests(ckpt_dir):
 
 
 def _replay_checkpoints(run_dir):
+    """The run's kept replay checkpoints, oldest first; not one a kill cut mid-copy
+    (`<name>.tmp`, which a resume never reads: seen at b5ad033 as the newest)."""
     kept = pathlib.Path(checkpoints.replay.kept_dir(str(run_dir)))
-    return sorted(kept.iterdir()) if kept.is_dir() else []
+    return sorted(p for p in kept.iterdir() if p.suffix != ".tmp") if kept.is_dir() else []
 
 
 def test_resume_falls_back_to_the_previous_learner_and_replay_checkpoints(
