@@ -24,7 +24,10 @@ CLEANRL_PPO = (
 )
 GYMNAX = "gymnax README (gymnax-blines PPO, 10M env steps; its sampled policy)"
 GYMNAX_CHECKPOINT = "gymnax README's table (the return of gymnax-blines' PPO checkpoint)"
-MINATAR = "MinAtar paper's DQN (Young & Tian 2019, read from its figure; sticky actions)"
+MINATAR = (
+    "MinAtar paper's DQN (Young & Tian 2019, 30 seeds, sticky actions), read from its figure "
+    "(kenjyoung/MinAtar 4241f24, img/learning_curves.gif)"
+)
 # The TD3 paper's 10 seeds at 300k env steps (index 60 of its 5,000-step evaluations)
 HALFCHEETAH_300K = "7,697 [6,196-9,049]"
 HOPPER_300K = "2,410 [912-3,547]"
@@ -94,6 +97,15 @@ SUITES = (
     _preset("dqn_gymnasium_cartpole", "gymnasium:CartPole-v1", 1_500_000, modes=_HOST),
     _preset(
         "dqn_breakout", "gymnax:Breakout-MinAtar", 10_000_000, "about 10 at 5M frames", MINATAR
+    ),
+    _preset("dqn_asterix", "gymnax:Asterix-MinAtar", 10_000_000, "about 17 at 5M frames", MINATAR),
+    _preset("dqn_freeway", "gymnax:Freeway-MinAtar", 10_000_000, "about 50 at 5M frames", MINATAR),
+    _preset(
+        "dqn_spaceinvaders",
+        "gymnax:SpaceInvaders-MinAtar",
+        10_000_000,
+        "about 43 at 5M frames",
+        MINATAR,
     ),
     _preset("ppo_breakout", "gymnax:Breakout-MinAtar", 10_000_000, "28", GYMNAX),
     _preset("ppo_spaceinvaders", "gymnax:SpaceInvaders-MinAtar", 10_000_000, "131", GYMNAX),

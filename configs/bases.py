@@ -114,3 +114,16 @@ def ppo_minatar(env_name: str, target_return: float) -> ml_collections.ConfigDic
     config.evaluator.target_return = float(target_return)
     config.budget.update(dict(env_steps=5_000_000, seconds=1800.0))
     return config
+
+
+def dqn_minatar(env_name: str, target_return: float) -> ml_collections.ConfigDict:
+    """The base of configs/dqn_asterix.py, dqn_freeway.py and dqn_spaceinvaders.py:
+    configs/dqn_breakout.py's agent, replay and actors on another MinAtar game, to
+    `target_return` (MinAtar's DQN at 5M frames, read from its figure) within its 5M env
+    step / 3,600 s budget; an evaluation every 131,072 env steps, as the PPO presets (a
+    10M suite run plays 76 of them, not 610)."""
+    config = cli.load_file("dqn_breakout")
+    config.env.name = env_name
+    config.evaluator.target_return = float(target_return)
+    config.evaluator.every_env_steps = 131_072
+    return config

@@ -1,5 +1,6 @@
 """The env presets (configs/ppo_cartpole.py, dqn_cartpole.py; MinAtar: ppo_breakout.py,
-dqn_breakout.py, ppo_spaceinvaders.py, ppo_asterix.py, ppo_freeway.py; gymnasium's
+dqn_breakout.py, dqn_asterix.py, dqn_freeway.py, dqn_spaceinvaders.py,
+ppo_spaceinvaders.py, ppo_asterix.py, ppo_freeway.py; gymnasium's
 CartPole: ppo_gymnasium_cartpole.py, dqn_gymnasium_cartpole.py; gymnasium's toy-text:
 ppo_gymnasium_frozenlake8x8.py, tabular_gymnasium_taxi.py, ppo_gymnasium_taxi.py;
 Pendulum-v1: sac_pendulum.py, td3_pendulum.py, ppo_pendulum.py,
@@ -33,6 +34,9 @@ PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     "dqn_cartpole": ("gymnax:CartPole-v1", "dqn", 475.0, 1),
     "ppo_breakout": ("gymnax:Breakout-MinAtar", "ppo", 28.0, 3),  # the sampled policy's
     "dqn_breakout": ("gymnax:Breakout-MinAtar", "dqn", 10.0, 3),
+    "dqn_asterix": ("gymnax:Asterix-MinAtar", "dqn", 17.0, 3),  # MinAtar's DQN at 5M frames
+    "dqn_freeway": ("gymnax:Freeway-MinAtar", "dqn", 50.0, 3),
+    "dqn_spaceinvaders": ("gymnax:SpaceInvaders-MinAtar", "dqn", 43.0, 3),
     "ppo_spaceinvaders": ("gymnax:SpaceInvaders-MinAtar", "ppo", 131.0, 3),  # gymnax's PPO
     "ppo_asterix": ("gymnax:Asterix-MinAtar", "ppo", 15.0, 3),
     "ppo_freeway": ("gymnax:Freeway-MinAtar", "ppo", 58.0, 3),
@@ -46,7 +50,10 @@ PRESETS = {  # name: (env, algorithm, target_return, observation rank)
     "r2d2_masked_cartpole": ("gymnax:CartPole-v1", "r2d2", 475.0, 1),
 }
 
-IMAGE_TORSOS = {"dqn_breakout": "conv"}  # the other MinAtar presets: gymnax-blines' MLP
+# MinAtar's conv for DQN; the PPO presets: gymnax-blines' MLP
+IMAGE_TORSOS = {
+    name: "conv" for name in ("dqn_breakout", "dqn_asterix", "dqn_freeway", "dqn_spaceinvaders")
+}
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
