@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import optax
 import rlax
 
-from distrl.agents import actor_critic, base, checks, recurrent, settings
+from distrl.agents import actor_critic, base, checks, recurrent, rows, settings
 from distrl.agents import advantages as adv_lib
 from distrl.agents import distributions as dist
 from distrl.types import CoreChunk, Transition
@@ -191,7 +191,7 @@ def _shuffle(key, flat: PPOSample, num_minibatches: int) -> PPOSample:
     size = flat.action.shape[0]
     mb_size = size // num_minibatches  # a remainder of < num_minibatches is dropped
     perm = jax.random.permutation(key, size)[: mb_size * num_minibatches]
-    return jax.tree.map(lambda x: x[perm].reshape((num_minibatches, mb_size) + x.shape[1:]), flat)
+    return rows.take(flat, perm.reshape(num_minibatches, mb_size))
 
 
 def _shuffle_sequences(key, seqs: PPOSequences, num_minibatches: int) -> PPOSequences:

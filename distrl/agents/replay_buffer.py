@@ -2,45 +2,56 @@
 
 Used by the single-process trainer (`distrl.local`), where adding and sampling run
 inside the same jitted step as the rollout and the DQN updates. The distributed
-system replays through Reverb instead (`distrl.replay`).
+system replays through Reverb instead (`distrl.replay`). Items are stored as packed
+rows (`distrl.agents.rows`): one scatter per add and one gather per sample.
 """
 
-from typing import NamedTuple
+import dataclasses
 
 import jax
 import jax.numpy as jnp
 
+from distrl.agents import rows as rows_lib
 from distrl.types import QTransition
 
 
-class ReplayBuffer(NamedTuple):
-    """Fixed-size circular buffer of items (QTransition, or R2D2's sequences) in JAX arrays."""
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class ReplayBuffer:
+    """Fixed-size circular buffer of items (QTransition, or R2D2's sequences)."""
 
-    data: QTransition  # fields [C, ...]
-    position: jnp.ndarray  # int32 [], next slot to write
-    size: jnp.ndarray  # int32 [], filled slots
+    rows: jax.Array  # uint32 [C, F]: each slot's item packed (`rows.pack`)
+    position: jax.Array  # int32 [], next slot to write
+    size: jax.Array  # int32 [], filled slots
+    layout: rows_lib.Layout = dataclasses.field(metadata=dict(static=True))
+
+    @property
+    def data(self) -> QTransition:
+        """Every slot's item, fields [C, ...]."""
+        return rows_lib.unpack(self.rows, self.layout)
 
 
 def replay_init(example: QTransition, capacity: int) -> ReplayBuffer:
-    """An empty buffer of `capacity` slots shaped like one `example` transition."""
-    data = jax.tree.map(
-        lambda x: jnp.zeros((capacity,) + jnp.shape(x), jnp.asarray(x).dtype), example
-    )
-    return ReplayBuffer(data, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    """An empty buffer of `capacity` slots shaped like one `example` item."""
+    layout = rows_lib.layout_of(example, lead=0)
+    empty = jnp.zeros((capacity, rows_lib.width(layout)), jnp.uint32)
+    return ReplayBuffer(empty, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), layout)
 
 
 def replay_add(buffer: ReplayBuffer, items: QTransition) -> ReplayBuffer:
     """Writes items [M] (M <= capacity) after the last write, overwriting the oldest."""
-    capacity = jax.tree.leaves(buffer.data)[0].shape[0]
+    capacity = buffer.rows.shape[0]
     num = jax.tree.leaves(items)[0].shape[0]
     index = (buffer.position + jnp.arange(num)) % capacity  # [M]
-    data = jax.tree.map(lambda d, x: d.at[index].set(x), buffer.data, items)
-    return ReplayBuffer(
-        data, (buffer.position + num) % capacity, jnp.minimum(buffer.size + num, capacity)
+    return dataclasses.replace(
+        buffer,
+        rows=buffer.rows.at[index].set(rows_lib.pack(items)),
+        position=(buffer.position + num) % capacity,
+        size=jnp.minimum(buffer.size + num, capacity),
     )
 
 
 def replay_sample(buffer: ReplayBuffer, key: jax.Array, batch_size: int) -> QTransition:
     """Uniform sample [batch_size] from the filled slots (with replacement)."""
     index = jax.random.randint(key, (batch_size,), 0, jnp.maximum(buffer.size, 1))
-    return jax.tree.map(lambda d: d[index], buffer.data)
+    return rows_lib.unpack(buffer.rows[index], buffer.layout)
