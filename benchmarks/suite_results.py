@@ -34,6 +34,7 @@ from absl import flags
 from benchmarks import suites
 from benchmarks.common import ROOT, append_csv, device_fields, head_commit, load_config
 from distrl import cli, local, metrics
+from distrl import config as config_lib
 from distrl import experiment as experiment_lib
 from distrl.analysis import compare
 from distrl.records import results, rundir
@@ -213,9 +214,11 @@ def _chosen(args) -> list:
     if not args.study:
         cli.fail("bad flag: --study is required (the rows' study name)")
     chosen = [suites.BY_NAME[name] for name in args.suites]
-    for suite in chosen:
-        if args.mode not in suite.modes:
-            cli.fail(f"bad flag: --mode={args.mode}: {suite.name} runs {', '.join(suite.modes)}")
+    for suite in chosen if args.mode == "single" else ():
+        try:  # the one refusal of one process: a warm-up rollout of an env stepped in Python
+            local.Settings.of(experiment_lib.make(load_config(suite.config, dict(suite.overrides))))
+        except config_lib.ConfigError as err:
+            cli.fail(f"bad flag: --mode=single: {suite.name}: {err}")
     return chosen
 
 

@@ -46,7 +46,6 @@ class Suite(NamedTuple):
     source: str = ""
     exact: bool = False  # judged by the exact share of the optimum (tabular envs)
     overrides: tuple = ()  # ((dotted field, value), ...) applied before the command's
-    modes: tuple = ("single", "distributed")  # envs stepped in Python: distributed only
 
 
 def _preset(config: str, env: str, budget: int, published="—", source="", **kw) -> Suite:
@@ -54,21 +53,17 @@ def _preset(config: str, env: str, budget: int, published="—", source="", **kw
 
 
 def _mujoco(config: str, env: str, budget: int, published="—", source="") -> Suite:
-    """A MuJoCo preset on `env` (gymnasium's v5), distributed (stepped in Python)."""
+    """A MuJoCo preset on `env` (gymnasium's v5, stepped in Python)."""
     overrides = () if env == "HalfCheetah-v5" else (("env.name", f"gymnasium:{env}"),)
     name = config if not overrides else f"{config}@{env.split('-')[0]}"
-    return Suite(
-        name, config, f"gymnasium:{env}", budget, published, source, False, overrides, _HOST
-    )
+    return Suite(name, config, f"gymnasium:{env}", budget, published, source, False, overrides)
 
 
 def _td3_curve(env: str, published: str) -> tuple:
     return published, TD3_CURVES.format(env=env, steps="300k")
 
 
-_HOST = ("distributed",)
 _EXACT = dict(exact=True)
-_HOST_EXACT = dict(exact=True, modes=_HOST)
 _4X4 = ("dqn", "tabular_q", "a2c", "ppo", "vtrace", "reinforce", "grpo")
 _SLIPPERY = ("dqn", "dqn_prioritized", "ppo", "a2c", "vtrace")
 _MASKED = "gymnax:CartPole-v1 (velocities hidden)"
@@ -85,16 +80,14 @@ SUITES = (
         6_000_000,
         OPTIMUM,
         EXACT,
-        **_HOST_EXACT,
+        **_EXACT,
     ),
-    _preset(
-        "tabular_gymnasium_taxi", "gymnasium:Taxi-v4", 3_000_000, OPTIMUM, EXACT, **_HOST_EXACT
-    ),
-    _preset("ppo_gymnasium_taxi", "gymnasium:Taxi-v4", 3_000_000, OPTIMUM, EXACT, **_HOST_EXACT),
+    _preset("tabular_gymnasium_taxi", "gymnasium:Taxi-v4", 3_000_000, OPTIMUM, EXACT, **_EXACT),
+    _preset("ppo_gymnasium_taxi", "gymnasium:Taxi-v4", 3_000_000, OPTIMUM, EXACT, **_EXACT),
     _preset("ppo_cartpole", "gymnax:CartPole-v1", 1_000_000, "500", GYMNAX_CHECKPOINT),
     _preset("dqn_cartpole", "gymnax:CartPole-v1", 2_500_000),
-    _preset("ppo_gymnasium_cartpole", "gymnasium:CartPole-v1", 1_200_000, modes=_HOST),
-    _preset("dqn_gymnasium_cartpole", "gymnasium:CartPole-v1", 1_500_000, modes=_HOST),
+    _preset("ppo_gymnasium_cartpole", "gymnasium:CartPole-v1", 1_200_000),
+    _preset("dqn_gymnasium_cartpole", "gymnasium:CartPole-v1", 1_500_000),
     _preset(
         "dqn_breakout", "gymnax:Breakout-MinAtar", 10_000_000, "about 10 at 5M frames", MINATAR
     ),
@@ -114,9 +107,7 @@ SUITES = (
     _preset("sac_pendulum", "gymnax:Pendulum-v1", 20_000, "-157 at 20k", ZOO),
     _preset("td3_pendulum", "gymnax:Pendulum-v1", 20_000, "-152 at 20k", ZOO),
     _preset("ppo_pendulum", "gymnax:Pendulum-v1", 100_000, "-172 at 100k", ZOO),
-    _preset(
-        "sac_gymnasium_pendulum", "gymnasium:Pendulum-v1", 20_000, "-157 at 20k", ZOO, modes=_HOST
-    ),
+    _preset("sac_gymnasium_pendulum", "gymnasium:Pendulum-v1", 20_000, "-157 at 20k", ZOO),
     _mujoco("ppo_mujoco", "HalfCheetah-v5", 1_000_000, "1,443", CLEANRL_PPO),
     _mujoco("ppo_mujoco", "Hopper-v5", 1_000_000, "2,383", CLEANRL_PPO),
     _mujoco("ppo_mujoco", "Walker2d-v5", 1_000_000, "2,288", CLEANRL_PPO),

@@ -6,8 +6,10 @@ and hands the chunk to the pipeline's `local_learn`: DQN adds it to a replay buf
 JAX arrays (`agents.replay_buffer`) and takes a few updates, on-policy agents update on
 the chunk itself. Iterations and the evaluation that decides when to stop run in ONE
 jitted `lax.while_loop` (`_train_call`); Python only loops over those calls, sized by
-time (`_plan`), and prints the launcher's progress line. Same config and CLI as
-`launch/train.py`:
+time (`_plan`), and prints the launcher's progress line. An env stepped in Python
+(gymnasium) runs `local_host`'s loop instead: the same data step jitted alone, the
+actors' host rollout and the evaluator's host episodes around it. Same config and CLI
+as `launch/train.py`:
 
     python -m distrl.local --config=configs/ppo.py --config.env.slippery=True
 
@@ -36,7 +38,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from distrl import agents, envs, evaluator_config, pipelines, resources
+from distrl import agents, envs, evaluator_config, local_host, pipelines, resources
 from distrl import config as config_lib
 from distrl import experiment as experiment_lib
 from distrl.acting import evaluation, exact_check, intervals, reporting, rollout
@@ -76,16 +78,17 @@ class Settings(NamedTuple):
     @classmethod
     def of(cls, experiment) -> "Settings":
         """Maps a checked experiment (`distrl.experiment.make`) onto one process;
-        ConfigError for an env stepped in Python, which this one jitted program cannot
-        step."""
+        ConfigError for an env stepped in Python where the pipeline's data step starts
+        with a warm-up rollout (`Pipeline.local_warm_up`), which only a JAX env gives."""
         config = experiment.config
-        _check(
-            not host_env.is_host_env(experiment.env),
-            f"config.env.name={config.env.name!r} is stepped in Python (gymnasium), and "
-            f"distrl.local is one jitted program; train it with launch/train.py (its actors "
-            f"step the env's copies in their own processes)",
-        )
         pipeline = experiment.pipeline
+        warm_up = pipeline.local_warm_up(experiment.agent_config)
+        _check(
+            not (warm_up and host_env.is_host_env(experiment.env)),
+            f"config.env.name={config.env.name!r} is stepped in Python (gymnasium), and "
+            f"distrl.local's data step for {config.algorithm} starts with {warm_up} of a "
+            f"JAX env's rollout; train it with launch/train.py",
+        )
         a, r, b = config.actor, config.replay, config.budget
         envs = config.num_actors * a.num_envs
         updates = pipeline.local_updates(config)
@@ -446,16 +449,6 @@ def train(config, log=None, env=None) -> TrainResult:
     best = exact.optimum(model, discount) if model is not None else None
     target = evaluator_config.targets(config, env, best)  # (success, mean return); 0: none
     init_key, key = jax.random.split(jax.random.PRNGKey(cfg.seed))
-    if log:
-        log("distrl.local: compiling the training step ...")
-    init_fn, step = _compile(
-        functools.partial(init_carry, env, agent, cfg),
-        functools.partial(_train_call, env, agent, cfg, target),
-        init_key,
-        key,
-        cfg.xla_opt_level,
-    )
-    compile_time = time.perf_counter() - start
 
     def judge(params):
         return (
@@ -465,27 +458,27 @@ def train(config, log=None, env=None) -> TrainResult:
     def show(row):  # the launcher's progress line (program/progress.py)
         log(progress.format_line(row, config, row["elapsed"]))
 
-    carry, grids, history, calls, evaluations = _loop(
-        env, step, init_fn(init_key), key, cfg, target, show if log else None, start, judge
-    )
-    trained = history[-1][1]
-    ev = _final_evaluation(env, agent, cfg, carry, key)
-    answer = None
-    if model is not None:
-        answer = exact_check.exact_answer(env, agent, carry.state.params, discount, best)
-    wall_time = time.perf_counter() - start
+    show = show if log else None
+    if host_env.is_host_env(env):
+        run = _train_host(experiment, cfg, target, key, start, show, judge)
+    else:
+        if log:
+            log("distrl.local: compiling the training step ...")
+        run = _train_fused(experiment, cfg, target, (init_key, key), start, show, judge)
+    state, ev, grids = run.state, run.final, run.grids
+    answer = judge(state.params)
     return TrainResult(
         solved=bool(_reached(ev, target, cfg)),
-        env_steps=int(carry.env_steps),
-        updates=int(carry.state.step),
-        iterations=int(carry.iterations),
-        episodes=int(carry.episodes),
-        wall_time=wall_time,
-        compile_time=compile_time,
+        env_steps=run.env_steps,
+        updates=int(state.step),
+        iterations=run.iterations,
+        episodes=run.episodes,
+        wall_time=time.perf_counter() - start,
+        compile_time=run.compile_time,
         success_rate=float(ev.success_rate),
         mean_return=float(ev.mean_return),
         mean_length=float(ev.mean_length),
-        params=carry.state.params,
+        params=state.params,
         report=reporting.report(env, grids=grids, answer=answer) if grids is not None else "",
         success_low=float(ev.success_low),
         success_high=float(ev.success_high),
@@ -496,10 +489,84 @@ def train(config, log=None, env=None) -> TrainResult:
         return_high=float(ev.return_high),
         target_return=target[1],
         has_success=reporting.has_success(env),
+        history=run.history,
+        evaluations=run.evaluations,
+        calls=run.calls,
+        trained_time=run.trained_time,
+    )
+
+
+class _Trained(NamedTuple):
+    """What either loop hands `train` (host values but `state`)."""
+
+    state: agents.TrainingState
+    final: intervals.EvalResult  # the last policy's (`_final_evaluation`)
+    grids: Any  # (values, greedy actions) of every cell, or None without a grid
+    env_steps: int
+    iterations: int
+    episodes: int
+    compile_time: float
+    trained_time: float
+    history: tuple
+    evaluations: tuple
+    calls: tuple
+
+
+def _train_fused(experiment, cfg: Settings, target, keys, start, show, judge) -> _Trained:
+    """A JAX env's run: the fused jitted step (`_train_call`) called by `_loop`."""
+    env, agent = experiment.env, experiment.agent
+    init_key, key = keys
+    init_fn, step = _compile(
+        functools.partial(init_carry, env, agent, cfg),
+        functools.partial(_train_call, env, agent, cfg, target),
+        init_key,
+        key,
+        cfg.xla_opt_level,
+    )
+    compile_time = time.perf_counter() - start
+    carry, grids, history, calls, evaluations = _loop(
+        env, step, init_fn(init_key), key, cfg, target, show, start, judge
+    )
+    return _Trained(
+        carry.state,
+        _final_evaluation(env, agent, cfg, carry, key),
+        grids,
+        int(carry.env_steps),
+        int(carry.iterations),
+        int(carry.episodes),
+        compile_time,
+        trained_time=history[-1][1],
         history=tuple(history),
         evaluations=tuple(evaluations),
         calls=tuple(calls),
-        trained_time=trained,
+    )
+
+
+def _train_host(experiment, cfg: Settings, target, key, start, show, judge) -> _Trained:
+    """An env stepped in Python: `local_host`'s loop, the data step jitted alone."""
+    env, agent = experiment.env, experiment.agent
+    success = reporting.has_success(env)
+
+    def show_row(ev, answer, steps, updates, elapsed, rates):
+        show(_progress_row(ev, answer, steps, updates, elapsed, rates, success))
+
+    run = local_host.run(experiment, cfg, target, key, start, show_row if show else None, judge)
+    final_key = jax.random.fold_in(key, 2**31 - 1)
+    grids = None
+    if reporting.has_grids(env):
+        grids = reporting.cell_values_jit(agent, run.state.params, env)
+    return _Trained(
+        run.state,
+        local_host.final_evaluation(experiment, cfg, run, final_key),
+        grids,
+        run.env_steps,
+        run.iterations,
+        run.episodes,
+        run.compile_time,
+        run.trained_time,
+        run.history,
+        run.evaluations,
+        run.calls,
     )
 
 

@@ -21,6 +21,7 @@ import benchmarks
 from benchmarks import rows, run, stages
 from benchmarks.monitor import node_memory
 from distrl import experiment as experiment_lib
+from distrl import local
 from distrl.config import ConfigError
 
 
@@ -425,8 +426,9 @@ def test_the_fused_ceiling_trains_and_counts_its_env_steps(torso):
 
 def test_every_standard_suite_names_a_config_that_runs_on_its_env():
     """benchmarks/suites.py: each suite's config loads with its overrides and validates,
-    its env is the one the config names, envs stepped in Python are distributed only,
-    and the protocol's settings leave no target on."""
+    its env is the one the config names, each runs in one process too (no warm-up
+    rollout an env stepped in Python cannot give), and the protocol's settings leave no
+    target on."""
     from benchmarks import suite_results, suites  # noqa: PLC0415
 
     assert len(suites.BY_NAME) == len(suites.SUITES)
@@ -439,8 +441,7 @@ def test_every_standard_suite_names_a_config_that_runs_on_its_env():
         assert not ev.keep_best and config.budget.env_steps == suite.budget > 0
         assert config.budget.seconds == 0 and config.seed == 51
         assert suite.exact == (target is not None and target[0] == "exact_ratio"), suite.name
-        if env.startswith("gymnasium:"):
-            assert suite.modes == ("distributed",), suite.name
+        local.Settings.of(experiment_lib.make(config))  # no ConfigError: single mode runs
         assert suite.published == "—" or suite.source, suite.name  # a figure cites its source
 
 

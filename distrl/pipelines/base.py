@@ -133,6 +133,12 @@ class Pipeline(abc.ABC):
         """(rollout carry, data carry, env steps taken): what the trainer keeps between
         iterations besides the agent (jittable)."""
 
+    def local_warm_up(self, agent_config) -> str:
+        """What `local_init` acts before the first iteration, in a few words ("": nothing,
+        so `rollout_carry` may be None: an env stepped in Python, `distrl.local_host`)."""
+        del agent_config
+        return ""
+
     @abc.abstractmethod
     def local_learn(self, agent, cfg, state, data, chunk, key) -> tuple:
         """(state, data): an iteration's updates on its rollout chunk [T, B] (jittable)."""

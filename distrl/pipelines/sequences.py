@@ -156,6 +156,10 @@ class Sequences(Pipeline):
     def local_batch(self, config) -> int:
         return config.learner.batch_sequences
 
+    def local_warm_up(self, agent_config) -> str:
+        del agent_config
+        return "the chunks before the first whole sequence"
+
     def local_init(self, env, agent, cfg, state, rollout_carry, key) -> tuple:
         """A buffer of replay.max_size / P sequences, and the W - 1 chunks acted first
         (the tail after which every chunk completes B sequences)."""

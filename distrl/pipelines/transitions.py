@@ -184,6 +184,10 @@ class Transitions(Pipeline):
         example = QTransition(obs0, action0, jnp.float32(0), jnp.float32(0), obs0)
         return rollout_carry, (replay_init(example, cfg.replay_capacity), tail), env_steps
 
+    def local_warm_up(self, agent_config) -> str:
+        n = agent_config.n_step
+        return f"the {n - 1} steps before agent.n_step={n}'s first window" if n > 1 else ""
+
     def local_learn(self, agent, cfg, state, data, chunk, key) -> tuple:
         """The chunk's n-step transitions into the buffer, then `local_updates` updates
         on uniform samples once it holds `replay.min_size`."""
