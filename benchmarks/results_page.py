@@ -72,7 +72,7 @@ def command(suite) -> str:
     """The command that measures a suite (one mode at a time)."""
     return (
         f"`python -m benchmarks.suite_results --suites={suite.name} --seeds={STUDY_SEEDS} "
-        f"--mode={'|'.join(suite.modes)} --study=<study>`"
+        f"--mode=single|distributed --study=<study>`"
     )
 
 

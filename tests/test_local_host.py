@@ -53,6 +53,8 @@ def test_sac_on_gymnasium_pendulum_stops_at_its_budget_with_the_replay_ratio():
             "evaluator.every_env_steps": 512,
             "evaluator.num_envs": 4,
             "evaluator.confirm_envs": 8,
+            "agent.hidden_sizes": (16, 16),  # the loop is judged here, not the learning
+            "learner.batch_size": 16,
         },
     )
     experiment_steps = config.num_actors * config.actor.num_envs * config.actor.unroll_length
