@@ -305,6 +305,10 @@ def test_no_queue_chunk_is_dropped_across_dataset_timeouts(server_for):
             c,
             should_stop=lambda: len(taken) == 2 or time.time() > deadline,
             timeout_ms=100,
+            # the sampling timeouts are under test, not the lost-server probe (stall_s),
+            # which a loaded machine's stalls of over 2 s reach: once the second batch
+            # then never came (a fresh-clone CI at d490290)
+            stall_s=30.0,
         ):
             taken.append(sample.data.version.tolist())
     finally:
