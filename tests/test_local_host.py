@@ -76,3 +76,11 @@ def test_a_warm_up_rollout_is_refused_for_an_env_stepped_in_python():
     config = configured("dqn_gymnasium_cartpole", **{"agent.n_step": 3})
     with pytest.raises(config_lib.ConfigError, match=r"agent.n_step=3's first window"):
         local.train(config)
+
+
+def test_copies_in_subprocesses_are_refused():
+    """env.vector=async: a killed trainer's subprocess copies would outlive it (the
+    actors' are stopped by their supervisor); refused before anything starts."""
+    config = configured("ppo_gymnasium_cartpole", **{"env.vector": "async"})
+    with pytest.raises(config_lib.ConfigError, match=r"config.env.vector='async'"):
+        local.train(config)
