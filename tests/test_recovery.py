@@ -207,7 +207,16 @@ def test_the_learners_replay_calls_reconnect_after_a_replay_restart(tmp_path):
 
     try:
         deadline = time.time() + 300
-        _wait_while_running(proc, deadline, lambda: sealed_since(0) and _rows(run_dir, "learner"))
+        # killed once the learner samples steadily: killed at its first update's row, the
+        # replay was back before any of the learner's reads stalled, and nothing
+        # reconnected (seen once on CI, at b1de933)
+        _wait_while_running(
+            proc,
+            deadline,
+            lambda: (
+                sealed_since(0) and any(row["updates"] >= 200 for row in _rows(run_dir, "learner"))
+            ),
+        )
         _node_process(proc.pid, run_dir, "replay").send_signal(signal.SIGKILL)
         killed_at = time.time()
         _wait_while_running(
