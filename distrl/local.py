@@ -41,7 +41,7 @@ import jax.numpy as jnp
 from distrl import agents, envs, evaluator_config, local_host, pipelines, resources
 from distrl import config as config_lib
 from distrl import experiment as experiment_lib
-from distrl.acting import evaluation, exact_check, host_rollout, intervals, reporting, rollout
+from distrl.acting import evaluation, exact_check, intervals, reporting, rollout
 from distrl.envs import exact, host_env
 from distrl.envs import section as env_section
 from distrl.errors import check as _check
@@ -89,13 +89,6 @@ class Settings(NamedTuple):
             f"config.env.name={config.env.name!r} is stepped in Python (gymnasium), and "
             f"distrl.local's data step for {config.algorithm} starts with {warm_up} of a "
             f"JAX env's rollout; train it with launch/train.py",
-        )
-        # a killed trainer's subprocess copies outlive it (no supervisor stops them)
-        _check(
-            not (in_python and config.env.vector == host_rollout.ASYNC),
-            f"config.env.vector={config.env.vector!r}: distrl.local steps the copies in its "
-            f"own process ({host_rollout.SYNC!r}); copies in subprocesses are the actors' "
-            f"(launch/train.py)",
         )
         a, r, b = config.actor, config.replay, config.budget
         envs = config.num_actors * a.num_envs

@@ -81,7 +81,7 @@ def run(experiment, cfg, target: tuple, key, start: float, show=None, judge=None
     learn = jax.jit(functools.partial(pipeline.local_learn, agent, cfg), donate_argnums=(0, 1))
     epsilon = jax.jit(agent.epsilon)
     stepper = host_rollout.VectorStepper(
-        env, cfg.num_envs, host_rollout.SYNC, config.env.step_timeout_s
+        env, cfg.num_envs, config.env.vector, config.env.step_timeout_s
     )
     act = host_rollout.HostAct(stepper, agent.policy, cfg.rollout_length, packing.OnHost(_chunk))
     evaluate = _Evaluator(experiment, cfg, target)

@@ -4,7 +4,7 @@ env by name, and the wrapper that names it and the step in every failure.
 `distrl.envs.host_env` turns such an env into a spec and capabilities for the data
 path; the actors and the evaluator step copies of it through a gymnasium vector env
 (`distrl.acting.host_rollout`). The copies are made here, by name, so that a subprocess of
-`AsyncVectorEnv` (started with spawn) unpickles only `make_checked`'s arguments and
+`AsyncVectorEnv` (forked by a forkserver) unpickles only `make_checked`'s arguments and
 imports gymnasium and numpy, not JAX (this module imports nothing of distrl's).
 
 A name is `gymnasium:<id>` (`gymnasium.make(id, **kwargs)`; `max_episode_steps` in
@@ -16,7 +16,11 @@ import ctypes
 import importlib
 import json
 import math
+import os
+import select
 import signal
+import threading
+import time
 
 import gymnasium
 import numpy as np
@@ -47,14 +51,43 @@ def make_checked(name: str, kwargs_json: str, index: int) -> "Checked":
 _PR_SET_PDEATHSIG = 1
 
 
-def async_worker(*args) -> None:
-    """gymnasium's subprocess worker of `AsyncVectorEnv`, killed with its parent (the
-    forkserver, which ends with the actor): a copy hung in its step does not outlive
-    the actor that gave up on it."""
+def async_worker(owner: int, *args) -> None:
+    """gymnasium's subprocess worker of `AsyncVectorEnv`, for a copy stepped by process
+    `owner`: killed with its parent, the forkserver, and ended once `owner` has exited
+    (the forkserver lives on while any copy holds its pipe, so after a kill -9 of
+    `owner` a copy busy in a step would otherwise run on, and the forkserver with it)."""
     from gymnasium.vector.async_vector_env import _async_worker  # noqa: PLC0415
 
     ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    _end_with(owner)
     _async_worker(*args)
+
+
+def _end_with(pid: int) -> None:
+    """A daemon thread that ends this process as soon as process `pid` exits (a pidfd
+    becomes readable then, zombie or not; polled each second where pidfds are missing)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None
+
+    def watch():
+        if fd is not None:
+            select.select([fd], [], [])
+        else:
+            while _alive(pid):
+                time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name=f"ends with {pid}").start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def time_limit(env: gymnasium.Env):

@@ -400,6 +400,29 @@ def test_async_copies_start_under_a_deep_tmpdir(tmp_path):
     assert "child ran" in out.stdout and "exit 0" in out.stdout, out.stderr[-2000:]
 
 
+def test_async_copies_do_not_import_the_parents_main_module(tmp_path):
+    """multiprocessing has each child run its parent's main module (a trainer's or a
+    node's: JAX and all); the copies are started without it, so a script's top level
+    runs once, in the script, not in each copy or the forkserver."""
+    marks = tmp_path / "marks"
+    script = tmp_path / "trainer.py"
+    script.write_text(
+        "import os\n"
+        f"open({str(marks)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+        "if __name__ == '__main__':\n"
+        "    from distrl.acting import host_rollout\n"
+        "    from distrl.envs import host_env\n"
+        "    env = host_env.make('gymnasium:CartPole-v1', {})\n"
+        "    stepper = host_rollout.VectorStepper(env, 2, host_rollout.ASYNC)\n"
+        "    stepper.reset(0)\n"
+        "    stepper.close()\n"
+        "    print('stepped')\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert "stepped" in out.stdout, out.stderr[-2000:]
+    assert len(marks.read_text().split()) == 1
+
+
 def test_episode_statistics_per_chunk_match_a_step_by_step_count():
     """`_episodes` sums a chunk's ended episodes without a loop over steps; chunk after
     chunk (episodes running across them) it agrees with counting step by step."""

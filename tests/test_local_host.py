@@ -1,8 +1,12 @@
 """The single-process trainer on envs stepped in Python (`distrl.local_host`): real
 gymnasium envs, the real jitted data step, learning judged as `distrl.local` judges."""
 
+import json
+import signal
+import time
+
 import pytest
-from conftest import load_config
+from conftest import assert_nothing_left, descendants, launch_train, load_config, wait_while_running
 
 from distrl import config as config_lib
 from distrl import local
@@ -78,9 +82,59 @@ def test_a_warm_up_rollout_is_refused_for_an_env_stepped_in_python():
         local.train(config)
 
 
-def test_copies_in_subprocesses_are_refused():
-    """env.vector=async: a killed trainer's subprocess copies would outlive it (the
-    actors' are stopped by their supervisor); refused before anything starts."""
-    config = configured("ppo_gymnasium_cartpole", **{"env.vector": "async"})
-    with pytest.raises(config_lib.ConfigError, match=r"config.env.vector='async'"):
-        local.train(config)
+# SAC on gymnasium's Pendulum-v1, small: the loop and its copies are judged, not learning
+TINY_SAC = {
+    "num_actors": 1,
+    "actor.num_envs": 4,
+    "replay.min_size": 256,
+    "evaluator.every_env_steps": 512,
+    "evaluator.num_envs": 4,
+    "evaluator.confirm_envs": 4,
+    "agent.hidden_sizes": (16, 16),
+    "learner.batch_size": 16,
+}
+
+
+def test_copies_in_subprocesses_take_the_steps_of_copies_in_the_trainer():
+    """env.vector=async (a process per copy) trains exactly as sync copies do: the same
+    seeds give the same transitions, so the same updates, evaluations and last return."""
+    results = [
+        local.train(
+            configured(
+                "sac_gymnasium_pendulum",
+                **TINY_SAC,
+                **{"budget.env_steps": 1_024, "env.vector": vector},
+            )
+        )
+        for vector in ("sync", "async")
+    ]
+    sync, asynchronous = ([(e[0], e[2]) for e in r.evaluations] for r in results)
+    assert len(sync) == 2 and asynchronous == sync
+    assert results[1].updates == results[0].updates > 0
+    assert results[1].mean_return == results[0].mean_return
+
+
+def test_a_trainer_killed_with_sigkill_leaves_no_copy_behind(tmp_path):
+    """`python -m distrl.local` with its copies in subprocesses, killed with SIGKILL while
+    one copy hangs in its step: that copy (which would sleep on for an hour), the others,
+    the forkserver that forked them and multiprocessing's resource tracker all end
+    within seconds (each copy watches its trainer's pid)."""
+    hung = tmp_path / "hung"  # made by the first copy to reach its 50th step, which hangs
+    kwargs = json.dumps({"how": "hang", "fail_at": 50, "once_file": str(hung)})
+    flags = ["--config=configs/ppo.py", "--config.env.name=tests.gym_envs:faulty"]
+    flags += [f"--config.env.kwargs={kwargs}", "--config.env.vector=async"]
+    flags += ["--config.num_actors=2", "--config.actor.num_envs=2"]
+    flags += ["--config.evaluator.every_env_steps=1000000"]  # its copies are no subprocess
+    proc = launch_train(flags, executable_args=["-m", "distrl.local"])
+    try:
+        wait_while_running(proc, time.time() + 120, hung.exists)
+        copies = [
+            p for p in descendants(proc.pid).values() if "forkserver" in " ".join(p.cmdline())
+        ]
+        assert len(copies) == 5  # the forkserver and the 4 copies it forked
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert_nothing_left(proc)

@@ -23,11 +23,16 @@ thread that is abandoned; async: gymnasium's `step_wait` timeout).
 """
 
 import _signal
+import contextlib
+import functools
 import importlib
+import os
 import queue
 import signal
+import sys
 import threading
 import time
+import types
 
 import jax
 import numpy as np
@@ -49,22 +54,36 @@ def make_vector(env, num_envs: int, mode: str = SYNC):
     makers = [env.maker(i) for i in range(num_envs)]
     same_step = gymnasium.vector.AutoresetMode.SAME_STEP
     if mode == ASYNC:
-        return gymnasium.vector.AsyncVectorEnv(
-            makers,
-            context=_forkserver(),
-            worker=pyenv.async_worker,
-            autoreset_mode=same_step,
-            copy=False,
-        )
+        with _bare_main():
+            return gymnasium.vector.AsyncVectorEnv(
+                makers,
+                context=_forkserver(),
+                worker=functools.partial(pyenv.async_worker, os.getpid()),
+                autoreset_mode=same_step,
+                copy=False,
+            )
     return gymnasium.vector.SyncVectorEnv(makers, copy=False, autoreset_mode=same_step)
+
+
+@contextlib.contextmanager
+def _bare_main():
+    """Copies started meanwhile do not import this process's main module: multiprocessing
+    names it in each child's start data, and the child runs it (the trainer, a node's
+    entry: JAX and all, 450 MB a copy seen). A copy needs only `distrl.pyenv` and the
+    env's own module, which it imports by name."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
 
 
 def _forkserver() -> str:
     """The start method of the copies' subprocesses: forked from a server process that
     imported only `distrl.pyenv` (gymnasium, numpy). Not "fork": a fork of a process
-    running JAX's threads may deadlock; not "spawn" (nor a forkserver preloading
-    `__main__`, its default): the child would import the parent's main module, the
-    launcher, which starts a program of its own."""
+    running JAX's threads may deadlock; not "spawn": each copy would import gymnasium
+    and the env anew."""
     import multiprocessing  # noqa: PLC0415
 
     _short_socket_dir()
