@@ -44,23 +44,23 @@ def test_dqn_solves_gymnasium_frozenlake_judged_on_its_own_tables():
     assert [e[0] for e in result.evaluations] == sorted(e[0] for e in result.evaluations)
 
 
-def test_sac_on_gymnasium_pendulum_stops_at_its_budget_with_the_replay_ratio():
+def test_sac_on_gymnasium_pendulum_stops_at_its_budget_the_same_with_subprocess_copies():
     """SAC on gymnasium's Pendulum-v1 to a budget of 2,048 env steps: the loop stops at the
     budget, takes samples_per_insert x T x B / batch updates per iteration once the
     buffer holds replay.min_size, evaluates at the evaluator's cadence, and reports the
-    last policy on confirm_envs episodes."""
-    config = configured(
-        "sac_gymnasium_pendulum",
-        **{
-            "budget.env_steps": 2_048,
-            "replay.min_size": 512,
-            "evaluator.every_env_steps": 512,
-            "evaluator.num_envs": 4,
-            "evaluator.confirm_envs": 8,
-            "agent.hidden_sizes": (16, 16),  # the loop is judged here, not the learning
-            "learner.batch_size": 16,
-        },
-    )
+    last policy on confirm_envs episodes. With env.vector=async (a process per copy) it
+    trains exactly so: the same seeds give the same transitions, so the same updates,
+    evaluations and last return."""
+    values = {
+        "budget.env_steps": 2_048,
+        "replay.min_size": 512,
+        "evaluator.every_env_steps": 512,
+        "evaluator.num_envs": 4,
+        "evaluator.confirm_envs": 8,
+        "agent.hidden_sizes": (16, 16),  # the loop is judged here, not the learning
+        "learner.batch_size": 16,
+    }
+    config = configured("sac_gymnasium_pendulum", **values)
     experiment_steps = config.num_actors * config.actor.num_envs * config.actor.unroll_length
     result = local.train(config)
     assert result.env_steps == 2_048 and result.iterations == 2_048 // experiment_steps
@@ -73,6 +73,10 @@ def test_sac_on_gymnasium_pendulum_stops_at_its_budget_with_the_replay_ratio():
     assert result.eval_episodes == 8 and -2_000 < result.mean_return < 0
     assert not result.solved and not result.report
 
+    copies = local.train(configured("sac_gymnasium_pendulum", **values, **{"env.vector": "async"}))
+    assert [(e[0], e[2]) for e in copies.evaluations] == [(e[0], e[2]) for e in result.evaluations]
+    assert (copies.updates, copies.mean_return) == (result.updates, result.mean_return)
+
 
 def test_a_warm_up_rollout_is_refused_for_an_env_stepped_in_python():
     """n-step DQN's single-process data step starts with n - 1 steps of a JAX env's
@@ -80,38 +84,6 @@ def test_a_warm_up_rollout_is_refused_for_an_env_stepped_in_python():
     config = configured("dqn_gymnasium_cartpole", **{"agent.n_step": 3})
     with pytest.raises(config_lib.ConfigError, match=r"agent.n_step=3's first window"):
         local.train(config)
-
-
-# SAC on gymnasium's Pendulum-v1, small: the loop and its copies are judged, not learning
-TINY_SAC = {
-    "num_actors": 1,
-    "actor.num_envs": 4,
-    "replay.min_size": 256,
-    "evaluator.every_env_steps": 512,
-    "evaluator.num_envs": 4,
-    "evaluator.confirm_envs": 4,
-    "agent.hidden_sizes": (16, 16),
-    "learner.batch_size": 16,
-}
-
-
-def test_copies_in_subprocesses_take_the_steps_of_copies_in_the_trainer():
-    """env.vector=async (a process per copy) trains exactly as sync copies do: the same
-    seeds give the same transitions, so the same updates, evaluations and last return."""
-    results = [
-        local.train(
-            configured(
-                "sac_gymnasium_pendulum",
-                **TINY_SAC,
-                **{"budget.env_steps": 1_024, "env.vector": vector},
-            )
-        )
-        for vector in ("sync", "async")
-    ]
-    sync, asynchronous = ([(e[0], e[2]) for e in r.evaluations] for r in results)
-    assert len(sync) == 2 and asynchronous == sync
-    assert results[1].updates == results[0].updates > 0
-    assert results[1].mean_return == results[0].mean_return
 
 
 def test_a_trainer_killed_with_sigkill_leaves_no_copy_behind(tmp_path):
