@@ -211,6 +211,25 @@ def test_every_module_imports_with_the_distributed_stack_present():
     assert missing == [] and loaded == ["launchpad", "reverb"]
 
 
+def test_the_trainer_and_the_launcher_import_without_loading_tensorflow():
+    """rlax's TFP substrate would load TensorFlow for its docstrings alone (2.4 CPU s of
+    every start: distrl/agents/rlax_import.py); distrl hides it for that import, and
+    TensorFlow still loads for Reverb afterwards, in the same process."""
+    script = (
+        "import json, sys\n"
+        "import distrl.local, distrl.nodes.evaluator, distrl.program.launcher\n"
+        "before = 'tensorflow' in sys.modules\n"
+        "from distrl.agents.rlax_import import rlax\n"
+        "loss = float(rlax.huber_loss(3.0, 1.0))\n"
+        "import reverb, tensorflow\n"
+        "print(json.dumps([before, loss, tensorflow.__version__]))\n"
+    )
+    proc = _run_python(["-c", script], timeout_s=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    before, loss, version = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert before is False and loss == 2.5 and version.startswith("2.")
+
+
 def test_find_cycle_names_the_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
     assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]

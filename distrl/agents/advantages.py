@@ -10,8 +10,8 @@ step from nothing, and the backward recursion never crosses an episode end.
 
 import jax
 import jax.numpy as jnp
-import rlax
 
+from distrl.agents.rlax_import import rlax
 from distrl.types import Transition
 
 

@@ -17,9 +17,9 @@ import math
 
 import jax
 import jax.numpy as jnp
-import rlax
 
 from distrl.agents import base
+from distrl.agents.rlax_import import rlax
 from distrl.networks import GaussianParams
 
 # atanh's input is kept this far inside (-1, 1): a recorded action of exactly +-1 (a

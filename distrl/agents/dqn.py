@@ -11,11 +11,11 @@ import functools
 import jax
 import jax.numpy as jnp
 import optax
-import rlax
 
 from distrl import networks
 from distrl.agents import assembly, base, checks, settings
 from distrl.agents.nstep import concat_tail, n_step_transitions, tail  # noqa: F401
+from distrl.agents.rlax_import import rlax
 from distrl.types import QTransition
 
 

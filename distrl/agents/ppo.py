@@ -19,11 +19,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
-import rlax
 
 from distrl.agents import actor_critic, base, checks, recurrent, rows, settings
 from distrl.agents import advantages as adv_lib
 from distrl.agents import distributions as dist
+from distrl.agents.rlax_import import rlax
 from distrl.types import CoreChunk, Transition
 
 

@@ -25,10 +25,10 @@ import functools
 import jax
 import jax.numpy as jnp
 import optax
-import rlax
 
 from distrl import networks
 from distrl.agents import assembly, base, checks, dqn, nstep, recurrent, settings
+from distrl.agents.rlax_import import rlax
 from distrl.types import CoreChunk, Transition
 
 

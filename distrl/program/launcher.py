@@ -23,7 +23,6 @@ from absl import logging
 from distrl import checkpoints, metrics, resources
 from distrl import config as config_lib
 from distrl import experiment as experiment_lib
-from distrl.analysis import plots
 from distrl.nodes import counter
 from distrl.program import nodeenv, ports, scaling, staging, supervisor
 from distrl.program.errors import NodeFailure
@@ -265,6 +264,9 @@ def _outcome(run_dir: str, restarts: list):
         return None, run_dir
     try:
         if rundir.plots_at_the_end():
+            # matplotlib is 0.6 s of the launcher's start: imported only for the plot
+            from distrl.analysis import plots  # noqa: PLC0415
+
             plots.plot_run(run_dir)
     except Exception as err:  # noqa: BLE001 - a plot must not lose a finished run's result
         logging.warning("plots of %s failed: %s", run_dir, err)
