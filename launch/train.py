@@ -66,7 +66,7 @@ def _preloaded_parent(argv) -> bool:
             launch_type = argv[i + 1]
     if launch_type != "local_mp" or zygote.turned_off() or any(a in _HELP for a in argv):
         return False
-    if "tensorflow" in sys.modules:  # imported already (a fork of a warm interpreter)
+    if "jax" in sys.modules:  # the stack imported already (a fork of a warm interpreter)
         return False
     compile_cache.enable()
     env = _parent_env()

@@ -216,6 +216,7 @@ from distrl import checkpoints, cli, config, resources  # noqa: F401
 from distrl.analysis import plots  # noqa: F401
 try:  # the distributed layer, where it is installed (not on the core's stack)
     import launchpad  # noqa: F401
+    import reverb  # noqa: F401 - TensorFlow with it (distrl's own imports leave it out)
     from distrl.program import launcher  # noqa: F401
 except ImportError:
     pass
