@@ -190,6 +190,13 @@ def test_nodes_step_without_launchpad(tmp_path):
     assert out["counts"]["env_steps"] >= 1024, out  # the first rollout's, at least (async)
 
 
+def _printed_last(script: str):
+    """The JSON that `python -c script` prints last (it must exit 0)."""
+    proc = _run_python(["-c", script], timeout_s=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def test_every_module_imports_with_the_distributed_stack_present():
     """The distributed layer (replay/, nodes/, program/) still imports, Reverb and
     Launchpad with it, and every public name of `distrl.replay` (most loaded on first
@@ -205,9 +212,7 @@ def test_every_module_imports_with_the_distributed_stack_present():
         "loaded = sorted({m.partition('.')[0] for m in sys.modules} & {'reverb', 'launchpad'})\n"
         "print(json.dumps([missing, loaded]))\n"
     )
-    proc = _run_python(["-c", script], timeout_s=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    missing, loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    missing, loaded = _printed_last(script)
     assert missing == [] and loaded == ["launchpad", "reverb"]
 
 
@@ -224,9 +229,7 @@ def test_the_trainer_and_the_launcher_import_without_loading_tensorflow():
         "import reverb, tensorflow\n"
         "print(json.dumps([before, loss, tensorflow.__version__]))\n"
     )
-    proc = _run_python(["-c", script], timeout_s=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    before, loss, version = json.loads(proc.stdout.strip().splitlines()[-1])
+    before, loss, version = _printed_last(script)
     assert before is False and loss == 2.5 and version.startswith("2.")
 
 
