@@ -3,13 +3,14 @@
 Runs in the Launchpad launcher process (addresses are bound there before the nodes
 start, so handles dereference to live clients), which keeps the measured program's
 own process count unchanged. A plan is a list of phases; each phase waits for
-counts to move, warms up, records snapshots every 0.2 s over a window, and may
-open or close a gate (a file that `benchmarks.nodes` nodes watch). Every poll also
-notes when each count and each watched file was first seen (`first_seen`, seconds
-since this process started: the command), which gives the start-up figures;
-`node_memory` reads the memory of the program's node processes and `node_cpu`
-their CPU time, from which each phase gets the cores each node used in its window
-(and `machine_busy` the cores the whole machine used, other work included).
+counts to move, warms up, records snapshots every 0.2 s over a window (stretched
+while the timed count has not moved twice), and may open or close a gate (a file
+that `benchmarks.nodes` nodes watch). Every poll also notes when each count and
+each watched file was first seen (`first_seen`, seconds since this process
+started: the command), which gives the start-up figures; `node_memory` reads the
+memory of the program's node processes and `node_cpu` their CPU time, from which
+each phase gets the cores each node used in its window (and `machine_busy` the
+cores the whole machine used, other work included).
 """
 
 import os
@@ -20,6 +21,7 @@ import psutil
 from benchmarks import tables
 
 POLL_S = 0.2
+STRETCH = 4  # a window's longest, in windows, while its count has not moved twice
 
 
 class Monitor:
@@ -128,13 +130,20 @@ class Monitor:
         return False
 
     def _record(self, seconds: float, replay) -> list:
-        snapshots, end = [], time.time() + seconds
-        while time.time() < end:
+        """Snapshots every POLL_S for `seconds`, or longer (up to STRETCH times) until
+        the phase's timed count has changed twice, which a rate needs
+        (`rate_between_changes`): on a starved machine the counter can go unanswered,
+        and a node unscheduled, for most of a short window."""
+        key, snapshots, start = self.phase["wait_for"][0], [], time.time()
+        while True:
+            elapsed = time.time() - start
+            moved = changes(snapshots, key) >= 2
+            if elapsed >= seconds * STRETCH or (elapsed >= seconds and moved):
+                return snapshots
             counts = self._counts(replay)
             if "table_inserts" in counts and "counter_seconds" in counts:  # else skip
                 snapshots.append(dict(counts, time=time.time()))
             time.sleep(POLL_S)
-        return snapshots
 
     def _wait_quiet(self, key: str, quiet_s: float = 1.2, timeout: float = 20) -> None:
         last, since, deadline = None, time.time(), time.time() + timeout
@@ -145,6 +154,12 @@ class Monitor:
             elif time.time() - since > quiet_s:
                 return
             time.sleep(POLL_S)
+
+
+def changes(snapshots: list, key: str) -> int:
+    """How many times `key` changed from one snapshot to the next."""
+    values = [s.get(key, 0) for s in snapshots]
+    return sum(a != b for a, b in zip(values, values[1:]))
 
 
 def node_cpu(log_dir: str) -> dict:

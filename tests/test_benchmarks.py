@@ -19,7 +19,7 @@ import pytest
 
 import benchmarks
 from benchmarks import rows, run, stages
-from benchmarks.monitor import node_memory
+from benchmarks.monitor import STRETCH, Monitor, node_memory
 from distrl import experiment as experiment_lib
 from distrl import local
 from distrl.config import ConfigError
@@ -107,6 +107,55 @@ def test_node_memory_names_each_node_by_its_output_file(tmp_path):
     finally:
         os.killpg(child.pid, signal.SIGKILL)  # the grandchild too
         child.wait()
+
+
+class _Handle:
+    """A Launchpad handle's one method, over a client object."""
+
+    def __init__(self, client):
+        self._client = client
+
+    def dereference(self):
+        return self._client
+
+
+class _Counts:
+    """A counter and a Reverb client whose answers a test scripts by time: `get_counts`
+    raises (unanswered) until `answers_after` s and then counts one learner step a call."""
+
+    def __init__(self, answers_after: float):
+        self._start, self._after, self._steps = time.time(), answers_after, 0
+
+    def get_counts(self):
+        if time.time() - self._start < self._after:
+            raise TimeoutError("the counter is starved")
+        self._steps += 1
+        return {"learner_steps": self._steps, "counter_seconds": 1.0}
+
+    def server_info(self, timeout):
+        raise AssertionError("table_counts is replaced in this test")
+
+
+@pytest.mark.parametrize("answers_after,stretched", [(0.0, False), (0.9, True), (99.0, True)])
+def test_a_window_stretches_until_its_count_moved_twice(monkeypatch, answers_after, stretched):
+    """A window whose counter went unanswered (a starved machine) runs on until the
+    timed count has changed twice, at most STRETCH windows; an answered one ends on time."""
+    monkeypatch.setattr(
+        "benchmarks.tables.table_counts", lambda client: {"inserts": 1, "samples": 0, "size": 1}
+    )
+    client = _Counts(answers_after)
+    monitor = Monitor(_Handle(client), {"main": _Handle(client)}, gate_dir="")
+    monitor.phase = {"wait_for": ["learner_steps"]}
+    window, start = 0.5, time.time()
+    snapshots = monitor._record(window, "main")
+    took = time.time() - start
+    steps = [s["learner_steps"] for s in snapshots]
+    assert took < window * STRETCH + 0.5
+    if answers_after < window * STRETCH:
+        assert len(set(steps)) >= 3 and took >= max(window, answers_after), (steps, took)
+    else:
+        assert steps == [] and took >= window * STRETCH
+    assert (took > window + 0.3) == stretched, took
 
 
 @pytest.mark.parametrize(

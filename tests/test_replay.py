@@ -6,6 +6,7 @@ dataset, reshaped, and fed to the agent's jitted update.
 """
 
 import importlib.metadata
+import signal
 import subprocess
 import sys
 import threading
@@ -477,6 +478,31 @@ def test_dataset_samples_again_soon_after_the_server_restarts(caplog):
         for proc in servers:
             proc.kill()
             proc.wait()
+
+
+def test_a_starved_server_is_not_lost_and_a_killed_one_is_at_once():
+    """`Connection.lost`, the dataset's verdict after a stall: a replay process held
+    stopped (SIGSTOP: a loaded machine's starved server) past the first one-second probe
+    and let go within the second is not lost, so the learner does not reconnect; once
+    killed, its refused port makes it lost within the first probe's second."""
+    port = _free_port()
+    server = _serve(port)
+    connection = replay.Connection(reverb.Client(f"localhost:{port}"), lambda: False, "test")
+    try:
+        assert not connection.lost(connection.client)
+        server.send_signal(signal.SIGSTOP)
+        threading.Timer(2.0, server.send_signal, (signal.SIGCONT,)).start()
+        start = time.monotonic()
+        assert not connection.lost(connection.client)
+        assert time.monotonic() - start > 1.5  # it did wait out the second probe
+        server.kill()
+        server.wait()
+        start = time.monotonic()
+        assert connection.lost(connection.client)
+        assert time.monotonic() - start < 2.0
+    finally:
+        server.kill()  # stopped or not
+        server.wait()
 
 
 def _free_port() -> int:

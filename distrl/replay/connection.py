@@ -15,6 +15,7 @@ from distrl.replay import TABLE
 # gRPC target schemes: an address that names one already has its only form.
 _SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:")
 _PROBE_TIMEOUT_S = 1  # server_info's deadline (whole seconds) when checking a connection
+_BUSY_PROBE_TIMEOUT_S = 3  # a second probe's, for a server that still takes connections
 
 
 def target_forms(address: str) -> tuple[str, ...]:
@@ -39,13 +40,13 @@ def _sleep(seconds: float, should_stop) -> None:
         time.sleep(min(0.1, max(0.0, end - time.monotonic())))
 
 
-def answers(client: reverb.Client | None) -> bool:
-    """Whether the server answers `client` within a second (its connection is up);
+def answers(client: reverb.Client | None, timeout_s: int = _PROBE_TIMEOUT_S) -> bool:
+    """Whether the server answers `client` within `timeout_s` (its connection is up);
     False for None (a connection's client while it reconnects)."""
     if client is None:
         return False
     try:
-        client.server_info(timeout=_PROBE_TIMEOUT_S)
+        client.server_info(timeout=timeout_s)
         return True
     except Exception:  # noqa: BLE001 - grpc surfaces several error types
         return False
@@ -124,6 +125,15 @@ class Connection:
                 if not answers(client):
                     self._worker = None  # left to its stuck call; the next call gets another
                     raise TimeoutError(f"no answer in {patience_s:g} s") from None
+
+    def lost(self, client: reverb.Client | None) -> bool:
+        """Whether the server went away for `client`, which has had nothing from it for
+        a while: no answer within a second, and then nothing takes connections at its
+        port or a second, longer probe goes unanswered too. A server starved on a loaded
+        machine answers late; one that died refuses connections."""
+        if answers(client):
+            return False
+        return not _listening(self._forms[0]) or not answers(client, _BUSY_PROBE_TIMEOUT_S)
 
     def renew(
         self, stale: reverb.Client | None, why: str, within_s: float | None = None

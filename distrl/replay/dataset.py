@@ -14,7 +14,7 @@ import tensorflow as tf
 from absl import logging
 
 from distrl.replay import TABLE
-from distrl.replay.connection import Connection, answers
+from distrl.replay.connection import Connection
 from distrl.replay.reading import Reading
 
 
@@ -144,10 +144,10 @@ def iterate_batches(
 
     The dataset is read through `_Pull`, in slices of `wait_s`. A healthy server
     answers every request within `timeout_ms` (a sample or a sampling timeout);
-    when nothing came for `stall_s` and the server does not answer a client on
-    the dataset's target (`answers`), the server went away: the dataset is given
-    up and made anew on the other target form once the server answers
-    (`Connection.renew`). A queue's chunks that the given-up dataset had read
+    when nothing came for `stall_s` and the server is lost to a client on the
+    dataset's target (`Connection.lost`: a starved server answers late), the
+    dataset is given up and made anew on the other target form once the server
+    answers (`Connection.renew`). A queue's chunks that the given-up dataset had read
     ahead from the restarted server (up to a batch) are then not learned from.
     `connection` (default: one of its own to `server_address`) may be shared with
     the learner's other replay calls: when one of them renewed it first, the
@@ -179,7 +179,7 @@ def iterate_batches(
             if sample is None:
                 if time.monotonic() - heard > stall_s:
                     client = connection.client
-                    if address != connection.address or not answers(client):
+                    if address != connection.address or connection.lost(client):
                         pull.close()
                         pull = None
                         renewed = address != connection.address or connection.renew(
