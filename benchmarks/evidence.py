@@ -19,6 +19,7 @@ from benchmarks import suites
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent  # no distrl import: the docs test reads it
 RESULTS = ROOT / "benchmarks" / "results"
+FEWER = 5  # seeds below which a group says so, and a suite's figure comes from another
 
 # How a group of rows was measured, from the most to the least demanding: the README
 # shows a suite's first one here that has rows.
@@ -257,7 +258,8 @@ def _by_mode(rows) -> dict:
 
 def groups(suite, root=RESULTS) -> list:
     """Every group of rows that stands for `suite`: its at_budget.csv rows by study
-    and mode, then its SELECTIONS, in PROTOCOLS order, distributed before single."""
+    and mode, then its SELECTIONS, in PROTOCOLS order; within a protocol a group of
+    FEWER seeds or more first, then distributed before single."""
     found = []
     measured = {}
     for row in read("at_budget", root):
@@ -270,8 +272,13 @@ def groups(suite, root=RESULTS) -> list:
             chosen = [r for r in read(s.file, root) if _matches(r, s)]
             for rows in _by_mode(chosen).values():
                 found.append(_group(suite, s.protocol, s.study, s.file, rows))
-    order = lambda g: (PROTOCOLS.index(g.protocol), g.mode != "distributed", -len(g.seeds))  # noqa: E731
-    return sorted(found, key=order)
+    return sorted(found, key=_demand)
+
+
+def _demand(group) -> tuple:
+    """A group's place among a suite's: the lower, the more its figure is worth."""
+    n = len(group.seeds)
+    return (PROTOCOLS.index(group.protocol), n < FEWER, group.mode != "distributed", -n)
 
 
 def all_groups(root=RESULTS) -> dict:

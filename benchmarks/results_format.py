@@ -6,8 +6,6 @@ import statistics
 
 from benchmarks import aggregate, evidence
 
-FEWER = 5  # seeds below which a row says so
-
 
 def fmt(x, exact: bool) -> str:
     """A return in as many digits as it needs, or a share of the optimum in percent."""
@@ -36,7 +34,7 @@ def interval(values, exact: bool, statistic: str = "mean") -> str:
 
 def seeds_cell(group) -> str:
     n = len(group.seeds)
-    return f"{n}, {group.mode}" + (" (under 5)" if n < FEWER else "")
+    return f"{n}, {group.mode}" + (" (under 5)" if n < evidence.FEWER else "")
 
 
 def to_target_cell(group) -> str:

@@ -205,6 +205,25 @@ def test_rows_fill_the_tables_and_the_page_draws_their_curves(tmp_path):
     assert path.exists() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("distributed_seeds,first", [(1, "single"), (5, "distributed")])
+def test_a_suites_figure_comes_from_five_seeds_before_fewer(tmp_path, distributed_seeds, first):
+    """README's row of a suite is its first group: five seeds in one process come before
+    one distributed seed, and five distributed seeds before five in one process."""
+    rows = _csv(evidence.RESULTS / "at_budget.csv")
+    five = [r for r in rows if r["suite"] == "dqn" and r["study"] == "gridworld-4x4-single"]
+    assert [r["seed"] for r in five] == ["51", "52", "53", "54", "55"]
+    distributed = [dict(r, mode="distributed") for r in five[:distributed_seeds]]
+    with open(tmp_path / "at_budget.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(five + distributed)
+    found = evidence.groups(suites.BY_NAME["dqn"], tmp_path)
+    assert [g.mode for g in found][0] == first and len(found) == 2
+    table = results_tables.suites_table({s.name: [] for s in suites.SUITES} | {"dqn": found})
+    (line,) = [ln for ln in table.splitlines() if ln.startswith("| `dqn` |")]
+    assert f"| 5, {first} |" in line
+
+
 def test_a_suite_without_rows_says_how_to_measure_it():
     found = {suite.name: [] for suite in suites.SUITES}
     page = results_page.page(found)
