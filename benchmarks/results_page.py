@@ -77,12 +77,28 @@ def command(suite) -> str:
 
 
 def _not_measured(found) -> str:
-    lines = ["## Not measured yet", "", "Suites no row covers; each is measured by:", ""]
-    for suite in suites.SUITES:
-        if not found[suite.name]:
+    """The suites with no rows, then the non-tabular ones whose rows hold no last policy
+    at a budget on FEWER seeds or more, each with the command that measures it."""
+    missing = [suite for suite in suites.SUITES if not found[suite.name]]
+    short = [
+        s for s in suites.SUITES if found[s.name] and not (s.exact or _last_on_five(found[s.name]))
+    ]
+    lines = ["## Not measured yet", ""]
+    for title, listed in (
+        ("Suites no row covers", missing),
+        (f"Suites with no last policy at a budget on {evidence.FEWER} seeds", short),
+    ):
+        lines += [f"{title}: {'none' if not listed else 'each is measured by:'}", ""]
+        for suite in listed:
             budget = evidence.steps(suite.budget)
             lines.append(f"- `{suite.name}` ({suite.env}, {budget}): {command(suite)}")
-    return "\n".join(lines)
+        lines += [""] if listed else []
+    return "\n".join(lines).rstrip()
+
+
+def _last_on_five(groups) -> bool:
+    last = (evidence.LAST, evidence.LAST_EVALUATION, evidence.LAST_STUDY)
+    return any(g.protocol in last and len(g.seeds) >= evidence.FEWER for g in groups)
 
 
 def _seed_table(suite, group) -> str:

@@ -232,6 +232,21 @@ def test_a_suite_without_rows_says_how_to_measure_it():
     assert results_tables.suites_table(found).count("not measured") == len(suites.SUITES)
 
 
+def test_the_page_names_each_suite_without_a_last_policy_on_five_seeds():
+    """A non-tabular suite whose groups hold no last policy at a budget on 5 seeds is
+    listed with its command; five seeds of one take it off; a tabular suite never is."""
+    (five,) = [g for g in evidence.all_groups()["ppo_mujoco"] if g.study == "mujoco-ppo-1m"]
+    assert five.protocol == evidence.LAST and len(five.seeds) == 5
+    three = five._replace(seeds=five.seeds[:3], values=five.values[:3], rows=five.rows[:3])
+    first = five._replace(protocol=evidence.FIRST)
+    for groups, listed in (([five], False), ([three], True), ([first], True)):
+        found = {s.name: [] for s in suites.SUITES} | {"ppo_mujoco": groups, "dqn": [first]}
+        section = results_page.page(found).split("## Not measured yet")[1].split("\n## ")[0]
+        short = section.split("Suites with no last policy")[1]
+        assert (results_page.command(suites.BY_NAME["ppo_mujoco"]) in short) == listed
+        assert "`dqn`" not in section  # an exact suite: judged against the optimum instead
+
+
 def test_the_accelerator_table_takes_each_figures_newest_row_beside_its_hosts_cpu(tmp_path):
     columns = "commit,platform,device,preset,figure,batch,updates_per_call,updates_per_s"
     rows = [
