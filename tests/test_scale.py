@@ -69,7 +69,13 @@ def test_actors_scaled_2_to_4_to_1_while_the_run_goes_on(tmp_path):
     )
     try:
         deadline = time.time() + 240
-        _wait_while_running(proc, deadline, lambda: _acting(run_dir, 1, 0) and _env_steps(run_dir))
+        # scaled once the learner has published: then an added actor's first params are
+        # the learner's (scaled before, an added actor came up with version 0: CI at ddb4b60)
+        _wait_while_running(
+            proc,
+            deadline,
+            lambda: _acting(run_dir, 1, 0) and any(r["updates"] for r in _rows(run_dir, "learner")),
+        )
         asked = time.time()
         grown = _scale(run_dir, "--actors=4")
         assert grown.returncode == 0, grown.stderr
