@@ -128,12 +128,14 @@ class Connection:
 
     def lost(self, client: reverb.Client | None) -> bool:
         """Whether the server went away for `client`, which has had nothing from it for
-        a while: no answer within a second, and then nothing takes connections at its
-        port or a second, longer probe goes unanswered too. A server starved on a loaded
-        machine answers late; one that died refuses connections."""
-        if answers(client):
-            return False
-        return not _listening(self._forms[0]) or not answers(client, _BUSY_PROBE_TIMEOUT_S)
+        a while: nothing takes connections at its port, or the client's probes (one
+        second, then a longer one) both go unanswered. A server starved on a loaded
+        machine answers late; one that died refuses connections. The port is checked
+        first: a server restarted during the probes would answer them, and the old
+        stream would then wait seconds more for gRPC's reconnect."""
+        if not _listening(self._forms[0]):
+            return True
+        return not answers(client) and not answers(client, _BUSY_PROBE_TIMEOUT_S)
 
     def renew(
         self, stale: reverb.Client | None, why: str, within_s: float | None = None
