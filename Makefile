@@ -22,10 +22,11 @@ ARGS  ?=
 # PYTHONDONTWRITEBYTECODE set (as on CI here) every node process would compile TF and JAX
 # from source again. Pinned like every package; pip is the fallback.
 UV    := uv==0.13.9
-# Test processes at once (pytest-xdist): most tests wait on node processes, so more than the
-# cores. Each test file runs on one of them, in order: one Ray cluster at a time (its head's
-# /tmp/ray is this machine's), module fixtures made once.
-JOBS  ?= 3
+# Test processes at once (pytest-xdist): "auto" is 1.5 a core free when the suite starts (3
+# on an idle 2-core machine: most tests wait on node processes), fewer beside busy processes
+# (tests/workers.py). Each test file runs on one of them, in order: one Ray cluster at a
+# time (its head's /tmp/ray is this machine's), module fixtures made once.
+JOBS  ?= auto
 PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile
 
 .PHONY: setup lint test test-cluster test-all test-fast run bench results clean setup-core \

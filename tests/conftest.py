@@ -16,6 +16,7 @@ import cpu_profile
 import leftovers
 import psutil
 import pytest
+import workers
 
 from distrl import cli, compile_cache
 from distrl.records import rundir
@@ -59,6 +60,17 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     leftovers.install(config)
     cpu_profile.install(config)
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (make test): by the cores free when the suite starts (tests/workers.py).
+    A hook of conftest's own: xdist asks before plugins registered at configure exist."""
+    n, config.distrl_workers = workers.decide()
+    return n
+
+
+def pytest_report_header(config):
+    return getattr(config, "distrl_workers", None)
 
 
 @pytest.fixture
