@@ -113,6 +113,23 @@ def test_a_restarted_counter_continues_from_its_totals(tmp_path, monkeypatch):
     assert Counter({"env_steps": 5.0}, path).get_counts()["env_steps"] == 5.0
 
 
+def test_a_learners_report_lands_whole_so_its_data_age_mean_never_exceeds_its_max():
+    """The learner's sums, latest values and maxima reach the counter in one call: a
+    reader sees all of a report or none of it (as separate calls under load, result.json
+    once read a data age mean of 23.5 beside a max of 0)."""
+    from distrl.nodes.counter import Counter, data_summary
+
+    counter = Counter()
+    reports = [(dict(learner_items=4, data_age_sum=94.0), 7, 40.0)]
+    reports.append((dict(learner_items=4, data_age_sum=8.0), 9, 3.0))
+    for sums, version, oldest in reports:
+        totals = counter.report(sums, dict(param_version=version), dict(data_age_max=oldest))
+        data = data_summary(totals)
+        assert 0.0 <= data["data_age_mean"] <= data["data_age_max"], data
+    assert data == dict(data_age_mean=12.75, data_age_max=40.0, items_written=0, items_learned=8)
+    assert counter.get_counts()["param_version"] == 9
+
+
 def test_a_restarted_learner_loads_the_newest_checkpoint_and_publishes_newer_versions(
     tmp_path, monkeypatch
 ):

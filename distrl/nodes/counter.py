@@ -42,11 +42,7 @@ class Counter:
 
     def increment(self, **deltas: float) -> dict[str, float]:
         """Adds each delta to its count; returns the new totals."""
-        with self._lock:
-            for name, delta in deltas.items():
-                self._counts[name] = self._counts.get(name, 0) + delta
-            self._save()
-            return dict(self._counts)
+        return self.report(deltas, {}, {})
 
     def set(self, **values: float) -> None:
         """Records the latest value of each name (a version, a loss), not a sum."""
@@ -54,12 +50,21 @@ class Counter:
             self._counts.update(values)
             self._save()
 
-    def maximum(self, **values: float) -> None:
-        """Keeps the largest value seen of each name (e.g. the oldest data's age)."""
+    def report(
+        self, sums: dict[str, float], latest: dict[str, float], maxima: dict[str, float]
+    ) -> dict[str, float]:
+        """A node's report in one step: adds `sums`, records `latest` (as `set`) and keeps
+        the largest value seen of each of `maxima` (the oldest data's age); returns the new
+        totals. One call, so that no reader sees the sums without their maxima (a mean
+        data age above its max was read under load when they were separate calls)."""
         with self._lock:
-            for name, value in values.items():
+            for name, delta in sums.items():
+                self._counts[name] = self._counts.get(name, 0) + delta
+            self._counts.update(latest)
+            for name, value in maxima.items():
                 self._counts[name] = max(self._counts.get(name, value), value)
             self._save()
+            return dict(self._counts)
 
     def get_counts(self) -> dict[str, float]:
         """All totals, plus the seconds since the counter started."""

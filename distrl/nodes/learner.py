@@ -468,9 +468,11 @@ class _Report:
             learner_busy_seconds=self._busy,
         )
         counts.update(learner_items=self._age.items, data_age_sum=self._age.total)
-        self._future = counter.futures.increment(**counts)
-        counter.futures.set(param_version=version, **latest)
-        counter.futures.maximum(data_age_max=self._age.max)
+        self._future = counter.futures.report(
+            sums=counts,
+            latest=dict(param_version=version, **latest),
+            maxima=dict(data_age_max=self._age.max),
+        )
         self._age = _AgeTally()
         for name, value in zip(
             ("updates", "samples", "wait"), (self._updates, self._samples, self._wait)
