@@ -6,7 +6,6 @@ dataset, reshaped, and fed to the agent's jitted update.
 """
 
 import importlib.metadata
-import signal
 import subprocess
 import sys
 import threading
@@ -480,24 +479,18 @@ def test_dataset_samples_again_soon_after_the_server_restarts(caplog):
             proc.wait()
 
 
-def test_a_starved_server_is_not_lost_and_a_killed_one_is_at_once():
-    """`Connection.lost`, the dataset's verdict after a stall: a replay process held
-    stopped (SIGSTOP: a loaded machine's starved server) past the first one-second probe
-    and let go within the second is not lost, so the learner does not reconnect; once
-    killed, its refused port makes it lost at once, even when a new server comes up on
-    the port during what would have been the probes (they would find it, and the old
-    dataset's stream would wait seconds for gRPC: seen on CI as a 7 s stall)."""
+def test_a_killed_server_is_lost_at_once_even_if_another_comes_up_soon():
+    """`Connection.lost`, the dataset's verdict after a stall: a server that answers is
+    not lost; once killed, its refused port makes it lost at once, even when a new server
+    comes up on the port right after (a probe of the old client would have found it, and
+    the old dataset's stream would have waited seconds for gRPC: seen on CI as a 7 s
+    stall and no reconnect)."""
     port = _free_port()
     server = _serve(port)
     connection = replay.Connection(reverb.Client(f"localhost:{port}"), lambda: False, "test")
     restarted = []
     try:
         assert not connection.lost(connection.client)
-        server.send_signal(signal.SIGSTOP)
-        threading.Timer(2.0, server.send_signal, (signal.SIGCONT,)).start()
-        start = time.monotonic()
-        assert not connection.lost(connection.client)
-        assert time.monotonic() - start > 1.5  # it did wait out the second probe
         server.kill()
         server.wait()
         # The first call after the kill fails at once ("Socket closed"), later ones at
@@ -510,9 +503,9 @@ def test_a_starved_server_is_not_lost_and_a_killed_one_is_at_once():
         assert connection.lost(connection.client)
         assert time.monotonic() - start < 0.3
         restart.join()
-        assert not connection.lost(connection.client)  # the new server, once it answers
+        assert not connection.lost(reverb.Client(f"localhost:{port}"))  # the new server
     finally:
-        server.kill()  # stopped or not
+        server.kill()
         server.wait()
         for new_server in restarted:
             new_server.stop()

@@ -15,7 +15,6 @@ from distrl.replay import TABLE
 # gRPC target schemes: an address that names one already has its only form.
 _SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:")
 _PROBE_TIMEOUT_S = 1  # server_info's deadline (whole seconds) when checking a connection
-_BUSY_PROBE_TIMEOUT_S = 3  # a second probe's, for a server that still takes connections
 
 
 def target_forms(address: str) -> tuple[str, ...]:
@@ -128,14 +127,12 @@ class Connection:
 
     def lost(self, client: reverb.Client | None) -> bool:
         """Whether the server went away for `client`, which has had nothing from it for
-        a while: nothing takes connections at its port, or the client's probes (one
-        second, then a longer one) both go unanswered. A server starved on a loaded
-        machine answers late; one that died refuses connections. The port is checked
-        first: a server restarted during the probes would answer them, and the old
-        stream would then wait seconds more for gRPC's reconnect."""
-        if not _listening(self._forms[0]):
-            return True
-        return not answers(client) and not answers(client, _BUSY_PROBE_TIMEOUT_S)
+        a while: nothing takes connections at its port (known at once), or it does not
+        answer within a second. A starved server may be taken for lost (a reconnect
+        that was not needed); a longer probe let a replay restarted within it (a
+        zygote's fork is back in about a second) answer, and the old dataset's dead
+        stream then waited for gRPC's reconnect."""
+        return not _listening(self._forms[0]) or not answers(client)
 
     def renew(
         self, stale: reverb.Client | None, why: str, within_s: float | None = None

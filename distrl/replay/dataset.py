@@ -145,7 +145,7 @@ def iterate_batches(
     The dataset is read through `_Pull`, in slices of `wait_s`. A healthy server
     answers every request within `timeout_ms` (a sample or a sampling timeout);
     when nothing came for `stall_s` and the server is lost to a client on the
-    dataset's target (`Connection.lost`: a starved server answers late), the
+    dataset's target (`Connection.lost`), the
     dataset is given up and made anew on the other target form once the server
     answers (`Connection.renew`). A queue's chunks that the given-up dataset had read
     ahead from the restarted server (up to a batch) are then not learned from.
